@@ -1,0 +1,61 @@
+"""Atomic file writes: nothing half-written is ever left under its final name.
+
+Every stage writes through :func:`atomic_path` (write to a temporary sibling,
+then ``os.replace``), so a job killed mid-write leaves no output that Snakemake
+or a later stage could mistake for a complete one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary path next to ``path``; rename it onto ``path`` only if the block succeeds."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        os.replace(tmp, target)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def write_text(path: str | os.PathLike[str], text: str) -> None:
+    """Write ``text`` to ``path`` atomically."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def write_json(path: str | os.PathLike[str], obj: Any) -> None:
+    """Write ``obj`` as indented JSON atomically."""
+    write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=float) + "\n")
+
+
+def write_table(df: pd.DataFrame, path: str | os.PathLike[str]) -> None:
+    """Write a table atomically; the format follows the suffix (.parquet, .csv, .tsv, .md)."""
+    suffix = Path(path).suffix
+    with atomic_path(path) as tmp:
+        if suffix == ".parquet":
+            df.to_parquet(tmp, index=False)
+        elif suffix == ".csv":
+            df.to_csv(tmp, index=False)
+        elif suffix == ".tsv":
+            df.to_csv(tmp, index=False, sep="\t")
+        elif suffix == ".md":
+            tmp.write_text(df.to_markdown(index=False) + "\n", encoding="utf-8")
+        else:
+            raise ValueError(f"write_table: unsupported suffix {suffix!r} for {path}")
