@@ -29,6 +29,7 @@ METRIC_COLUMNS: tuple[str, ...] = (
     "value",
 )
 
+
 def metric_direction(metric: str) -> int:
     """Return +1 when larger values of ``metric`` are better, -1 for losses (contrastive entropy)."""
     return -1 if metric.startswith("CE@") else 1
