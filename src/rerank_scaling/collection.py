@@ -30,6 +30,9 @@ class CollectionDir:
 
     root: Path
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root))
+
     @property
     def corpus(self) -> Path:
         return self.root / "corpus.jsonl"
@@ -113,7 +116,7 @@ def write_collection(
     qrels: dict[str, Qrels],
 ) -> CollectionDir:
     """Materialise a collection in the local format; every file is written atomically."""
-    out = CollectionDir(Path(root))
+    out = CollectionDir(root)
     with atomic_path(out.corpus) as tmp, open(tmp, "w", encoding="utf-8") as handle:
         for docid, text in docs:
             handle.write(json.dumps({"id": docid, "contents": _one_line(text)}, ensure_ascii=False) + "\n")
@@ -125,6 +128,6 @@ def write_collection(
 
 def read_split(root: str | os.PathLike[str], split: str) -> tuple[Queries, Qrels]:
     """Queries and qrels of one split of a local-format collection."""
-    coll = CollectionDir(Path(root))
+    coll = CollectionDir(root)
     coll.check([split])
     return read_queries(coll.queries(split)), read_qrels(coll.qrels(split))

@@ -1,0 +1,26 @@
+# rerank-scaling: measure and forecast how cross-encoder rerankers scale.
+# Table of contents: every stage is one rule file; `rule all` asks for the final products.
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config.yaml"
+
+
+report: "report/workflow.rst"
+
+
+include: "rules/common.smk"
+include: "rules/data.smk"
+include: "rules/retrieve.smk"
+include: "rules/train.smk"
+include: "rules/evaluate.smk"
+include: "rules/fit.smk"
+include: "rules/report.smk"
+
+
+rule all:
+    input:
+        final_targets(),
+    default_target: True

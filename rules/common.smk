@@ -1,0 +1,72 @@
+# Helpers shared by every rule file: config validation, paths, target lists, JSON params.
+import json
+
+from rerank_scaling.config import validate_config
+from rerank_scaling.grid import Grid, RunSpec
+
+# Fails at parse time, before any job runs, naming the field and the fix.
+validate_config(config)
+
+GRID = Grid.from_config(config)
+RESULTS = f"results/{config['run_name']}"
+ENVS = "../envs"
+
+
+wildcard_constraints:
+    split="[A-Za-z0-9_.-]+",
+    run="[A-Za-z0-9.-]+__[a-z]+__[a-z0-9]+__s[0-9]+",
+    ckpt="[0-9]+",
+
+
+def section_json(name):
+    """A config section as JSON, passed to stage entry points as a param (changes re-run the rule)."""
+    return json.dumps(config.get(name, {}), sort_keys=True)
+
+
+def log_path(stage, name):
+    return f"{RESULTS}/logs/{stage}/{name}.log"
+
+
+def benchmark_path(stage, name):
+    return f"{RESULTS}/benchmarks/{stage}/{name}.tsv"
+
+
+def device_resources():
+    """GPU request for SLURM when the config asks for CUDA."""
+    return 1 if config["device"] == "cuda" else 0
+
+
+def eval_splits():
+    return config["dataset"]["eval_splits"]
+
+
+def all_splits():
+    return [config["dataset"]["train_split"], *eval_splits()]
+
+
+def checkpoint_sidecars(wildcards):
+    return [
+        f"{RESULTS}/checkpoints/{wildcards.run}/ckpt-{k:02d}/checkpoint.json"
+        for k in GRID.checkpoint_indices()
+    ]
+
+
+def run_metric_tables(wildcards=None):
+    return [f"{RESULTS}/eval/{run}/metrics.parquet" for run in GRID.run_ids()]
+
+
+def final_targets():
+    return [
+        f"{RESULTS}/metrics/all.parquet",
+        f"{RESULTS}/laws/fits.parquet",
+        f"{RESULTS}/summary.md",
+    ]
+
+
+def model_json(wildcards):
+    """The models[] entry of a run, as JSON."""
+    return json.dumps(GRID.model(RunSpec.parse(wildcards.run).model), sort_keys=True)
+
+
+def training_json():
+    return section_json("training")

@@ -1,0 +1,16 @@
+rule prepare_data:
+    output:
+        corpus=f"{RESULTS}/data/collection/corpus.jsonl",
+        queries=expand(f"{RESULTS}/data/collection/queries/{{split}}.tsv", split=all_splits()),
+        qrels=expand(f"{RESULTS}/data/collection/qrels/{{split}}.txt", split=all_splits()),
+    params:
+        dataset=section_json("dataset"),
+        out=f"{RESULTS}/data/collection",
+    log:
+        log_path("data", "prepare_data"),
+    benchmark:
+        benchmark_path("data", "prepare_data")
+    conda:
+        f"{ENVS}/retrieval.yaml"
+    shell:
+        "python -m rerank_scaling.stages.prepare_data --dataset {params.dataset:q} --out {params.out} > {log} 2>&1"

@@ -1,0 +1,69 @@
+rule bm25_index:
+    input:
+        corpus=rules.prepare_data.output.corpus,
+    output:
+        index=directory(f"{RESULTS}/bm25/index"),
+    params:
+        retrieval=section_json("retrieval"),
+    threads: config["retrieval"].get("threads", 1)
+    resources:
+        mem_mb=config["retrieval"].get("memory_mb", 2048) + 1024,
+        runtime=60,
+    log:
+        log_path("bm25", "index"),
+    benchmark:
+        benchmark_path("bm25", "index")
+    conda:
+        f"{ENVS}/retrieval.yaml"
+    shell:
+        "python -m rerank_scaling.stages.bm25_retrieve index --corpus {input.corpus} --index {output.index}"
+        " --settings {params.retrieval:q} --log {log} > {log} 2>&1"
+
+
+rule bm25_search:
+    input:
+        index=rules.bm25_index.output.index,
+        queries=f"{RESULTS}/data/collection/queries/{{split}}.tsv",
+    output:
+        run=f"{RESULTS}/bm25/runs/{{split}}.trec",
+    params:
+        retrieval=section_json("retrieval"),
+    threads: config["retrieval"].get("threads", 1)
+    resources:
+        mem_mb=config["retrieval"].get("memory_mb", 2048) + 1024,
+        runtime=60,
+    log:
+        log_path("bm25", "search_{split}"),
+    benchmark:
+        benchmark_path("bm25", "search_{split}")
+    conda:
+        f"{ENVS}/retrieval.yaml"
+    shell:
+        "python -m rerank_scaling.stages.bm25_retrieve search --index {input.index} --queries {input.queries}"
+        " --run {output.run} --settings {params.retrieval:q} > {log} 2>&1"
+
+
+rule training_examples:
+    input:
+        collection=rules.prepare_data.output.corpus,
+        run=f"{RESULTS}/bm25/runs/{config['dataset']['train_split']}.trec",
+    output:
+        pointwise=f"{RESULTS}/examples/pointwise.parquet",
+        groups=f"{RESULTS}/examples/groups.parquet",
+    params:
+        examples=section_json("examples"),
+        collection=f"{RESULTS}/data/collection",
+        split=config["dataset"]["train_split"],
+    resources:
+        mem_mb=4000,
+        runtime=60,
+    log:
+        log_path("examples", "build"),
+    benchmark:
+        benchmark_path("examples", "build")
+    conda:
+        f"{ENVS}/retrieval.yaml"
+    shell:
+        "python -m rerank_scaling.stages.build_examples --collection {params.collection} --split {params.split}"
+        " --run {input.run} --settings {params.examples:q} --pointwise {output.pointwise}"
+        " --groups {output.groups} > {log} 2>&1"

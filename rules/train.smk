@@ -1,0 +1,32 @@
+rule train:
+    input:
+        pointwise=rules.training_examples.output.pointwise,
+        groups=rules.training_examples.output.groups,
+        corpus=rules.prepare_data.output.corpus,
+    output:
+        checkpoints=expand(
+            f"{RESULTS}/checkpoints/{{{{run}}}}/ckpt-{{k:02d}}/checkpoint.json",
+            k=GRID.checkpoint_indices(),
+        ),
+    params:
+        model=model_json,
+        training=training_json(),
+        device=config["device"],
+        checkpoints=lambda wildcards: f"{RESULTS}/checkpoints/{wildcards.run}",
+        work=lambda wildcards: f"{RESULTS}/work/train/{wildcards.run}",
+    threads: config["training"].get("threads", 1)
+    resources:
+        mem_mb=config["training"].get("mem_mb", 8000),
+        runtime=config["training"].get("runtime", 240),
+        gpu=device_resources(),
+    log:
+        log_path("train", "{run}"),
+    benchmark:
+        benchmark_path("train", "{run}")
+    conda:
+        f"{ENVS}/training.yaml"
+    shell:
+        "python -m rerank_scaling.stages.train --run {wildcards.run} --model {params.model:q}"
+        " --training {params.training:q} --device {params.device} --pointwise {input.pointwise}"
+        " --groups {input.groups} --corpus {input.corpus} --checkpoints {params.checkpoints}"
+        " --work {params.work} > {log} 2>&1"

@@ -1,0 +1,108 @@
+"""Load and validate the workflow configuration before any job runs.
+
+Two layers: the JSON schema (``schemas/config.schema.yaml``: types, enums, closed objects) and
+cross-field checks the schema cannot express (the chosen dataset source has its section, every
+evaluation split exists, model names are unique, ...). Every error names the offending field
+and says how to fix it.
+"""
+
+from __future__ import annotations
+
+import os
+from importlib import resources
+from typing import Any
+
+import jsonschema
+import yaml
+
+
+class ConfigError(ValueError):
+    """A configuration value is wrong; the message names the field and the fix."""
+
+
+def schema() -> dict[str, Any]:
+    """The JSON schema of the workflow config."""
+    text = resources.files("rerank_scaling").joinpath("schemas/config.schema.yaml").read_text()
+    return yaml.safe_load(text)
+
+
+def schema_path() -> str:
+    """Filesystem path of the schema (for ``snakemake.utils.validate``)."""
+    return str(resources.files("rerank_scaling").joinpath("schemas/config.schema.yaml"))
+
+
+def _field(path: Any) -> str:
+    parts = []
+    for part in path:
+        parts.append(f"[{part}]" if isinstance(part, int) else f".{part}")
+    return "".join(parts).lstrip(".") or "<top level>"
+
+
+def _describe(error: jsonschema.ValidationError) -> str:
+    field = _field(error.absolute_path)
+    if error.validator == "additionalProperties":
+        allowed = sorted(error.schema.get("properties", {}))
+        return f"config field '{field}': {error.message}. Allowed keys here: {', '.join(allowed)}"
+    if error.validator == "required":
+        return f"config field '{field}': {error.message}; add it (see config.yaml for an example)"
+    if error.validator == "enum":
+        return (
+            f"config field '{field}': {error.instance!r} is not allowed; use one of {error.validator_value}"
+        )
+    return f"config field '{field}': {error.message}"
+
+
+def validate_config(config: dict[str, Any]) -> dict[str, Any]:
+    """Validate ``config``; raise :class:`ConfigError` listing every problem, else return it."""
+    validator = jsonschema.Draft202012Validator(schema())
+    problems = [
+        _describe(e) for e in sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
+    ]
+    if not problems:
+        problems = _cross_field_problems(config)
+    if problems:
+        raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(problems))
+    return config
+
+
+def _cross_field_problems(config: dict[str, Any]) -> list[str]:
+    problems = []
+    dataset = config["dataset"]
+    source = dataset["source"]
+    if source not in dataset:
+        problems.append(
+            f"config field 'dataset.{source}': missing; dataset.source is {source!r}, so the "
+            f"'dataset.{source}' section must describe the dataset (see README, 'Datasets')"
+        )
+    elif source == "ir_datasets":
+        known = set(dataset["ir_datasets"]["splits"])
+        for split in [dataset["train_split"], *dataset["eval_splits"]]:
+            if split not in known:
+                problems.append(f"config field 'dataset.ir_datasets.splits': no entry for split {split!r}")
+    elif source == "builtin":
+        for split in [dataset["train_split"], *dataset["eval_splits"]]:
+            if split not in ("train", "dev", "test"):
+                problems.append(
+                    f"config field 'dataset.eval_splits': the builtin dataset has splits "
+                    f"train/dev/test, not {split!r}"
+                )
+    names = [m["name"] for m in config["models"]]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        problems.append(f"config field 'models': duplicate model names {duplicates}; names must be unique")
+    if not any(m["role"] == "fit" for m in config["models"]):
+        problems.append("config field 'models': no model has role 'fit'; the laws need sizes to fit on")
+    extra = config["training"].get("extra_seeds", {})
+    for name in extra.get("models", []):
+        if name not in names:
+            problems.append(f"config field 'training.extra_seeds.models': {name!r} is not a model name")
+    return problems
+
+
+def load_config(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a YAML config file and validate it."""
+    with open(path, encoding="utf-8") as handle:
+        config = yaml.safe_load(handle)
+    if not isinstance(config, dict):
+        raise ConfigError(f"{path}: the config must be a YAML mapping")
+    return validate_config(config)

