@@ -23,6 +23,11 @@ def section_json(name):
     return json.dumps(config.get(name, {}), sort_keys=True)
 
 
+def run_dir(stage, wildcards):
+    """Per-run directory of a stage, e.g. results/default/checkpoints/<run>."""
+    return f"{RESULTS}/{stage}/{wildcards.run}"
+
+
 def log_path(stage, name):
     return f"{RESULTS}/logs/{stage}/{name}.log"
 
@@ -56,11 +61,7 @@ def run_metric_tables(wildcards=None):
 
 
 def final_targets():
-    return [
-        f"{RESULTS}/metrics/all.parquet",
-        f"{RESULTS}/laws/fits.parquet",
-        f"{RESULTS}/summary.md",
-    ]
+    return [f"{RESULTS}/metrics/all.parquet"]
 
 
 def model_json(wildcards):

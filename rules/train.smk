@@ -12,8 +12,8 @@ rule train:
         model=model_json,
         training=training_json(),
         device=config["device"],
-        checkpoints=lambda wildcards: f"{RESULTS}/checkpoints/{wildcards.run}",
-        work=lambda wildcards: f"{RESULTS}/work/train/{wildcards.run}",
+        checkpoints=lambda wildcards: run_dir("checkpoints", wildcards),
+        work=lambda wildcards: run_dir("work/train", wildcards),
     threads: config["training"].get("threads", 1)
     resources:
         mem_mb=config["training"].get("mem_mb", 8000),

@@ -32,9 +32,9 @@ def _offline_hint(dataset_id: str, err: BaseException) -> DatasetUnavailable:
     home = os.environ.get("IR_DATASETS_HOME", str(Path.home() / ".ir_datasets"))
     return DatasetUnavailable(
         f"ir_datasets could not load {dataset_id!r}: {type(err).__name__}: {err}\n"
-        f"This machine cannot download it. Download the file named above on a connected machine and "
-        f"place it under {home} at the path ir_datasets expects (its docs list each file), or use "
-        f"dataset.source: local with a prepared directory."
+        f"This machine cannot download it. Fetch the file named in the URL above on a connected machine "
+        f"and place it under {home}/<dataset name>/ (e.g. {home}/cranfield/cran.tar.gz), where "
+        f"ir_datasets looks before downloading; or use dataset.source: local with a prepared directory."
     )
 
 
@@ -42,6 +42,10 @@ def _guarded(dataset_id: str, iterator_factory: Any) -> Iterator[Any]:
     try:
         yield from iterator_factory()
     except (ConnectionError, OSError) as err:  # urllib/requests errors derive from these
+        raise _offline_hint(dataset_id, err) from err
+    except RuntimeError as err:  # ir_datasets: ('All download sources failed', [...])
+        if "download" not in str(err).lower():
+            raise
         raise _offline_hint(dataset_id, err) from err
 
 

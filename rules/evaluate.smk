@@ -1,0 +1,77 @@
+rule evaluate_bm25:
+    input:
+        runs=expand(f"{RESULTS}/bm25/runs/{{split}}.trec", split=eval_splits()),
+        qrels=expand(f"{RESULTS}/data/collection/qrels/{{split}}.txt", split=eval_splits()),
+    output:
+        metrics=f"{RESULTS}/eval/bm25/metrics.parquet",
+    params:
+        evaluation=section_json("evaluation"),
+        collection=f"{RESULTS}/data/collection",
+        bm25_dir=f"{RESULTS}/bm25/runs",
+        splits=eval_splits(),
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    log:
+        log_path("eval", "bm25"),
+    benchmark:
+        benchmark_path("eval", "bm25")
+    conda:
+        f"{ENVS}/training.yaml"
+    shell:
+        "python -m rerank_scaling.stages.evaluate bm25 --collection {params.collection}"
+        " --bm25-dir {params.bm25_dir} --splits {params.splits} --settings {params.evaluation:q}"
+        " --out {output.metrics} > {log} 2>&1"
+
+
+rule evaluate_run:
+    input:
+        checkpoints=checkpoint_sidecars,
+        runs=expand(f"{RESULTS}/bm25/runs/{{split}}.trec", split=eval_splits()),
+    output:
+        metrics=f"{RESULTS}/eval/{{run}}/metrics.parquet",
+    params:
+        evaluation=section_json("evaluation"),
+        collection=f"{RESULTS}/data/collection",
+        bm25_dir=f"{RESULTS}/bm25/runs",
+        splits=eval_splits(),
+        max_length=config["training"]["max_length"],
+        device=config["device"],
+        checkpoints=lambda wildcards: run_dir("checkpoints", wildcards),
+        work=lambda wildcards: run_dir("work/eval", wildcards),
+    threads: config["evaluation"].get("threads", 1)
+    resources:
+        mem_mb=config["evaluation"].get("mem_mb", 8000),
+        runtime=config["evaluation"].get("runtime", 120),
+        gpu=device_resources(),
+    log:
+        log_path("eval", "{run}"),
+    benchmark:
+        benchmark_path("eval", "{run}")
+    conda:
+        f"{ENVS}/training.yaml"
+    shell:
+        "python -m rerank_scaling.stages.evaluate run --checkpoints {params.checkpoints}"
+        " --collection {params.collection} --bm25-dir {params.bm25_dir} --splits {params.splits}"
+        " --settings {params.evaluation:q} --max-length {params.max_length} --device {params.device}"
+        " --threads {threads} --work {params.work} --out {output.metrics} > {log} 2>&1"
+
+
+rule merge_metrics:
+    input:
+        runs=run_metric_tables,
+        bm25=rules.evaluate_bm25.output.metrics,
+    output:
+        parquet=report(
+            f"{RESULTS}/metrics/all.parquet",
+            caption="../report/metrics.rst",
+            category="Tables",
+        ),
+        csv=f"{RESULTS}/metrics/all.csv",
+    log:
+        log_path("eval", "merge"),
+    conda:
+        f"{ENVS}/fitting.yaml"
+    shell:
+        "python -m rerank_scaling.stages.merge_metrics --inputs {input.bm25} {input.runs}"
+        " --out {output.parquet} --csv {output.csv} > {log} 2>&1"

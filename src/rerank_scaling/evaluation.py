@@ -1,0 +1,161 @@
+"""Evaluate checkpoints (and the BM25 first stage) on evaluation splits, as long metric tables.
+
+Per split, the BM25 top ``rerank_depth`` candidates are reranked by each checkpoint and scored
+with every metric of :mod:`rerank_scaling.metrics`. Results are cached per (checkpoint, split) under
+a key made of the checkpoint's sidecar and the evaluation settings, so a killed job resumes and a
+re-run after adding one checkpoint scores only that checkpoint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rerank_scaling.atomic import write_table
+from rerank_scaling.collection import CollectionDir, Queries, load_texts, read_split
+from rerank_scaling.metrics import MetricSettings, evaluate
+from rerank_scaling.records import METRIC_COLUMNS
+from rerank_scaling.rerank import candidate_pairs, score_pairs, tokenize_pairs
+from rerank_scaling.trec import Qrels, Run, read_run, top_k, write_run
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    """Config ``evaluation``."""
+
+    rerank_depth: int = 100
+    relevance_threshold: int = 1
+    ce_sizes: tuple[int, ...] = (64,)
+    rbp_k: tuple[int, ...] = (1, 3, 10)
+    rr_m: tuple[int, ...] = (2, 10)
+    batch_size: int = 64
+    seed: int = 0
+    threads: int | None = None
+    mem_mb: int | None = None
+    runtime: int | None = None
+
+    def metric_settings(self) -> MetricSettings:
+        return MetricSettings(
+            relevance_threshold=self.relevance_threshold,
+            ce_sizes=self.ce_sizes,
+            rbp_k=self.rbp_k,
+            rr_m=self.rr_m,
+            seed=self.seed,
+        )
+
+
+@dataclass(frozen=True)
+class SplitData:
+    name: str
+    queries: Queries
+    qrels: Qrels
+    candidates: Run  # BM25 top rerank_depth
+    texts: dict[str, str]
+
+
+def load_split(collection: str, bm25_run: str, split: str, depth: int) -> SplitData:
+    """Queries, qrels, BM25 candidates (top ``depth``) and the candidates' texts of one split."""
+    queries, qrels = read_split(collection, split)
+    candidates = top_k(read_run(bm25_run), depth)
+    missing = sorted(set(candidates) - set(queries))
+    if missing:
+        raise ValueError(f"BM25 run {bm25_run} has queries not in split {split!r}: {missing[:5]}")
+    docids = {d for docs in candidates.values() for d in docs}
+    return SplitData(split, queries, qrels, candidates, load_texts(CollectionDir(collection).corpus, docids))
+
+
+def metric_rows(run: Run, split: SplitData, settings: EvalSettings, fields: dict[str, Any]) -> pd.DataFrame:
+    """Long rows (METRIC_COLUMNS) of every metric of ``run`` on ``split``, tagged with ``fields``."""
+    # Every query with qrels counts; a query whose candidates are all missing scores 0, as in trec_eval.
+    complete = {qid: run.get(qid, {}) for qid in split.qrels if qid in split.queries}
+    table = evaluate(
+        complete, split.qrels, {q: list(d) for q, d in split.candidates.items()}, settings.metric_settings()
+    )
+    table = table[["metric", "value"]].assign(split=split.name, **fields)
+    return table.reindex(columns=list(METRIC_COLUMNS))
+
+
+def bm25_fields() -> dict[str, Any]:
+    return {
+        "run": "bm25",
+        "model": "bm25",
+        "family": "bm25",
+        "role": "baseline",
+        "objective": "bm25",
+        "attention": "bm25",
+        "checkpoint": 0,
+        "step": 0,
+        "examples": 0,
+        "tokens": 0,
+        "flops": 0.0,
+    }
+
+
+def _cache_key(sidecar: dict[str, Any], split: str, settings: EvalSettings, max_length: int) -> str:
+    blob = json.dumps([sidecar, split, settings.__dict__, max_length], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def evaluate_checkpoints(
+    checkpoint_dirs: list[Path],
+    splits: list[SplitData],
+    settings: EvalSettings,
+    max_length: int,
+    device: str,
+    runs_dir: Path,
+    cache_dir: Path,
+) -> pd.DataFrame:
+    """Rerank every split with every checkpoint of one run; returns the run's long metric table."""
+    from sentence_transformers.cross_encoder import CrossEncoder
+
+    tokenized: dict[str, Any] = {}
+    tables = []
+    for index, ckpt in enumerate(checkpoint_dirs, 1):
+        sidecar = json.loads((ckpt / "checkpoint.json").read_text())
+        fields = {c: sidecar[c] for c in METRIC_COLUMNS if c in sidecar}
+        model = None
+        for split in splits:
+            key = _cache_key(sidecar, split.name, settings, max_length)
+            cached = cache_dir / f"{ckpt.name}.{split.name}.{key}.parquet"
+            if cached.exists():
+                tables.append(pd.read_parquet(cached))
+                continue
+            if model is None:
+                encoder = CrossEncoder(str(ckpt), device=device, max_length=max_length)
+                model = encoder.model
+                if sidecar["attention"] != "full":
+                    from rerank_scaling.sparse_encoder import (
+                        apply_window_attention,
+                        attention_variant_from_name,
+                    )
+
+                    apply_window_attention(model, attention_variant_from_name(sidecar["attention"]))
+                tokenizer = encoder.tokenizer
+            if split.name not in tokenized:
+                pairs = candidate_pairs(split.candidates, settings.rerank_depth)
+                tokenized[split.name] = tokenize_pairs(
+                    tokenizer, pairs, split.queries, split.texts, max_length
+                )
+            scores = score_pairs(
+                model, tokenized[split.name], settings.batch_size, tokenizer.pad_token_id or 0, device
+            )
+            write_run(scores, runs_dir / f"{ckpt.name}.{split.name}.trec", tag=sidecar["run"])
+            table = metric_rows(scores, split, settings, fields)
+            write_table(table, cached)
+            tables.append(table)
+        log.info(
+            "[%d/%d] %s evaluated on %s",
+            index,
+            len(checkpoint_dirs),
+            ckpt.name,
+            ", ".join(s.name for s in splits),
+        )
+    return pd.concat(tables, ignore_index=True)
