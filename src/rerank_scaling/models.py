@@ -68,6 +68,29 @@ def train_wordpiece(texts: Iterable[str], vocab_size: int, out_dir: str | os.Pat
     return fast
 
 
+def _with_head(path: str, head: str, max_length: int, config_kwargs: dict[str, Any] | None = None) -> Any:
+    """A CrossEncoder over the encoder at ``path`` with a [CLS] or a mean-pooling relevance head.
+
+    ``cls``: the standard ``BertForSequenceClassification`` head (pooler + linear on [CLS]).
+    ``mean``: mean-pool the joint (query, passage) token states, then a linear layer to one score.
+    Sentence-embedding checkpoints (MiniLM) were trained with mean pooling; their shallow [CLS]
+    state barely depends on the input, so the mean head is the matching-friendly initialisation.
+    """
+    from sentence_transformers.base.modules import Dense, Transformer
+    from sentence_transformers.cross_encoder import CrossEncoder
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    if head == "cls":
+        return CrossEncoder(path, num_labels=1, max_length=max_length, config_kwargs=config_kwargs)
+    if head != "mean":
+        raise ValueError(f"models[].head: unknown head {head!r}; use cls or mean")
+    encoder = Transformer(path, transformer_task="feature-extraction", config_kwargs=config_kwargs,
+                          max_seq_length=max_length)
+    width = encoder.get_embedding_dimension()
+    score = Dense(width, 1, activation_function=None, module_output_name="scores")
+    return CrossEncoder(modules=[encoder, Pooling(width, pooling_mode="mean"), score])
+
+
 def build_cross_encoder(
     spec: dict[str, Any],
     max_length: int,
@@ -80,19 +103,14 @@ def build_cross_encoder(
     ``corpus_texts`` and ``work_dir`` are needed by the ``scratch`` family (tokenizer training).
     """
     import torch
-    from sentence_transformers.cross_encoder import CrossEncoder
 
     torch.manual_seed(seed)
     family = spec["family"]
+    head = spec.get("head", "cls")
     if family == "hf":
-        return CrossEncoder(resolve_path(spec["path"]), num_labels=1, max_length=max_length)
+        return _with_head(resolve_path(spec["path"]), head, max_length)
     if family == "ladder":
-        return CrossEncoder(
-            resolve_path(spec["path"]),
-            num_labels=1,
-            max_length=max_length,
-            config_kwargs={"num_hidden_layers": int(spec["layers"])},
-        )
+        return _with_head(resolve_path(spec["path"]), head, max_length, {"num_hidden_layers": int(spec["layers"])})
     if family == "scratch":
         from transformers import BertConfig, BertForSequenceClassification
 
@@ -110,5 +128,5 @@ def build_cross_encoder(
             num_labels=1,
         )
         BertForSequenceClassification(config).save_pretrained(str(base))
-        return CrossEncoder(str(base), num_labels=1, max_length=max_length)
+        return _with_head(str(base), head, max_length)
     raise ValueError(f"models[].family: unknown family {family!r}")

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Install, then run the whole test suite (slow end-to-end tests included).
+# Quick subset: .venv/bin/python -m pytest -m "not slow"
+set -euo pipefail
+cd "$(dirname "$0")"
+scripts/install.sh
+if [ -x scripts/install_slurm_test_deps.sh ]; then
+  scripts/install_slurm_test_deps.sh
+fi
+export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+.venv/bin/python -m pytest -p no:cacheprovider "$@"

