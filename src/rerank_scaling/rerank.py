@@ -67,7 +67,7 @@ def _batches(tokens: TokenizedPairs, batch_size: int, pad_id: int) -> Any:
 
 
 def score_pairs(model: Any, tokens: TokenizedPairs, batch_size: int, pad_id: int, device: str) -> Run:
-    """Relevance logits of every pair under ``model`` (a Hugging Face sequence classifier)."""
+    """Relevance scores (logits) of every pair under ``model``, a ``CrossEncoder`` module stack."""
     import torch
 
     model = model.to(device).eval()
@@ -76,7 +76,7 @@ def score_pairs(model: Any, tokens: TokenizedPairs, batch_size: int, pad_id: int
     with torch.inference_mode(), torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=autocast):
         for start, batch in _batches(tokens, batch_size, pad_id):
             batch = {k: v.to(device) for k, v in batch.items()}
-            logits = model(**batch).logits[:, 0].float().cpu().tolist()
+            logits = model(batch)["scores"].view(len(batch["input_ids"]), -1)[:, 0].float().cpu().tolist()
             for (qid, docid), score in zip(tokens.keys[start : start + len(logits)], logits, strict=True):
                 scores.setdefault(qid, {})[docid] = score
     return scores

@@ -1,0 +1,29 @@
+rule fit_laws:
+    input:
+        metrics=rules.merge_metrics.output.parquet,
+    output:
+        fits=f"{RESULTS}/laws/fits.parquet",
+        forecasts=f"{RESULTS}/laws/forecasts.parquet",
+        allocation=f"{RESULTS}/laws/allocation.parquet",
+        equal_compute=f"{RESULTS}/laws/equal_compute.parquet",
+        tables=expand(
+            f"{RESULTS}/laws/tables/{{name}}.{{ext}}",
+            name=LAW_TABLES,
+            ext=["csv", "md", "tex"],
+        ),
+    params:
+        fitting=section_json("fitting"),
+        out=f"{RESULTS}/laws",
+    threads: config.get("threads", 1)
+    resources:
+        mem_mb=4000,
+        runtime=120,
+    log:
+        log_path("laws", "fit"),
+    benchmark:
+        benchmark_path("laws", "fit")
+    conda:
+        f"{ENVS}/fitting.yaml"
+    shell:
+        "python -m rerank_scaling.stages.fit_laws --metrics {input.metrics} --settings {params.fitting:q}"
+        " --out-dir {params.out} --threads {threads} > {log} 2>&1"

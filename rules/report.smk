@@ -1,0 +1,49 @@
+rule report_figures:
+    input:
+        metrics=rules.merge_metrics.output.parquet,
+        fits=rules.fit_laws.output.fits,
+        forecasts=rules.fit_laws.output.forecasts,
+        allocation=rules.fit_laws.output.allocation,
+        equal_compute=rules.fit_laws.output.equal_compute,
+    output:
+        figures=report(
+            expand(
+                f"{RESULTS}/figures/{{kind}}__{{metric}}__{{split}}.png",
+                kind=FIGURE_KINDS,
+                metric=[slug(m) for m in fitted_metrics()],
+                split=fitted_splits(),
+            ),
+            caption="../report/figures.rst",
+            category="Figures",
+            subcategory="{kind}",
+        ),
+        pdfs=expand(
+            f"{RESULTS}/figures/{{kind}}__{{metric}}__{{split}}.pdf",
+            kind=FIGURE_KINDS,
+            metric=[slug(m) for m in fitted_metrics()],
+            split=fitted_splits(),
+        ),
+        equal_compute=report(
+            f"{RESULTS}/figures/equal_compute.png",
+            caption="../report/equal_compute.rst",
+            category="Figures",
+        ),
+        summary=report(f"{RESULTS}/summary.md", caption="../report/summary.rst", category="Tables"),
+    params:
+        laws=f"{RESULTS}/laws",
+        figures=f"{RESULTS}/figures",
+        metrics=fitted_metrics(),
+        splits=fitted_splits(),
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    log:
+        log_path("report", "figures"),
+    benchmark:
+        benchmark_path("report", "figures")
+    conda:
+        f"{ENVS}/fitting.yaml"
+    shell:
+        "python -m rerank_scaling.stages.report --metrics {input.metrics} --laws {params.laws}"
+        " --metric {params.metrics:q} --split {params.splits} --figures {params.figures}"
+        " --summary {output.summary} > {log} 2>&1"

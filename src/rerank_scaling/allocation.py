@@ -1,0 +1,85 @@
+"""Compute-optimal allocation from the additive joint law (seed paper 000 eqs. 4-9).
+
+With M = a - b N^(-gamma) - c D^(-delta) (gamma, delta: the fitted N and D exponents) and a compute
+budget C = N * D, the metric gap b N^(-gamma) + c (C/N)^(-delta) is smallest where its derivative
+in N vanishes: gamma b N^(-gamma-1) = delta c C^(-delta) N^(delta-1), hence
+
+    N*(C) = (gamma b / (delta c))^(1/(gamma+delta)) * C^(delta/(gamma+delta))     (exponent alpha)
+    D*(C) = C / N*(C) = (delta c / (gamma b))^(1/(gamma+delta)) * C^(gamma/(gamma+delta))  (beta)
+
+so alpha = delta/(gamma+delta) and beta = gamma/(gamma+delta), alpha + beta = 1. D is the step axis
+of the fit (steps or examples), on the law's scale (N in millions, D in thousands).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from rerank_scaling.laws import SCALES
+
+
+def optimal_size(b: float, gamma: float, c: float, delta: float, compute: np.ndarray) -> np.ndarray:
+    """N*(C) of the additive law on the law's scale (eq. above)."""
+    return (gamma * b / (delta * c)) ** (1 / (gamma + delta)) * np.asarray(compute, float) ** (
+        delta / (gamma + delta)
+    )
+
+
+def allocation_exponents(gamma: float, delta: float) -> tuple[float, float]:
+    """(alpha, beta): N* ~ C^alpha, D* ~ C^beta."""
+    return delta / (gamma + delta), gamma / (gamma + delta)
+
+
+def allocation_table(fits: pd.DataFrame, forecasts: pd.DataFrame) -> pd.DataFrame:
+    """Per additive joint fit: exponents, and N / N*(C) for every checkpoint (C = N * D)."""
+    rows = []
+    joint = fits[(fits["law"] == "additive") & (fits["status"] == "ok")]
+    for _, fit in joint.iterrows():
+        p = json.loads(fit["params"])
+        alpha, beta = allocation_exponents(p["alpha"], p["beta"])
+        mask = (forecasts["law"] == "additive") & (forecasts["split_label"] == fit["split_label"])
+        for key in ("family", "objective", "attention", "metric", "split"):
+            mask &= forecasts[key] == fit[key]
+        points = forecasts[mask]
+        n = points["size"].to_numpy(float) / SCALES["N"]
+        d = points["step"].to_numpy(float) / SCALES["S"]
+        usable = p["b"] > 0 and p["c"] > 0 and p["alpha"] > 0 and p["beta"] > 0
+        n_star = (
+            optimal_size(p["b"], p["alpha"], p["c"], p["beta"], n * d) if usable else np.full(len(n), np.nan)
+        )
+        rows.append(
+            points[["family", "objective", "attention", "metric", "split", "model", "step", "size"]].assign(
+                compute=n * d, n_star=n_star * SCALES["N"], n_over_n_star=n / n_star, alpha=alpha, beta=beta
+            )
+        )
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+
+
+def equal_compute(table: pd.DataFrame, small: str, large: str, step_axis: str = "step") -> pd.DataFrame:
+    """Final checkpoint of ``small`` vs the checkpoint of ``large`` nearest in compute C = N * D."""
+    rows = []
+    data = table[table["model"].isin([small, large])]
+    for keys, group in data.groupby(["objective", "attention", "metric", "split"]):
+        a, b = group[group["model"] == small], group[group["model"] == large]
+        if a.empty or b.empty:
+            continue
+        final = a[a["step"] == a["step"].max()].iloc[0]
+        budget = final["size"] * final[step_axis]
+        match = b.iloc[(b["size"] * b[step_axis] - budget).abs().argsort().iloc[0]]
+        rows.append(
+            dict(zip(("objective", "attention", "metric", "split"), keys, strict=True))
+            | {
+                "small": small,
+                "small_step": final["step"],
+                "small_value": final["value"],
+                "large": large,
+                "large_step": match["step"],
+                "large_value": match["value"],
+                "compute_ratio": match["size"] * match[step_axis] / budget,
+                "difference": match["value"] - final["value"],
+            }
+        )
+    return pd.DataFrame(rows)

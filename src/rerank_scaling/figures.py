@@ -1,0 +1,231 @@
+"""Report figures: observed checkpoints, fitted laws, held-out forecasts with 95% bands, BM25 lines.
+
+Every function returns a matplotlib Figure for one (metric, split); the report stage saves PNG + PDF.
+Power laws are drawn on log axes; parameter counts are non-embedding parameters (Kaplan et al.).
+"""
+
+from __future__ import annotations
+
+import json
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+from rerank_scaling import laws  # noqa: E402
+from rerank_scaling.records import metric_direction  # noqa: E402
+
+sns.set_theme(context="paper", style="whitegrid", font_scale=1.1)
+ROLE_MARKERS = {"fit": "o", "held_out": "X"}
+
+
+def _law(name: str, metric: str, breaks: int = 1) -> laws.Law:
+    sign = metric_direction(metric)
+    return {
+        "power_N": laws.power_law("N", sign),
+        "power_S": laws.power_law("S", sign),
+        "additive": laws.additive_law(sign),
+        "bnsl1": laws.bnsl_law(breaks, sign),
+    }[name]
+
+
+def _bm25(ax: plt.Axes, metrics: pd.DataFrame, metric: str, split: str) -> None:
+    rows = metrics[
+        (metrics["family"] == "bm25") & (metrics["metric"] == metric) & (metrics["split"] == split)
+    ]
+    if len(rows):
+        ax.axhline(rows["value"].iloc[0], color="0.3", linestyle="--", linewidth=1, label="BM25")
+
+
+def _panels(objectives: list[str]) -> tuple[plt.Figure, list[plt.Axes]]:
+    fig, axes = plt.subplots(
+        1, len(objectives), figsize=(4.2 * len(objectives), 3.6), sharey=True, squeeze=False
+    )
+    return fig, list(axes[0])
+
+
+def _select(frame: pd.DataFrame, **equals: str) -> pd.DataFrame:
+    mask = np.ones(len(frame), dtype=bool)
+    for key, value in equals.items():
+        mask &= frame[key].to_numpy() == value
+    return frame[mask]
+
+
+def model_scaling(
+    metrics: pd.DataFrame, fits: pd.DataFrame, forecasts: pd.DataFrame, metric: str, split: str
+) -> plt.Figure:
+    """Final-checkpoint metric against N per objective: fit sizes, held-out forecasts and 95% bands."""
+    runs = _select(metrics[metrics["family"] != "bm25"], metric=metric, split=split)
+    objectives = sorted(runs["objective"].unique())
+    fig, axes = _panels(objectives)
+    for ax, objective in zip(axes, objectives, strict=True):
+        rows = runs[runs["objective"] == objective]
+        final = rows[rows["step"] == rows.groupby("run")["step"].transform("max")]
+        for role, marker in ROLE_MARKERS.items():
+            part = final[final["role"] == role]
+            ax.scatter(
+                part["non_embedding_params"], part["value"], marker=marker, s=50, label=f"observed ({role})"
+            )
+        fit = _select(fits, objective=objective, metric=metric, split=split, law="power_N", status="ok")
+        if len(fit):
+            law, params = _law("power_N", metric), np.array(list(json.loads(fit["params"].iloc[0]).values()))
+            grid = np.geomspace(
+                final["non_embedding_params"].min() / 1.5, final["non_embedding_params"].max() * 2, 100
+            )
+            ax.plot(
+                grid, law.predict(params, {"N": grid / laws.SCALES["N"]}), color="C2", label="power law fit"
+            )
+            held = _select(forecasts, objective=objective, metric=metric, split=split, law="power_N")
+            held = held[held["held_out"]]
+            last = held[held["step"] == held.groupby("model")["step"].transform("max")]
+            ax.errorbar(
+                last["size"],
+                last["forecast"],
+                yerr=[last["forecast"] - last["low"], last["high"] - last["forecast"]],
+                fmt="s",
+                color="C3",
+                capsize=4,
+                label="forecast (95% PI)",
+            )
+        _bm25(ax, metrics, metric, split)
+        ax.set_xscale("log")
+        ax.set_title(objective)
+        ax.set_xlabel("non-embedding parameters N")
+    axes[0].set_ylabel(f"{metric} ({split}), final checkpoint")
+    axes[-1].legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    return fig
+
+
+def data_scaling(metrics: pd.DataFrame, fits: pd.DataFrame, metric: str, split: str) -> plt.Figure:
+    """Metric against training steps for every size, with each size's fitted power law in S."""
+    runs = _select(metrics[metrics["family"] != "bm25"], metric=metric, split=split)
+    objectives = sorted(runs["objective"].unique())
+    fig, axes = _panels(objectives)
+    models = sorted(
+        runs["model"].unique(), key=lambda m: runs.loc[runs["model"] == m, "non_embedding_params"].iloc[0]
+    )
+    palette = dict(zip(models, sns.color_palette("viridis", len(models)), strict=True))
+    for ax, objective in zip(axes, objectives, strict=True):
+        rows = runs[runs["objective"] == objective].groupby(["model", "step"], as_index=False)["value"].mean()
+        for model in models:
+            part = rows[rows["model"] == model]
+            ax.scatter(part["step"], part["value"], s=14, color=palette[model], label=model)
+            fit = _select(
+                fits,
+                objective=objective,
+                metric=metric,
+                split=split,
+                law="power_S",
+                status="ok",
+                split_label=f"data:{model}",
+            )
+            if len(fit) and len(part):
+                law = _law("power_S", metric)
+                params = np.array(list(json.loads(fit["params"].iloc[0]).values()))
+                grid = np.geomspace(part["step"].min(), part["step"].max(), 100)
+                ax.plot(
+                    grid,
+                    law.predict(params, {"S": grid / laws.SCALES["S"]}),
+                    color=palette[model],
+                    linewidth=1,
+                )
+        _bm25(ax, metrics, metric, split)
+        ax.set_xscale("log")
+        ax.set_title(objective)
+        ax.set_xlabel("training steps S")
+    axes[0].set_ylabel(f"{metric} ({split})")
+    axes[-1].legend(fontsize=8, title="size", loc="best")
+    fig.tight_layout()
+    return fig
+
+
+def joint_surface(
+    metrics: pd.DataFrame, fits: pd.DataFrame, forecasts: pd.DataFrame, metric: str, split: str
+) -> plt.Figure:
+    """Contours of the additive joint law over (N, S); fit points as dots, held-out points as crosses."""
+    runs = _select(metrics[metrics["family"] != "bm25"], metric=metric, split=split)
+    objectives = sorted(runs["objective"].unique())
+    fig, axes = _panels(objectives)
+    for ax, objective in zip(axes, objectives, strict=True):
+        fit = _select(fits, objective=objective, metric=metric, split=split, law="additive", status="ok")
+        points = _select(forecasts, objective=objective, metric=metric, split=split, law="additive")
+        if len(fit) and len(points):
+            law, params = _law("additive", metric), np.array(list(json.loads(fit["params"].iloc[0]).values()))
+            n = np.geomspace(points["size"].min() / 1.2, points["size"].max() * 1.2, 80)
+            s = np.geomspace(points["step"].min(), points["step"].max(), 80)
+            nn, ss = np.meshgrid(n, s)
+            zz = law.predict(params, {"N": nn / laws.SCALES["N"], "S": ss / laws.SCALES["S"]})
+            contour = ax.contourf(nn, ss, zz, levels=12, cmap="viridis", alpha=0.8)
+            fig.colorbar(contour, ax=ax, label=metric)
+            for held, marker in ((False, "o"), (True, "X")):
+                part = points[points["held_out"] == held]
+                ax.scatter(
+                    part["size"],
+                    part["step"],
+                    marker=marker,
+                    c="white" if held else "black",
+                    s=18,
+                    edgecolors="black",
+                    label="held out" if held else "fit",
+                )
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(objective)
+        ax.set_xlabel("non-embedding parameters N")
+    axes[0].set_ylabel("training steps S")
+    axes[0].legend(fontsize=8, loc="lower left")
+    fig.tight_layout()
+    return fig
+
+
+def compute_frontier(allocation: pd.DataFrame, metric: str, split: str) -> plt.Figure:
+    """N / N*(C) of every checkpoint against compute C = N * S (1 = compute-optimal size)."""
+    rows = _select(allocation, metric=metric, split=split) if len(allocation) else allocation
+    objectives = sorted(rows["objective"].unique()) if len(rows) else ["(no additive fit)"]
+    fig, axes = _panels(objectives)
+    for ax, objective in zip(axes, objectives, strict=True):
+        part = rows[rows["objective"] == objective] if len(rows) else rows
+        if len(part):
+            sns.lineplot(
+                data=part, x="compute", y="n_over_n_star", hue="model", marker="o", ax=ax, palette="viridis"
+            )
+            ax.set_yscale("log")
+        ax.axhline(1.0, color="0.3", linestyle="--", linewidth=1)
+        ax.set_xscale("log")
+        ax.set_title(objective)
+        ax.set_xlabel("compute C = N x S (M params x k steps)")
+    axes[0].set_ylabel("N / N*(C)")
+    fig.tight_layout()
+    return fig
+
+
+def equal_compute_bars(compared: pd.DataFrame) -> plt.Figure:
+    """Final checkpoint of the smaller model vs the larger model's checkpoint at equal compute."""
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    if len(compared):
+        long = compared.melt(
+            id_vars=["objective", "metric", "split"],
+            value_vars=["small_value", "large_value"],
+            var_name="model",
+            value_name="value",
+        )
+        long["model"] = long["model"].map(
+            {
+                "small_value": compared["small"].iloc[0] + " (final)",
+                "large_value": compared["large"].iloc[0] + " (same C)",
+            }
+        )
+        long["panel"] = long["objective"] + " / " + long["metric"] + " / " + long["split"]
+        sns.barplot(data=long, y="panel", x="value", hue="model", ax=ax)
+        ax.set_ylabel("")
+    else:
+        ax.text(
+            0.5, 0.5, "no equal-compute pair configured (fitting.equal_compute)", ha="center", va="center"
+        )
+    fig.tight_layout()
+    return fig

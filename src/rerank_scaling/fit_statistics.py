@@ -1,0 +1,115 @@
+"""One statistics routine for every fit: goodness of fit, significance, held-out errors, bootstrap.
+
+* R^2 = 1 - SS_res/SS_tot; adjusted R^2 = 1 - (1 - R^2)(n - 1)/(n - p);
+* F-test against a constant model: F = ((SS_tot - SS_res)/(p - 1)) / (SS_res/(n - p)),
+  p-value from F(p - 1, n - p); stars: *** p<0.001, ** p<0.01, * p<0.05, ns;
+* held-out errors of forecasts: RMSE, MAE, mean bias (forecast - observed);
+* bootstrap (residual, seeded): 95% intervals of parameters and prediction intervals of
+  forecasts (:func:`bootstrap`), and the coverage of held-out observations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from rerank_scaling.fitting import FitResult, fit_law
+from rerank_scaling.laws import Law, Variables
+
+
+@dataclass
+class FitStatistics:
+    r2: float
+    adj_r2: float
+    f_stat: float
+    p_value: float
+    stars: str
+
+
+def stars(p_value: float) -> str:
+    if not np.isfinite(p_value):
+        return ""
+    return "***" if p_value < 0.001 else "**" if p_value < 0.01 else "*" if p_value < 0.05 else "ns"
+
+
+def goodness_of_fit(y: np.ndarray, prediction: np.ndarray, n_params: int) -> FitStatistics:
+    """R^2, adjusted R^2 and the F-test of a fit against a constant model."""
+    y, prediction = np.asarray(y, float), np.asarray(prediction, float)
+    n, p = len(y), n_params
+    ss_res = float(((y - prediction) ** 2).sum())
+    ss_tot = float(((y - y.mean()) ** 2).sum())
+    r2 = 1 - ss_res / ss_tot if ss_tot > 0 else float("nan")
+    adj = 1 - (1 - r2) * (n - 1) / (n - p) if n > p else float("nan")
+    if n > p > 1 and ss_res > 0:
+        f_stat = ((ss_tot - ss_res) / (p - 1)) / (ss_res / (n - p))
+        p_value = float(stats.f.sf(f_stat, p - 1, n - p))
+    else:
+        f_stat, p_value = float("nan"), float("nan")
+    return FitStatistics(r2, adj, f_stat, p_value, stars(p_value))
+
+
+def forecast_errors(observed: np.ndarray, forecast: np.ndarray) -> dict[str, float]:
+    """RMSE, MAE and mean bias (forecast - observed) of held-out forecasts."""
+    error = np.asarray(forecast, float) - np.asarray(observed, float)
+    if not len(error):
+        return {"rmse": float("nan"), "mae": float("nan"), "bias": float("nan")}
+    return {
+        "rmse": float(np.sqrt((error**2).mean())),
+        "mae": float(np.abs(error).mean()),
+        "bias": float(error.mean()),
+    }
+
+
+@dataclass
+class Bootstrap:
+    params_low: np.ndarray
+    params_high: np.ndarray
+    forecast_low: np.ndarray
+    forecast_high: np.ndarray
+    successes: int
+
+
+def bootstrap(
+    law: Law,
+    fit: FitResult,
+    x: Variables,
+    y: np.ndarray,
+    x_new: Variables,
+    resamples: int = 500,
+    seed: int = 0,
+    loss: str = "least_squares",
+    level: float = 0.95,
+) -> Bootstrap:
+    """Residual bootstrap: parameter intervals and prediction intervals for new observations at ``x_new``.
+
+    Davison & Hinkley (1997, Algorithm 6.4): resample residuals (inflated by sqrt(n / (n - p))) onto
+    the fitted curve, refit, and collect prediction errors d* = f(theta*, x) - (f(theta, x) + e*);
+    the interval is [f - q_hi(d*), f - q_lo(d*)]. Parameters get percentile intervals.
+    """
+    rng = np.random.default_rng(seed)
+    y = np.asarray(y, float)
+    n = len(y)
+    fitted = law.predict(fit.params, x)
+    residuals = (y - fitted) * np.sqrt(n / max(n - len(fit.params), 1))
+    residuals = residuals - residuals.mean()
+    centre = law.predict(fit.params, x_new)
+    params, errors = [], []
+    for _ in range(resamples):
+        refit = fit_law(law, x, fitted + rng.choice(residuals, n), loss=loss, starts=[fit.params])
+        if refit.ok:
+            params.append(refit.params)
+            errors.append(law.predict(refit.params, x_new) - (centre + rng.choice(residuals, len(centre))))
+    tail = (1 - level) / 2 * 100
+    if not params:
+        nan_p, nan_f = np.full(len(fit.params), np.nan), np.full(len(centre), np.nan)
+        return Bootstrap(nan_p, nan_p, nan_f, nan_f, 0)
+    params, errors = np.array(params), np.array(errors)
+    return Bootstrap(
+        np.percentile(params, tail, axis=0),
+        np.percentile(params, 100 - tail, axis=0),
+        centre - np.percentile(errors, 100 - tail, axis=0),
+        centre - np.percentile(errors, tail, axis=0),
+        len(params),
+    )

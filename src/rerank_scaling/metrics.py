@@ -1,0 +1,206 @@
+"""Ranking metrics of a reranked run: ir_measures measures plus CE@n, RBP@k and R/R*(m).
+
+Conventions, stated once and used by every function here:
+
+* Queries (trec_eval's rule). The trec measures (nDCG@10, AP, RR@10, R@10, P@10) are computed for
+  every query that is both in the run and in the qrels: a run query absent from the qrels is
+  skipped; a judged query whose ranking is empty or holds nothing relevant scores 0 and counts in
+  the mean (also when none of its judgements reaches ``relevance_threshold``). The reranker
+  measures (CE, RBP, R/R*) are defined over the *candidates*: they count only (query, relevant
+  candidate) instances, or queries with at least one relevant candidate, so they measure the
+  reranker and not the first stage's recall.
+* Ties. Equal scores are ordered by docid *descending* (trec_eval's ``qsort`` comparator, which
+  pytrec_eval inherits). ir_measures hands RR@k to its MS MARCO provider, which breaks ties by docid
+  *ascending*, so :func:`ir_metrics` resolves ties once with :func:`ranking` and passes
+  rank-derived, tie-free scores to ir_measures; RBP and R/R* rank with :func:`ranking` too.
+* Relevance. Binary measures (AP, RR, R, P, RBP, CE positives, the R/R* query filter) count
+  grades >= ``relevance_threshold``; nDCG and R/R* use the grades themselves as gains (negative
+  grades count 0), as trec_eval's ``ndcg_cut`` does: gain / log2(rank + 1).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass
+from typing import Any
+
+import ir_measures
+import numpy as np
+import pandas as pd
+
+from rerank_scaling.settings import settings_from_dict
+from rerank_scaling.trec import Qrels, Run
+
+log = logging.getLogger(__name__)
+
+Candidates = dict[str, list[str]]  # qid -> first-stage (BM25) candidate docids
+
+
+@dataclass(frozen=True)
+class MetricSettings:
+    """Config ``evaluation`` keys that define the metrics."""
+
+    relevance_threshold: int = 1
+    ce_sizes: tuple[int, ...] = (64,)  # n of CE@n: one positive + n - 1 negatives
+    rbp_k: tuple[int, ...] = (1, 3, 10)
+    rr_m: tuple[int, ...] = (2, 10)
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if any(n < 2 for n in self.ce_sizes):
+            raise ValueError(f"evaluation.ce_sizes: every n must be >= 2, got {self.ce_sizes}")
+        if any(k < 1 for k in (*self.rbp_k, *self.rr_m)):
+            raise ValueError(f"evaluation.rbp_k / rr_m must be >= 1, got {self.rbp_k} / {self.rr_m}")
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any] | None) -> MetricSettings:
+        """Build from a config section; an unknown key raises a ValueError naming it."""
+        return settings_from_dict(cls, values, "evaluation")
+
+
+@dataclass(frozen=True)
+class ContrastiveSet:
+    """One CE instance: a relevant candidate and ``n - 1`` sampled non-relevant candidates."""
+
+    qid: str
+    positive: str
+    negatives: tuple[str, ...]
+
+
+def ranking(scores: dict[str, float]) -> list[str]:
+    """Docids by descending score; ties by docid descending (trec_eval's convention)."""
+    return [d for d, _ in sorted(scores.items(), key=lambda item: (item[1], item[0]), reverse=True)]
+
+
+def _relevant(judged: dict[str, int], docids: list[str], threshold: int) -> list[str]:
+    return [d for d in docids if judged.get(d, 0) >= threshold]
+
+
+def ir_metrics(run: Run, qrels: Qrels, relevance_threshold: int = 1) -> dict[str, dict[str, float]]:
+    """Per-query nDCG@10, AP, RR@10, R@10, P@10 (ir_measures): metric -> qid -> value.
+
+    nDCG@10 = DCG@10 / IDCG@10 with DCG = sum_i grade_i / log2(i + 1) (Järvelin & Kekäläinen 2002,
+    trec_eval's ``ndcg_cut``); AP, RR@10 (1 / rank of the first relevant in the top 10, else 0),
+    R@10 and P@10 use ``rel=relevance_threshold``. Queries and ties: see the module docstring.
+    """
+    rel = relevance_threshold
+    measures = {
+        "nDCG@10": ir_measures.nDCG @ 10,
+        "AP": ir_measures.AP(rel=rel),
+        "RR@10": ir_measures.RR(rel=rel) @ 10,
+        "R@10": ir_measures.R(rel=rel) @ 10,
+        "P@10": ir_measures.P(rel=rel) @ 10,
+    }
+    name_of = {measure: name for name, measure in measures.items()}
+    queries = [q for q in run if q in qrels]
+    # Score = minus rank: every provider then sees trec_eval's order and no ties.
+    tie_free = {q: {d: -float(i) for i, d in enumerate(ranking(run[q]))} for q in queries}
+    out = {name: dict.fromkeys(queries, 0.0) for name in measures}
+    judged = {q: qrels[q] for q in queries}
+    for metric in ir_measures.iter_calc(list(measures.values()), judged, tie_free):
+        out[name_of[metric.measure]][metric.query_id] = float(metric.value)
+    return out
+
+
+def sample_contrastive_sets(
+    candidates: Candidates, qrels: Qrels, n: int, seed: int, relevance_threshold: int = 1
+) -> list[ContrastiveSet]:
+    """CE@n instances (seed paper §4.2): each relevant candidate with ``n - 1`` sampled negatives.
+
+    Negatives are candidates judged below ``relevance_threshold`` or unjudged, drawn without
+    replacement by an RNG seeded with (seed, qid, positive) from the sorted pool, so the sample
+    depends neither on iteration order nor on the checkpoint. Instances with fewer than ``n - 1``
+    negatives are dropped; the count is logged.
+    """
+    sets, dropped = [], 0
+    for qid in sorted(candidates):
+        docs = sorted(set(candidates[qid]))
+        judged = qrels.get(qid, {})
+        positives = _relevant(judged, docs, relevance_threshold)
+        negatives = [d for d in docs if judged.get(d, 0) < relevance_threshold]
+        if len(negatives) < n - 1:
+            dropped += len(positives)
+            continue
+        for positive in positives:
+            rng = random.Random(f"{seed}/{qid}/{positive}")  # str seeds hash with SHA-512: stable
+            sets.append(ContrastiveSet(qid, positive, tuple(rng.sample(negatives, n - 1))))
+    if dropped:
+        total = len(sets) + dropped
+        log.warning("CE@%d: dropped %d of %d instances with < %d negatives", n, dropped, total, n - 1)
+    return sets
+
+
+def contrastive_entropy(scores: Run, sets: list[ContrastiveSet]) -> np.ndarray:
+    """Per-instance contrastive entropy CE = -log softmax(s+) = logsumexp(s+, s-_1..s-_{n-1}) - s+.
+
+    Seed paper §4.2, after Fang et al. 2024 ("Scaling laws for dense retrieval"); computed with the
+    max-shifted log-sum-exp. A constant scorer gives ln n. Shape: (len(sets),).
+    """
+    try:
+        logits = np.array([[scores[s.qid][d] for d in (s.positive, *s.negatives)] for s in sets], float)
+    except KeyError as err:
+        raise KeyError(f"contrastive_entropy: the run has no score for {err}") from err
+    if logits.size == 0:
+        return np.empty(0)
+    top = logits.max(axis=1, keepdims=True)
+    return (top[:, 0] + np.log(np.exp(logits - top).sum(axis=1))) - logits[:, 0]
+
+
+def relative_probability(
+    run: Run, qrels: Qrels, candidates: Candidates, k: int, relevance_threshold: int = 1
+) -> tuple[float, int]:
+    """RBP@k (seed 004, after Yin et al.): P(rank of a relevant candidate <= k).
+
+    The share of (query, relevant candidate) instances whose passage the run ranks within its top
+    k (ties by :func:`ranking`; a relevant candidate the run omits is a miss). A query with r
+    relevant candidates contributes at most min(k, r) hits. Returns the share and the instances.
+    """
+    hits = instances = 0
+    for qid, docs in candidates.items():
+        positives = _relevant(qrels.get(qid, {}), sorted(set(docs)), relevance_threshold)
+        top = set(ranking(run.get(qid, {}))[:k])
+        instances += len(positives)
+        hits += sum(d in top for d in positives)
+    return (hits / instances if instances else float("nan")), instances
+
+
+def relative_gain(
+    run: Run, qrels: Qrels, candidates: Candidates, m: int, relevance_threshold: int = 1
+) -> tuple[float, int]:
+    """R/R*(m) (seed 003 eq. 2) = sum of grades of the run's top m / sum of grades of the ideal top m.
+
+    The ideal is the query's *candidates* sorted by grade (not its full qrels), so a perfect
+    reranker reaches 1. Averaged over queries with at least one candidate graded >=
+    ``relevance_threshold``. Returns the mean and the number of queries.
+    """
+    ratios = []
+    for qid, docs in candidates.items():
+        judged = qrels.get(qid, {})
+        docs = sorted(set(docs))
+        if not _relevant(judged, docs, relevance_threshold):
+            continue
+        ideal = sum(sorted((max(judged.get(d, 0), 0) for d in docs), reverse=True)[:m])
+        got = sum(max(judged.get(d, 0), 0) for d in ranking(run.get(qid, {}))[:m])
+        ratios.append(got / ideal)
+    return (float(np.mean(ratios)) if ratios else float("nan")), len(ratios)
+
+
+def evaluate(run: Run, qrels: Qrels, candidates: Candidates, settings: MetricSettings) -> pd.DataFrame:
+    """Every metric as rows (metric, value, n): value is the mean over n queries (instances for CE/RBP)."""
+    threshold = settings.relevance_threshold
+    rows: list[tuple[str, float, int]] = []
+
+    def add(name: str, values: list[float] | np.ndarray) -> None:
+        rows.append((name, float(np.mean(values)) if len(values) else float("nan"), len(values)))
+
+    for name, per_query in ir_metrics(run, qrels, threshold).items():
+        add(name, list(per_query.values()))
+    for n in settings.ce_sizes:
+        sets = sample_contrastive_sets(candidates, qrels, n, settings.seed, threshold)
+        add(f"CE@{n}", contrastive_entropy(run, sets))
+    for k in settings.rbp_k:
+        rows.append((f"RBP@{k}", *relative_probability(run, qrels, candidates, k, threshold)))
+    for m in settings.rr_m:
+        rows.append((f"RRstar@{m}", *relative_gain(run, qrels, candidates, m, threshold)))
+    return pd.DataFrame(rows, columns=["metric", "value", "n"])
