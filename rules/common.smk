@@ -20,6 +20,25 @@ wildcard_constraints:
     ckpt="[0-9]+",
 
 
+# Library modules behind each stage: listed as rule inputs so that editing a stage's code re-runs
+# that stage and its dependants (Snakemake tracks shell text and params, not imported modules).
+STAGE_CODE = {
+    "prepare_data": ["stages/prepare_data.py", "datasets.py", "ict.py", "collection.py"],
+    "bm25": ["stages/bm25_retrieve.py", "bm25.py"],
+    "examples": ["stages/build_examples.py", "training_examples.py"],
+    "train": ["stages/train.py", "training.py", "models.py", "schedule.py"],
+    "evaluate": ["stages/evaluate.py", "evaluation.py", "rerank.py", "metrics.py"],
+    "merge": ["stages/merge_metrics.py", "records.py"],
+    "fit": ["stages/fit_laws.py", "laws.py", "fitting.py", "fit_statistics.py", "protocols.py",
+            "allocation.py", "law_tables.py"],
+    "report": ["stages/report.py", "figures.py"],
+}
+
+
+def stage_code(stage):
+    return [f"src/rerank_scaling/{path}" for path in STAGE_CODE[stage]]
+
+
 def section_json(name):
     """A config section as JSON, passed to stage entry points as a param (changes re-run the rule)."""
     return json.dumps(config.get(name, {}), sort_keys=True)

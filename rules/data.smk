@@ -1,4 +1,6 @@
 rule prepare_data:
+    input:
+        code=stage_code("prepare_data"),
     output:
         corpus=f"{RESULTS}/data/collection/corpus.jsonl",
         queries=expand(f"{RESULTS}/data/collection/queries/{{split}}.tsv", split=all_splits()),

@@ -1,5 +1,6 @@
 rule evaluate_bm25:
     input:
+        code=stage_code("evaluate"),
         runs=expand(f"{RESULTS}/bm25/runs/{{split}}.trec", split=eval_splits()),
         qrels=expand(f"{RESULTS}/data/collection/qrels/{{split}}.txt", split=eval_splits()),
     output:
@@ -26,6 +27,7 @@ rule evaluate_bm25:
 
 rule evaluate_run:
     input:
+        code=stage_code("evaluate"),
         checkpoints=checkpoint_sidecars,
         runs=expand(f"{RESULTS}/bm25/runs/{{split}}.trec", split=eval_splits()),
     output:
@@ -59,6 +61,7 @@ rule evaluate_run:
 
 rule merge_metrics:
     input:
+        code=stage_code("merge"),
         runs=run_metric_tables,
         bm25=rules.evaluate_bm25.output.metrics,
     output:

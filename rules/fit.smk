@@ -1,5 +1,6 @@
 rule fit_laws:
     input:
+        code=stage_code("fit"),
         metrics=rules.merge_metrics.output.parquet,
     output:
         fits=f"{RESULTS}/laws/fits.parquet",

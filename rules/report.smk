@@ -1,5 +1,6 @@
 rule report_figures:
     input:
+        code=stage_code("report"),
         metrics=rules.merge_metrics.output.parquet,
         fits=rules.fit_laws.output.fits,
         forecasts=rules.fit_laws.output.forecasts,

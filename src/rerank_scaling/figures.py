@@ -49,6 +49,9 @@ def _panels(objectives: list[str]) -> tuple[plt.Figure, list[plt.Axes]]:
 
 
 def _select(frame: pd.DataFrame, **equals: str) -> pd.DataFrame:
+    """Rows matching every ``column == value``; empty when the table lacks a column (no fits at all)."""
+    if any(key not in frame.columns for key in equals):
+        return frame.iloc[0:0]
     mask = np.ones(len(frame), dtype=bool)
     for key, value in equals.items():
         mask &= frame[key].to_numpy() == value

