@@ -12,6 +12,14 @@ report: "report/workflow.rst"
 
 
 include: "rules/common.smk"
+
+
+wildcard_constraints:
+    split="[A-Za-z0-9_.-]+",
+    run="[A-Za-z0-9.-]+__[a-z]+__[a-z0-9]+__s[0-9]+",
+
+
+
 include: "rules/data.smk"
 include: "rules/retrieve.smk"
 include: "rules/train.smk"

@@ -1,5 +1,6 @@
-# Helpers shared by every rule file: config validation, paths, target lists, JSON params.
+# Helpers shared by the rule files (config validation, paths, target lists, JSON params).
 import json
+from pathlib import Path
 
 from rerank_scaling.config import validate_config
 from rerank_scaling.grid import Grid, RunSpec
@@ -14,13 +15,7 @@ RESULTS = f"results/{config['run_name']}"
 ENVS = "../envs"
 
 
-wildcard_constraints:
-    split="[A-Za-z0-9_.-]+",
-    run="[A-Za-z0-9.-]+__[a-z]+__[a-z0-9]+__s[0-9]+",
-    ckpt="[0-9]+",
-
-
-# Library modules behind each stage: listed as rule inputs so that editing a stage's code re-runs
+# Library modules behind each stage, listed as inputs so that editing a stage's code re-runs
 # that stage and its dependants (Snakemake tracks shell text and params, not imported modules).
 STAGE_CODE = {
     "prepare_data": ["stages/prepare_data.py", "datasets.py", "ict.py", "collection.py"],
@@ -37,6 +32,17 @@ STAGE_CODE = {
 
 def stage_code(stage):
     return [f"src/rerank_scaling/{path}" for path in STAGE_CODE[stage]]
+
+
+def directory_of(kind, key, levels=1):
+    """A params function: the directory ``levels`` up from the first file of input/output ``key``."""
+
+    def derive(wildcards, input, output):
+        files = getattr(input if kind == "input" else output, key)
+        first = files if isinstance(files, str) else files[0]
+        return str(Path(first).parents[levels - 1])
+
+    return derive
 
 
 def section_json(name):

@@ -7,7 +7,7 @@ rule prepare_data:
         qrels=expand(f"{RESULTS}/data/collection/qrels/{{split}}.txt", split=all_splits()),
     params:
         dataset=section_json("dataset"),
-        out=f"{RESULTS}/data/collection",
+        out=directory_of("output", "corpus"),
     log:
         log_path("data", "prepare_data"),
     benchmark:

@@ -7,8 +7,8 @@ rule evaluate_bm25:
         metrics=f"{RESULTS}/eval/bm25/metrics.parquet",
     params:
         evaluation=section_json("evaluation"),
-        collection=f"{RESULTS}/data/collection",
-        bm25_dir=f"{RESULTS}/bm25/runs",
+        collection=directory_of("input", "qrels", levels=2),
+        bm25_dir=directory_of("input", "runs"),
         splits=eval_splits(),
     resources:
         mem_mb=4000,
@@ -30,12 +30,14 @@ rule evaluate_run:
         code=stage_code("evaluate"),
         checkpoints=checkpoint_sidecars,
         runs=expand(f"{RESULTS}/bm25/runs/{{split}}.trec", split=eval_splits()),
+        corpus=rules.prepare_data.output.corpus,
+        qrels=expand(f"{RESULTS}/data/collection/qrels/{{split}}.txt", split=eval_splits()),
     output:
         metrics=f"{RESULTS}/eval/{{run}}/metrics.parquet",
     params:
         evaluation=section_json("evaluation"),
-        collection=f"{RESULTS}/data/collection",
-        bm25_dir=f"{RESULTS}/bm25/runs",
+        collection=directory_of("input", "corpus"),
+        bm25_dir=directory_of("input", "runs"),
         splits=eval_splits(),
         max_length=config["training"]["max_length"],
         device=config["device"],
@@ -73,6 +75,8 @@ rule merge_metrics:
         csv=f"{RESULTS}/metrics/all.csv",
     log:
         log_path("eval", "merge"),
+    benchmark:
+        benchmark_path("eval", "merge")
     conda:
         f"{ENVS}/fitting.yaml"
     shell:

@@ -14,7 +14,7 @@ rule fit_laws:
         ),
     params:
         fitting=section_json("fitting"),
-        out=f"{RESULTS}/laws",
+        out=directory_of("output", "fits"),
     threads: config.get("threads", 1)
     resources:
         mem_mb=4000,

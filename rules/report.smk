@@ -31,8 +31,8 @@ rule report_figures:
         ),
         summary=report(f"{RESULTS}/summary.md", caption="../report/summary.rst", category="Tables"),
     params:
-        laws=f"{RESULTS}/laws",
-        figures=f"{RESULTS}/figures",
+        laws=directory_of("input", "fits"),
+        figures=directory_of("output", "figures"),
         metrics=fitted_metrics(),
         splits=fitted_splits(),
     resources:

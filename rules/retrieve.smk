@@ -55,7 +55,7 @@ rule training_examples:
         groups=f"{RESULTS}/examples/groups.parquet",
     params:
         examples=section_json("examples"),
-        collection=f"{RESULTS}/data/collection",
+        collection=directory_of("input", "collection"),
         split=config["dataset"]["train_split"],
     resources:
         mem_mb=4000,

