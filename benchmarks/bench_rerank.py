@@ -1,7 +1,8 @@
 """Reranking throughput: our scorer (tokenize once, length buckets, dynamic padding, inference_mode)
 against sentence-transformers' CrossEncoder.predict on the same pairs, measured in one run.
 
-    python benchmarks/bench_rerank.py --layers 2 --pairs 2000 --checkpoints 3 --out benchmarks/results/rerank_cpu.md
+    python benchmarks/bench_rerank.py --layers 2 --pairs 2000 --checkpoints 3 \
+        --out benchmarks/results/rerank_cpu.md
 
 Scoring several checkpoints of one run is what the evaluation stage does: our scorer tokenizes the
 split once and reuses it for every checkpoint; CrossEncoder.predict tokenizes on every call.
