@@ -62,6 +62,20 @@ def forecast_errors(observed: np.ndarray, forecast: np.ndarray) -> dict[str, flo
     }
 
 
+def leverages(law: Law, params: np.ndarray, x: Variables) -> np.ndarray:
+    """Diagonal of the hat matrix J (J^T J)^-1 J^T of a nonlinear fit (forward-difference Jacobian)."""
+    base = law.predict(params, x)
+    columns = []
+    for i, value in enumerate(params):
+        step = 1e-6 * max(abs(value), 1e-3)
+        shifted = np.array(params, dtype=float)
+        shifted[i] += step
+        columns.append((law.predict(shifted, x) - base) / step)
+    jacobian = np.column_stack(columns)
+    hat = jacobian @ np.linalg.pinv(jacobian.T @ jacobian) @ jacobian.T
+    return np.clip(np.diag(hat), 0.0, 0.99)
+
+
 @dataclass
 class Bootstrap:
     params_low: np.ndarray
@@ -84,16 +98,17 @@ def bootstrap(
 ) -> Bootstrap:
     """Residual bootstrap: parameter intervals and prediction intervals for new observations at ``x_new``.
 
-    Davison & Hinkley (1997, Algorithm 6.4): resample residuals (inflated by sqrt(n / (n - p))) onto
-    the fitted curve, refit, and collect prediction errors d* = f(theta*, x) - (f(theta, x) + e*);
-    the interval is [f - q_hi(d*), f - q_lo(d*)]. Parameters get percentile intervals.
+    Davison & Hinkley (1997, Algorithm 6.4): resample modified residuals r_i / sqrt(1 - h_ii)
+    (eq. 6.9; leverages h from the fit's Jacobian) onto the fitted curve, refit, and collect
+    prediction errors d* = f(theta*, x) - (f(theta, x) + e*); the interval is
+    [f - q_hi(d*), f - q_lo(d*)]. Parameters get percentile intervals.
     """
     rng = np.random.default_rng(seed)
     y = np.asarray(y, float)
-    n = len(y)
     fitted = law.predict(fit.params, x)
-    residuals = (y - fitted) * np.sqrt(n / max(n - len(fit.params), 1))
+    residuals = (y - fitted) / np.sqrt(1 - leverages(law, fit.params, x))
     residuals = residuals - residuals.mean()
+    n = len(y)
     centre = law.predict(fit.params, x_new)
     params, errors = [], []
     for _ in range(resamples):

@@ -1,0 +1,86 @@
+"""Checkpoint evaluation: long tables per checkpoint x split, BM25 rows, per-checkpoint caching."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pandas as pd
+import pytest
+
+from rerank_scaling.records import METRIC_COLUMNS
+from test_training import LADDER, TINY_TRAINING, examples, train_command  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.slow
+
+
+def evaluate(small_collection, checkpoints, work, out, mode="run"):
+    from rerank_scaling.stages import evaluate as stage
+
+    args = [
+        mode,
+        "--collection",
+        str(small_collection["collection"].root),
+        "--bm25-dir",
+        str(small_collection["runs"]),
+        "--splits",
+        "dev",
+        "test",
+        "--settings",
+        json.dumps({"rerank_depth": 10, "ce_sizes": [4], "rbp_k": [1, 3], "rr_m": [2]}),
+        "--out",
+        str(out),
+    ]
+    if mode == "run":
+        args += [
+            "--checkpoints",
+            str(checkpoints),
+            "--max-length",
+            "32",
+            "--device",
+            "cpu",
+            "--work",
+            str(work),
+        ]
+    stage.main(args)
+    return pd.read_parquet(out)
+
+
+def test_evaluation_scores_every_checkpoint_and_only_new_ones_on_rerun(small_collection, examples, tmp_path):
+    training = {**TINY_TRAINING, "max_steps": 6, "checkpoints": 3}
+    result = subprocess.run(
+        train_command("L1__pointwise__full__s13", LADDER, training, examples, tmp_path),
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    ckpts, work = tmp_path / "ckpts", tmp_path / "eval-work"
+    held_back = tmp_path / "held-back"
+    shutil.move(ckpts / "ckpt-03", held_back)
+
+    first = evaluate(small_collection, ckpts, work, tmp_path / "m1.parquet")
+    assert list(first.columns) == list(METRIC_COLUMNS)
+    assert sorted(first["checkpoint"].unique()) == [1, 2] and set(first["split"]) == {"dev", "test"}
+    assert {"nDCG@10", "AP", "RR@10", "R@10", "P@10", "CE@4", "RBP@1", "RBP@3", "RRstar@2"} <= set(
+        first["metric"]
+    )
+    assert (work / "runs" / "ckpt-01.dev.trec").exists()
+    cached = {p.name: p.stat().st_mtime_ns for p in (work / "cache").glob("*.parquet")}
+    assert len(cached) == 4
+
+    shutil.move(held_back, ckpts / "ckpt-03")  # one more checkpoint appears
+    second = evaluate(small_collection, ckpts, work, tmp_path / "m2.parquet")
+    after = {p.name: p.stat().st_mtime_ns for p in (work / "cache").glob("*.parquet")}
+    assert len(after) == 6 and all(after[name] == mtime for name, mtime in cached.items())
+    assert sorted(second["checkpoint"].unique()) == [1, 2, 3]
+    pd.testing.assert_frame_equal(
+        second[second["checkpoint"] < 3].reset_index(drop=True), first.reset_index(drop=True)
+    )
+
+
+def test_bm25_rows_use_the_same_metrics(small_collection, tmp_path):
+    rows = evaluate(small_collection, None, None, tmp_path / "bm25.parquet", mode="bm25")
+    assert set(rows["run"]) == {"bm25"} and set(rows["split"]) == {"dev", "test"}
+    ndcg = rows[(rows["metric"] == "nDCG@10") & (rows["split"] == "test")]["value"].iloc[0]
+    assert 0.1 < ndcg < 0.7
