@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 scripts/install.sh
-export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+# Rule shells call `python`: the venv's, also without an activated venv.
+export PATH="$PWD/.venv/bin:$PATH" HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 .venv/bin/snakemake --cores 2 "$@"
 .venv/bin/snakemake --cores 1 --report results/report.html "$@"

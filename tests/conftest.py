@@ -15,6 +15,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def workflow_env() -> dict[str, str]:
+    """Environment for a Snakemake subprocess: rule shells call ``python``, which must be this one."""
+    return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
 CRANFIELD = REPO.parent / "shared" / "data" / "cranfield"
 
 

@@ -71,16 +71,20 @@ def test_goodness_of_fit_by_hand():
 
 
 def test_bootstrap_intervals_cover_held_out_points_near_nominal():
-    """Simulation: 95% prediction intervals from the bootstrap cover 90-99% of held-out points."""
+    """Simulation: 95% prediction intervals from the bootstrap cover 90-99% of held-out points.
+
+    300 replicate data sets (20 fitted points, 5 extrapolated ones each): the coverage estimate's
+    Monte Carlo standard error is ~0.01, so the 90-99% band tests the method, not the draw.
+    """
     law = laws.power_law("S", +1)
     true = np.array([0.6, 0.3, 0.5])
     x_fit, x_new = {"S": np.geomspace(0.01, 0.3, 20)}, {"S": np.geomspace(0.35, 1.0, 5)}
     rng = np.random.default_rng(1)
     covered = total = 0
-    for replicate in range(100):
+    for replicate in range(300):
         y = law.predict(true, x_fit) + rng.normal(0, 0.01, 20)
         fit = fit_law(law, x_fit, y, starts=[true])
-        boot = bootstrap(law, fit, x_fit, y, x_new, resamples=200, seed=replicate)
+        boot = bootstrap(law, fit, x_fit, y, x_new, resamples=100, seed=replicate)
         observed = law.predict(true, x_new) + rng.normal(0, 0.01, 5)
         covered += int(((observed >= boot.forecast_low) & (observed <= boot.forecast_high)).sum())
         total += 5

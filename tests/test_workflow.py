@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import REPO
+from conftest import REPO, workflow_env
 
 pytestmark = pytest.mark.slow
 
@@ -32,7 +32,7 @@ def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
         "2",
         *args,
     ]
-    return subprocess.run(command, capture_output=True, text=True, cwd=workdir)
+    return subprocess.run(command, capture_output=True, text=True, cwd=workdir, env=workflow_env())
 
 
 def planned_jobs(workdir: Path, *args: str) -> Counter:
