@@ -26,7 +26,7 @@ STAGE_CODE = {
     "merge": ["stages/merge_metrics.py", "records.py"],
     "fit": ["stages/fit_laws.py", "laws.py", "fitting.py", "fit_statistics.py", "protocols.py",
             "allocation.py", "law_tables.py"],
-    "report": ["stages/report.py", "figures.py"],
+    "report": ["stages/report.py", "figures.py", "scaling_evidence.py"],
 }
 
 

@@ -14,6 +14,7 @@ import pandas as pd
 
 from rerank_scaling import figures
 from rerank_scaling.atomic import atomic_path, write_text
+from rerank_scaling.scaling_evidence import scaling_evidence
 
 PER_METRIC = ("model_scaling", "data_scaling", "joint_surface", "compute_frontier")
 
@@ -37,12 +38,17 @@ def summary(metrics: pd.DataFrame, laws_dir: Path) -> str:
     pivot = main.pivot_table(
         index=["objective", "model", "seed"], columns=["split", "metric"], values="value"
     )
+    evidence = scaling_evidence(metrics)
     parts = [
         "# rerank-scaling summary",
         "",
         "## Final checkpoints vs BM25",
         "",
         pivot.round(4).to_markdown(),
+        "",
+        "## Scaling evidence (dev nDCG@10): training gain, size gap vs seed spread, BM25",
+        "",
+        evidence.round(4).to_markdown(index=False) if len(evidence) else "(no trained runs)",
         "",
     ]
     for name, title in (
