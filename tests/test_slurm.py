@@ -1,0 +1,328 @@
+"""The workflow on a real single-node SLURM cluster, through profiles/slurm and `--executor slurm`.
+
+The fixture starts munged, slurmctld and slurmd (Debian's packages, installed by
+scripts/install_slurm_test_deps.sh) with a configuration in a temporary directory, and stops them
+afterwards, also when a test fails. Without slurmdbd there is no accounting, so the plugin is told
+to poll job states with squeue (`--slurm-status-command squeue`), and MinJobAge keeps finished jobs
+visible to squeue long enough for the checks here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+# The plugin lives outside .venv's site-packages (see scripts/install_slurm_test_deps.sh).
+PLUGIN_DIR = REPO / ".venv" / "slurm-extra"
+DAEMONS = ("munged", "slurmctld", "slurmd")
+CLIENTS = ("sbatch", "srun", "squeue", "scontrol", "scancel", "sinfo", "sacct")
+PARTITION = "rerank"
+WORKFLOW_FILES = ("Snakefile", "config.yaml", "rules", "envs", "report", "src")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _missing_requirement() -> str | None:
+    if os.geteuid() != 0:
+        return "the SLURM test starts slurmctld/slurmd/munged and needs root"
+    missing = [name for name in (*DAEMONS, *CLIENTS) if shutil.which(name) is None]
+    if missing:
+        return (
+            f"SLURM is not installed (missing {', '.join(missing)}); "
+            "run scripts/install_slurm_test_deps.sh (root, Debian apt)"
+        )
+    if not (PLUGIN_DIR / "snakemake_executor_plugin_slurm").is_dir():
+        return f"the SLURM executor plugin is not in {PLUGIN_DIR}; run scripts/install_slurm_test_deps.sh"
+    return None
+
+
+def _slurm_conf(root: Path, host: str) -> str:
+    cpus = len(os.sched_getaffinity(0))
+    return f"""\
+ClusterName=rerank-test
+SlurmctldHost={host}(127.0.0.1)
+SlurmctldPort={_free_port()}
+SlurmdPort={_free_port()}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket={root}/munge/munge.socket
+StateSaveLocation={root}/state
+SlurmdSpoolDir={root}/spool
+SlurmctldPidFile={root}/slurmctld.pid
+SlurmdPidFile={root}/slurmd.pid
+SlurmctldLogFile={root}/log/slurmctld.log
+SlurmdLogFile={root}/log/slurmd.log
+# No systemd and no cgroups in a container: plain process tracking, no task binding.
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+MpiDefault=none
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+# Trust the node definition below instead of the hardware: the rules ask for more memory than a CI
+# box has (memory is not a consumable resource here, so nothing is enforced).
+SlurmdParameters=config_overrides
+ReturnToService=2
+MinJobAge=900
+NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=64000 State=UNKNOWN
+PartitionName={PARTITION} Nodes={host} Default=YES MaxTime=INFINITE State=UP
+"""
+
+
+class SlurmCluster:
+    """munged + slurmctld + slurmd in the foreground, each in its own process group."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.host = socket.gethostname().split(".")[0]
+        self.conf = root / "slurm.conf"
+        self.bin = root / "bin"
+        self.processes: list[subprocess.Popen] = []
+
+    @property
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ, SLURM_CONF=str(self.conf))
+        env["PATH"] = os.pathsep.join([str(self.bin), str(Path(sys.executable).parent), env["PATH"]])
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PLUGIN_DIR), env.get("PYTHONPATH")]))
+        return env
+
+    def start(self) -> None:
+        for sub in ("state", "spool", "log", "munge", "bin"):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        munge = self.root / "munge"
+        munge.chmod(0o700)
+        key = munge / "munge.key"
+        key.write_bytes(os.urandom(1024))
+        key.chmod(0o400)
+        self.conf.write_text(_slurm_conf(self.root, self.host))
+        # The jobstep plugin drops every SLURM_* variable (SLURM_CONF included) before its nested
+        # srun, and so does each job's Snakemake before it calls scontrol. A real cluster keeps its
+        # configuration where clients find it by default; this one lives in a temporary directory,
+        # so the client commands on PATH are shims that point them to it.
+        for name in CLIENTS:
+            shim = self.bin / name
+            shim.write_text(f'#!/bin/sh\nexport SLURM_CONF={self.conf}\nexec {shutil.which(name)} "$@"\n')
+            shim.chmod(0o755)
+        self._spawn(
+            "munged",
+            [
+                "munged",
+                "--foreground",
+                "--force",
+                f"--key-file={key}",
+                f"--socket={munge}/munge.socket",
+                f"--pid-file={munge}/munged.pid",
+                f"--log-file={munge}/munged.log",
+                f"--seed-file={munge}/seed",
+            ],
+        )
+        self._wait_for(lambda: (munge / "munge.socket").exists(), "munged to open its socket")
+        self._spawn("slurmctld", ["slurmctld", "-D", "-i"])
+        self._wait_for(lambda: self.client("scontrol", "ping").returncode == 0, "slurmctld to answer")
+        self._spawn("slurmd", ["slurmd", "-D", "-N", self.host])
+        self._wait_for(
+            lambda: self.client("sinfo", "-h", "-o", "%T").stdout.strip() == "idle", "the node to be idle"
+        )
+
+    def _spawn(self, name: str, command: list[str]) -> None:
+        with open(self.root / "log" / f"{name}.out", "w") as log:
+            process = subprocess.Popen(
+                command, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        self.processes.append(process)
+
+    def _wait_for(self, ready, what: str, seconds: float = 60) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            for process in self.processes:
+                if process.poll() is not None:
+                    raise RuntimeError(f"{process.args[0]} exited ({process.returncode}):\n{self.logs()}")
+            if ready():
+                return
+            time.sleep(0.5)
+        raise TimeoutError(f"timed out waiting for {what}:\n{self.logs()}")
+
+    def client(self, *command: str) -> subprocess.CompletedProcess:
+        return subprocess.run(command, env=self.env, capture_output=True, text=True, timeout=60)
+
+    def jobs(self) -> list[dict[str, str]]:
+        """Every job slurmctld still knows (finished ones for MinJobAge seconds)."""
+        fields = {
+            "id": "%i",
+            "state": "%T",
+            "name": "%j",
+            "comment": "%k",
+            "memory": "%m",
+            "time_limit": "%l",
+            "gres": "%b",
+        }
+        result = self.client("squeue", "--states=all", "--noheader", "--format", "|".join(fields.values()))
+        assert result.returncode == 0, result.stderr
+        return [dict(zip(fields, line.split("|"), strict=True)) for line in result.stdout.splitlines()]
+
+    def logs(self) -> str:
+        return "\n".join(
+            f"--- {path.name}\n{path.read_text(errors='replace')[-2000:]}"
+            for path in sorted((self.root / "log").glob("*")) + [self.root / "munge" / "munged.log"]
+            if path.exists()
+        )
+
+    def stop(self) -> None:
+        # cancel whatever a failed test left queued or running, before slurmd goes
+        try:
+            active = [
+                job["id"]
+                for job in self.jobs()
+                if job["state"] not in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")
+            ]
+        except (AssertionError, OSError, subprocess.SubprocessError):
+            active = []
+        if active:
+            self.client("scancel", *active)
+            time.sleep(2)
+        for process in reversed(self.processes):
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+                try:
+                    process.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait(timeout=10)
+        self.processes.clear()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> SlurmCluster:
+    reason = _missing_requirement()
+    if reason:
+        pytest.skip(reason)
+    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm"))
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def snakemake_on_slurm(cluster: SlurmCluster, workdir: Path, configfile: str, *args: str):
+    command = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(workdir / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(workdir / configfile),
+        "--profile",
+        str(REPO / "profiles" / "slurm"),
+        # the documented way to choose account/partition; no accounting here, so no account
+        "--default-resources",
+        f"slurm_partition={PARTITION}",
+        # without slurmdbd only squeue knows job states
+        "--slurm-status-command",
+        "squeue",
+        "--slurm-init-seconds-before-status-checks",
+        "1",
+        "--seconds-between-status-checks",
+        "1",
+        "--slurm-keep-successful-logs",
+        *args,
+    ]
+    return subprocess.run(command, env=cluster.env, capture_output=True, text=True, cwd=workdir, timeout=900)
+
+
+def job_counts(output: str) -> Counter:
+    """Rule -> jobs, from the 'Job stats' table Snakemake prints before it runs."""
+    table = re.search(r"job\s+count\n-+\s+-+\n(.*?)\ntotal", output, re.S)
+    assert table, output[-3000:]
+    rows = (line.split() for line in table.group(1).splitlines())
+    counts = Counter({name: int(count) for name, count in rows})
+    counts.pop("all", None)  # a target-only rule, run by Snakemake itself
+    return counts
+
+
+@pytest.fixture(scope="module")
+def slurm_run(cluster, tmp_path_factory) -> dict:
+    """The workflow, run to completion on the cluster with tests/configs/slurm.yaml."""
+    workdir = tmp_path_factory.mktemp("slurm-workflow")
+    for name in WORKFLOW_FILES:
+        source = REPO / name
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, workdir / name)
+    shutil.copy(REPO / "tests" / "configs" / "slurm.yaml", workdir / "slurm.yaml")
+    result = snakemake_on_slurm(cluster, workdir, "slurm.yaml")
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-6000:] + "\n" + cluster.logs()
+    return {"workdir": workdir, "output": output}
+
+
+def test_the_workflow_completes_with_every_job_run_by_slurm(cluster, slurm_run):
+    workdir = slurm_run["workdir"]
+    results = workdir / "results" / "slurm"
+    for target in ("metrics/all.parquet", "laws/fits.parquet", "summary.md"):
+        assert (results / target).stat().st_size > 0, target
+    assert (results / "summary.md").read_text().startswith("# rerank-scaling summary")
+
+    expected = job_counts(slurm_run["output"])
+    assert {"prepare_data", "train", "evaluate_run", "fit_laws", "report_figures"} <= set(expected)
+    jobs = cluster.jobs()
+    # one Snakemake run: its jobs share the run's SLURM job name; the comment names the rule
+    assert len({job["name"] for job in jobs}) == 1, jobs
+    ran = Counter(re.sub(r"^rule_", "", job["comment"]).split("_wildcards_")[0] for job in jobs)
+    assert ran == expected, f"SLURM ran {ran}, Snakemake planned {expected}"
+    assert {job["state"] for job in jobs} == {"COMPLETED"}, jobs
+    # each job's log is where the plugin puts it, named by its SLURM job id
+    logs = {path.stem for path in (workdir / ".snakemake" / "slurm_logs").rglob("*.log")}
+    assert logs == {job["id"] for job in jobs}
+
+
+def test_rule_resources_reach_slurm(cluster, slurm_run):
+    config = yaml.safe_load((REPO / "tests" / "configs" / "slurm.yaml").read_text())
+    (train,) = [job for job in cluster.jobs() if job["comment"].startswith("rule_train_")]
+    assert train["memory"] == f"{config['training']['mem_mb']}M"
+    assert train["time_limit"] == f"{config['training']['runtime']}:00"
+    assert train["gres"] == "N/A"  # device: cpu asks for no GPU
+    # prepare_data declares no resources; the profile's set-resources gives them
+    profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
+    (prepare,) = [job for job in cluster.jobs() if job["comment"] == "rule_prepare_data"]
+    assert prepare["memory"] == f"{profile['set-resources']['prepare_data']['mem_mb']}M"
+
+
+def test_a_cuda_config_asks_slurm_for_one_gpu_per_training_job(cluster, slurm_run, tmp_path):
+    # A copy of the finished run, so that only `train` is out of date. This cluster has no GPUs:
+    # sbatch refuses the request, and the plugin's error shows the submission it tried.
+    workdir = tmp_path / "cuda"
+    shutil.copytree(slurm_run["workdir"], workdir, symlinks=True)
+    config = yaml.safe_load((workdir / "slurm.yaml").read_text())
+    config["device"] = "cuda"
+    (workdir / "slurm-cuda.yaml").write_text(yaml.safe_dump(config))
+    result = snakemake_on_slurm(cluster, workdir, "slurm-cuda.yaml", "--until", "train", "--retries", "0")
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output[-3000:]
+    submissions = [line for line in output.splitlines() if line.strip().startswith("sbatch --parsable")]
+    assert submissions and all("--comment rule_train_" in line for line in submissions), output[-3000:]
+    assert all(" --gpus=1 " in line for line in submissions), submissions
