@@ -26,7 +26,6 @@ only where a GPU and the CUDA toolkit exist)::
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import shutil
 import sys
@@ -47,18 +46,23 @@ BUILD_DIR = Path(os.environ.get("RERANK_SCALING_BUILD_DIR", REPO / "build")) / "
 
 
 def _cuda_build() -> bool:
+    """Whether to compile the CUDA kernels: a GPU is visible and the CUDA toolkit (nvcc) exists."""
     from torch.utils.cpp_extension import CUDA_HOME
 
-    return torch.cuda.is_available() and CUDA_HOME is not None
+    return torch.cuda.is_available() and CUDA_HOME is not None and (Path(CUDA_HOME) / "bin" / "nvcc").exists()
 
 
-@functools.cache
+_LOADED: list[Any] = []  # the op namespace once loaded (loading twice would re-register the ops)
+
+
 def load_kernels(verbose: bool = False) -> Any:
     """JIT-build (first call only; ninja caches it in ``BUILD_DIR``) and load the extension.
 
     Returns the op namespace ``torch.ops.window_attention``. CUDA sources are compiled only when
-    ``torch.cuda.is_available()`` and ``CUDA_HOME`` is set; otherwise a CPU-only build.
+    a GPU is visible and the CUDA toolkit exists; otherwise a CPU-only build (no CUDA needed).
     """
+    if _LOADED:
+        return _LOADED[0]
     from torch.utils.cpp_extension import load
 
     if shutil.which("ninja") is None:  # the venv's ninja, when the venv is not activated
@@ -85,7 +89,8 @@ def load_kernels(verbose: bool = False) -> Any:
         is_python_module=False,
         verbose=verbose,
     )
-    return torch.ops.window_attention
+    _LOADED.append(torch.ops.window_attention)
+    return _LOADED[0]
 
 
 def _has_kernel(tensor: torch.Tensor) -> bool:
@@ -220,7 +225,10 @@ def _token_roles(
     token_type_ids: torch.Tensor, attention_mask: torch.Tensor | None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(B, S) masks: query segment (type 0; position 0 always), document (type 1), non-padding."""
-    valid = torch.ones_like(token_type_ids, dtype=torch.bool) if attention_mask is None else attention_mask != 0
+    if attention_mask is None:
+        valid = torch.ones_like(token_type_ids, dtype=torch.bool)
+    else:
+        valid = attention_mask != 0
     is_query = (token_type_ids == 0) & valid
     is_query[:, 0] = True  # [CLS]: keeps at least one visible key in every row
     return is_query, (token_type_ids != 0) & valid, valid
@@ -311,7 +319,8 @@ def window_attention(
     scores = torch.cat([query @ key[..., :g, :].transpose(-1, -2), window_qk(query, key, w)], dim=-1)
     probs = _softmax(scores, layout.sparse_blocked, value.dtype, dropout)
     out = probs[..., :g] @ value[..., :g, :] + window_av(probs[..., g:], value, w)
-    dense_probs = _softmax(query[..., :r, :] @ key.transpose(-1, -2), layout.dense_blocked, value.dtype, dropout)
+    dense_scores = query[..., :r, :] @ key.transpose(-1, -2)  # (B, H, R, S)
+    dense_probs = _softmax(dense_scores, layout.dense_blocked, value.dtype, dropout)
     head = torch.where(layout.dense_row, dense_probs @ value, out[..., :r, :])
     return torch.cat([head, out[..., r:, :]], dim=-2)
 
