@@ -22,10 +22,17 @@ from rerank_scaling.laws import SCALES
 
 
 def optimal_size(b: float, gamma: float, c: float, delta: float, compute: np.ndarray) -> np.ndarray:
-    """N*(C) of the additive law on the law's scale (eq. above)."""
-    return (gamma * b / (delta * c)) ** (1 / (gamma + delta)) * np.asarray(compute, float) ** (
-        delta / (gamma + delta)
-    )
+    """N*(C) of the additive law on the law's scale (eq. above), computed in log space.
+
+    Exponents near zero make 1/(gamma+delta) huge; values beyond float range come back as NaN
+    (no meaningful compute-optimal size), never as 0 or inf.
+    """
+    with np.errstate(all="ignore"):
+        log_n = (np.log(gamma * b) - np.log(delta * c) + delta * np.log(np.asarray(compute, float))) / (
+            gamma + delta
+        )
+        size = np.exp(log_n)
+    return np.where(np.isfinite(size) & (size > 0), size, np.nan)
 
 
 def allocation_exponents(gamma: float, delta: float) -> tuple[float, float]:
@@ -52,7 +59,11 @@ def allocation_table(fits: pd.DataFrame, forecasts: pd.DataFrame) -> pd.DataFram
         )
         rows.append(
             points[["family", "objective", "attention", "metric", "split", "model", "step", "size"]].assign(
-                compute=n * d, n_star=n_star * SCALES["N"], n_over_n_star=n / n_star, alpha=alpha, beta=beta
+                compute=n * d,
+                n_star=n_star * SCALES["N"],
+                n_over_n_star=n / n_star,
+                alpha=alpha,
+                beta=beta,
             )
         )
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()

@@ -41,10 +41,23 @@ def _bm25(ax: plt.Axes, metrics: pd.DataFrame, metric: str, split: str) -> None:
         ax.axhline(rows["value"].iloc[0], color="0.3", linestyle="--", linewidth=1, label="BM25")
 
 
-def _panels(objectives: list[str]) -> tuple[plt.Figure, list[plt.Axes]]:
-    fig, axes = plt.subplots(
-        1, len(objectives), figsize=(4.2 * len(objectives), 3.6), sharey=True, squeeze=False
-    )
+Panel = tuple[str, str]  # (objective, attention variant)
+
+
+def _panel_keys(rows: pd.DataFrame) -> list[Panel]:
+    """One panel per objective and attention variant present in ``rows``."""
+    if not len(rows):
+        return [("(no additive fit)", "full")]
+    return sorted(set(zip(rows["objective"], rows["attention"], strict=True)))
+
+
+def _title(panel: Panel, panels: list[Panel]) -> str:
+    objective, attention = panel
+    return objective if {a for _, a in panels} == {"full"} else f"{objective} ({attention})"
+
+
+def _panels(panels: list[Panel]) -> tuple[plt.Figure, list[plt.Axes]]:
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), sharey=True, squeeze=False)
     return fig, list(axes[0])
 
 
@@ -63,17 +76,19 @@ def model_scaling(
 ) -> plt.Figure:
     """Final-checkpoint metric against N per objective: fit sizes, held-out forecasts and 95% bands."""
     runs = _select(metrics[metrics["family"] != "bm25"], metric=metric, split=split)
-    objectives = sorted(runs["objective"].unique())
-    fig, axes = _panels(objectives)
-    for ax, objective in zip(axes, objectives, strict=True):
-        rows = runs[runs["objective"] == objective]
+    panels = _panel_keys(runs)
+    fig, axes = _panels(panels)
+    for ax, panel in zip(axes, panels, strict=True):
+        objective, attention = panel
+        where = {"objective": objective, "attention": attention, "metric": metric, "split": split}
+        rows = _select(runs, objective=objective, attention=attention)
         final = rows[rows["step"] == rows.groupby("run")["step"].transform("max")]
         for role, marker in ROLE_MARKERS.items():
             part = final[final["role"] == role]
             ax.scatter(
                 part["non_embedding_params"], part["value"], marker=marker, s=50, label=f"observed ({role})"
             )
-        fit = _select(fits, objective=objective, metric=metric, split=split, law="power_N", status="ok")
+        fit = _select(fits, **where, law="power_N", status="ok")
         if len(fit):
             law, params = _law("power_N", metric), np.array(list(json.loads(fit["params"].iloc[0]).values()))
             grid = np.geomspace(
@@ -82,7 +97,7 @@ def model_scaling(
             ax.plot(
                 grid, law.predict(params, {"N": grid / laws.SCALES["N"]}), color="C2", label="power law fit"
             )
-            held = _select(forecasts, objective=objective, metric=metric, split=split, law="power_N")
+            held = _select(forecasts, **where, law="power_N")
             held = held[held["held_out"]]
             last = held[held["step"] == held.groupby("model")["step"].transform("max")]
             ax.errorbar(
@@ -96,7 +111,7 @@ def model_scaling(
             )
         _bm25(ax, metrics, metric, split)
         ax.set_xscale("log")
-        ax.set_title(objective)
+        ax.set_title(_title(panel, panels))
         ax.set_xlabel("non-embedding parameters N")
     axes[0].set_ylabel(f"{metric} ({split}), final checkpoint")
     axes[-1].legend(fontsize=8, loc="best")
@@ -107,22 +122,26 @@ def model_scaling(
 def data_scaling(metrics: pd.DataFrame, fits: pd.DataFrame, metric: str, split: str) -> plt.Figure:
     """Metric against training steps for every size, with each size's fitted power law in S."""
     runs = _select(metrics[metrics["family"] != "bm25"], metric=metric, split=split)
-    objectives = sorted(runs["objective"].unique())
-    fig, axes = _panels(objectives)
+    panels = _panel_keys(runs)
+    fig, axes = _panels(panels)
     models = sorted(
         runs["model"].unique(), key=lambda m: runs.loc[runs["model"] == m, "non_embedding_params"].iloc[0]
     )
     palette = dict(zip(models, sns.color_palette("viridis", len(models)), strict=True))
-    for ax, objective in zip(axes, objectives, strict=True):
-        rows = runs[runs["objective"] == objective].groupby(["model", "step"], as_index=False)["value"].mean()
+    for ax, panel in zip(axes, panels, strict=True):
+        objective, attention = panel
+        where = {"objective": objective, "attention": attention, "metric": metric, "split": split}
+        rows = (
+            _select(runs, objective=objective, attention=attention)
+            .groupby(["model", "step"], as_index=False)["value"]
+            .mean()
+        )
         for model in models:
             part = rows[rows["model"] == model]
             ax.scatter(part["step"], part["value"], s=14, color=palette[model], label=model)
             fit = _select(
                 fits,
-                objective=objective,
-                metric=metric,
-                split=split,
+                **where,
                 law="power_S",
                 status="ok",
                 split_label=f"data:{model}",
@@ -139,7 +158,7 @@ def data_scaling(metrics: pd.DataFrame, fits: pd.DataFrame, metric: str, split: 
                 )
         _bm25(ax, metrics, metric, split)
         ax.set_xscale("log")
-        ax.set_title(objective)
+        ax.set_title(_title(panel, panels))
         ax.set_xlabel("training steps S")
     axes[0].set_ylabel(f"{metric} ({split})")
     axes[-1].legend(fontsize=8, title="size", loc="best")
@@ -152,11 +171,13 @@ def joint_surface(
 ) -> plt.Figure:
     """Contours of the additive joint law over (N, S); fit points as dots, held-out points as crosses."""
     runs = _select(metrics[metrics["family"] != "bm25"], metric=metric, split=split)
-    objectives = sorted(runs["objective"].unique())
-    fig, axes = _panels(objectives)
-    for ax, objective in zip(axes, objectives, strict=True):
-        fit = _select(fits, objective=objective, metric=metric, split=split, law="additive", status="ok")
-        points = _select(forecasts, objective=objective, metric=metric, split=split, law="additive")
+    panels = _panel_keys(runs)
+    fig, axes = _panels(panels)
+    for ax, panel in zip(axes, panels, strict=True):
+        objective, attention = panel
+        where = {"objective": objective, "attention": attention, "metric": metric, "split": split}
+        fit = _select(fits, **where, law="additive", status="ok")
+        points = _select(forecasts, **where, law="additive")
         if len(fit) and len(points):
             law, params = _law("additive", metric), np.array(list(json.loads(fit["params"].iloc[0]).values()))
             n = np.geomspace(points["size"].min() / 1.2, points["size"].max() * 1.2, 80)
@@ -178,7 +199,7 @@ def joint_surface(
                 )
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_title(objective)
+        ax.set_title(_title(panel, panels))
         ax.set_xlabel("non-embedding parameters N")
     axes[0].set_ylabel("training steps S")
     axes[0].legend(fontsize=8, loc="lower left")
@@ -189,10 +210,13 @@ def joint_surface(
 def compute_frontier(allocation: pd.DataFrame, metric: str, split: str) -> plt.Figure:
     """N / N*(C) of every checkpoint against compute C = N * S (1 = compute-optimal size)."""
     rows = _select(allocation, metric=metric, split=split) if len(allocation) else allocation
-    objectives = sorted(rows["objective"].unique()) if len(rows) else ["(no additive fit)"]
-    fig, axes = _panels(objectives)
-    for ax, objective in zip(axes, objectives, strict=True):
-        part = rows[rows["objective"] == objective] if len(rows) else rows
+    panels = _panel_keys(rows)
+    fig, axes = _panels(panels)
+    for ax, panel in zip(axes, panels, strict=True):
+        objective, attention = panel
+        part = _select(rows, objective=objective, attention=attention) if len(rows) else rows
+        if len(part):
+            part = part[np.isfinite(part["n_over_n_star"]) & np.isfinite(part["compute"])]
         if len(part):
             sns.lineplot(
                 data=part, x="compute", y="n_over_n_star", hue="model", marker="o", ax=ax, palette="viridis"
@@ -200,7 +224,7 @@ def compute_frontier(allocation: pd.DataFrame, metric: str, split: str) -> plt.F
             ax.set_yscale("log")
         ax.axhline(1.0, color="0.3", linestyle="--", linewidth=1)
         ax.set_xscale("log")
-        ax.set_title(objective)
+        ax.set_title(_title(panel, panels))
         ax.set_xlabel("compute C = N x S (M params x k steps)")
     axes[0].set_ylabel("N / N*(C)")
     fig.tight_layout()

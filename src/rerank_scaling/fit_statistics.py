@@ -76,6 +76,11 @@ def leverages(law: Law, params: np.ndarray, x: Variables) -> np.ndarray:
     return np.clip(np.diag(hat), 0.0, 0.99)
 
 
+#: Evaluation cap of a bootstrap refit: it starts at the original optimum, a few steps away from its own;
+#: refits that have not converged by then are nearly flat directions, where more steps change little.
+REFIT_EVALUATIONS = 200
+
+
 @dataclass
 class Bootstrap:
     params_low: np.ndarray
@@ -117,7 +122,7 @@ def bootstrap(
     params, errors = [], []
     for _ in range(resamples):
         resampled = fitted + rng.choice(residuals, n)
-        refit = fit_law(law, x, resampled, loss=loss, starts=[fit.params])
+        refit = fit_law(law, x, resampled, loss=loss, starts=[fit.params], max_evaluations=REFIT_EVALUATIONS)
         if not refit.ok:
             continue
         scale_star = np.sqrt(((resampled - law.predict(refit.params, x)) ** 2).sum() / dof)

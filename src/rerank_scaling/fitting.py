@@ -47,8 +47,13 @@ def fit_law(
     loss: str = "least_squares",
     huber_delta: float = 1e-3,
     starts: list[np.ndarray] | None = None,
+    max_evaluations: int = 2000,
 ) -> FitResult:
-    """Fit ``law`` to observations ``y`` at ``x``; the best of all starts (lowest cost) is kept."""
+    """Fit ``law`` to observations ``y`` at ``x``; the best of all starts (lowest cost) is kept.
+
+    ``max_evaluations`` caps the optimiser's function evaluations per start (bootstrap refits,
+    which start at the original optimum, need far fewer than a fit from a grid start).
+    """
     y = np.asarray(y, dtype=float)
     n = len(y)
     if n <= len(law.params):
@@ -74,7 +79,7 @@ def fit_law(
                     residual,
                     start,
                     bounds=(lower, upper),
-                    max_nfev=2000,
+                    max_nfev=max_evaluations,
                     loss="huber" if loss == "huber_log" else "linear",
                     f_scale=huber_delta,
                 )

@@ -13,6 +13,7 @@ Seeds are averaged per (model, step) before fitting.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +26,7 @@ from rerank_scaling.fit_statistics import bootstrap, forecast_errors, goodness_o
 from rerank_scaling.fitting import fit_law
 from rerank_scaling.records import metric_direction
 
+log = logging.getLogger(__name__)
 GROUP_KEYS = ["family", "objective", "attention", "metric", "split"]
 
 
@@ -214,11 +216,18 @@ def run_protocols(
         (dict(zip(GROUP_KEYS, values, strict=True)), group, settings, settings.seed + index)
         for index, (values, group) in enumerate(data.groupby(GROUP_KEYS))
     ]
+    outputs: list[ProtocolOutput] = []
+
+    def collect(results: Any) -> None:
+        for (keys, *_), output in zip(jobs, results, strict=True):
+            outputs.append(output)
+            log.info("fitted group %d/%d: %s", len(outputs), len(jobs), " ".join(map(str, keys.values())))
+
     if workers > 1 and len(jobs) > 1:
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            outputs = list(pool.map(fit_group, *zip(*jobs, strict=True)))
+            collect(pool.map(fit_group, *zip(*jobs, strict=True)))
     else:
-        outputs = [fit_group(*job) for job in jobs]
+        collect(fit_group(*job) for job in jobs)
     fits = pd.DataFrame([record for out in outputs for record in out.fits])
     frames = [frame for out in outputs for frame in out.forecasts]
     return fits, (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame())
