@@ -26,6 +26,7 @@ include: "rules/train.smk"
 include: "rules/evaluate.smk"
 include: "rules/fit.smk"
 include: "rules/report.smk"
+include: "rules/plan.smk"
 
 
 rule all:

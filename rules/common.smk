@@ -27,6 +27,7 @@ STAGE_CODE = {
     "fit": ["stages/fit_laws.py", "laws.py", "fitting.py", "fit_statistics.py", "protocols.py",
             "allocation.py", "law_tables.py"],
     "report": ["stages/report.py", "figures.py", "scaling_evidence.py"],
+    "plan": ["stages/plan.py", "planning.py", "costs.py", "models.py", "laws.py"],
 }
 
 
@@ -100,6 +101,9 @@ def final_targets():
         f"{RESULTS}/metrics/all.parquet",
         f"{RESULTS}/laws/fits.parquet",
         f"{RESULTS}/summary.md",
+        f"{RESULTS}/planning/plan.parquet",
+        f"{RESULTS}/figures/budget_curves.png",
+        f"{RESULTS}/figures/roi_frontier.png",
     ]
 
 

@@ -66,11 +66,17 @@ def test_the_dag_runs_end_to_end(workflow):
     results = workflow / "results" / "tiny"
     metrics = pd.read_parquet(results / "metrics" / "all.parquet")
     runs = {r for r in metrics["run"].unique() if r != "bm25"}
-    assert runs == {f"{m}__{o}__full__s13" for m in ("L1", "L2") for o in ("pointwise", "listwise")}
+    assert runs == {
+        f"{m}__{o}__{a}__s13"
+        for m in ("L1", "L2")
+        for o in ("pointwise", "listwise")
+        for a in ("full", "window4")
+    }
     assert set(metrics["split"]) == {"dev", "test"} and (metrics["family"] == "bm25").any()
     assert metrics.groupby("run")["checkpoint"].nunique().drop("bm25").eq(5).all()
     fits = pd.read_parquet(results / "laws" / "fits.parquet")
     assert {"model", "data", "joint"} <= set(fits["protocol"])
+    assert set(fits["attention"]) == {"full", "window4"}  # laws are fitted per attention variant
     assert (fits.loc[fits["protocol"] == "data", "status"] == "ok").any()
     assert fits.loc[fits["status"] == "failed", "reason"].str.len().gt(0).all()
     assert (results / "summary.md").read_text().startswith("# rerank-scaling summary")
@@ -84,11 +90,12 @@ def test_changing_a_fitting_setting_reruns_only_fitting_and_report(workflow):
     changed = workflow / "tiny-fit.yaml"
     changed.write_text(yaml.safe_dump(config))
     assert planned_jobs(workflow, "--configfile", str(changed)) == Counter(
-        {"fit_laws": 1, "report_figures": 1}
+        {"fit_laws": 1, "report_figures": 1, "plan": 1}
     )
 
 
 def test_adding_a_model_size_trains_and_evaluates_only_that_size(workflow):
+    """One new size: its 2 objectives x 2 attention variants, and nothing of the other sizes."""
     config = yaml.safe_load((workflow / "tiny.yaml").read_text())
     config["models"].append(
         {
@@ -104,11 +111,13 @@ def test_adding_a_model_size_trains_and_evaluates_only_that_size(workflow):
     changed.write_text(yaml.safe_dump(config))
     jobs = planned_jobs(workflow, "--configfile", str(changed))
     assert jobs == Counter(
-        {"train": 2, "evaluate_run": 2, "merge_metrics": 1, "fit_laws": 1, "report_figures": 1}
+        {"train": 4, "evaluate_run": 4, "merge_metrics": 1, "fit_laws": 1, "report_figures": 1, "plan": 1}
     )
 
 
 def test_editing_a_stage_reruns_it_and_its_dependants_only(workflow):
     code = workflow / "src" / "rerank_scaling" / "stages" / "merge_metrics.py"
     code.write_text(code.read_text() + "\n# edited\n")
-    assert planned_jobs(workflow) == Counter({"merge_metrics": 1, "fit_laws": 1, "report_figures": 1})
+    assert planned_jobs(workflow) == Counter(
+        {"merge_metrics": 1, "fit_laws": 1, "report_figures": 1, "plan": 1}
+    )

@@ -20,6 +20,10 @@ import pandas as pd
 
 from rerank_scaling.laws import SCALES
 
+#: Below this N or D exponent the metric does not scale along that axis in the fitted range, and a
+#: compute-optimal size is undefined (1/(gamma+delta) explodes): such fits get N* = NaN.
+MIN_EXPONENT = 0.01
+
 
 def optimal_size(b: float, gamma: float, c: float, delta: float, compute: np.ndarray) -> np.ndarray:
     """N*(C) of the additive law on the law's scale (eq. above), computed in log space.
@@ -53,7 +57,7 @@ def allocation_table(fits: pd.DataFrame, forecasts: pd.DataFrame) -> pd.DataFram
         points = forecasts[mask]
         n = points["size"].to_numpy(float) / SCALES["N"]
         d = points["step"].to_numpy(float) / SCALES["S"]
-        usable = p["b"] > 0 and p["c"] > 0 and p["alpha"] > 0 and p["beta"] > 0
+        usable = p["b"] > 0 and p["c"] > 0 and min(p["alpha"], p["beta"]) >= MIN_EXPONENT
         n_star = (
             optimal_size(p["b"], p["alpha"], p["c"], p["beta"], n * d) if usable else np.full(len(n), np.nan)
         )

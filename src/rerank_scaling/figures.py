@@ -216,7 +216,8 @@ def compute_frontier(allocation: pd.DataFrame, metric: str, split: str) -> plt.F
         objective, attention = panel
         part = _select(rows, objective=objective, attention=attention) if len(rows) else rows
         if len(part):
-            part = part[np.isfinite(part["n_over_n_star"]) & np.isfinite(part["compute"])]
+            # Degenerate fits (an exponent near 0) put N* outside any plausible range: leave them out.
+            part = part[part["n_over_n_star"].between(1e-6, 1e6)]
         if len(part):
             sns.lineplot(
                 data=part, x="compute", y="n_over_n_star", hue="model", marker="o", ax=ax, palette="viridis"

@@ -1,0 +1,330 @@
+"""Planning: analytic vs counted FLOPs, budget and ROI optima vs brute force, the profile cache, the stage."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rerank_scaling import laws
+from rerank_scaling.allocation import optimal_size
+from rerank_scaling.costs import (
+    EncoderShape,
+    cached_profile,
+    flops_per_token,
+    keys_per_token,
+    measure_profile,
+    measured_flops,
+)
+from rerank_scaling.planning import (
+    CostModel,
+    MetricForecast,
+    PowerLaw,
+    budget_curve,
+    optimal_allocation,
+    roi_choice,
+    roi_frontier,
+)
+
+SCRATCH = {
+    "name": "tiny",
+    "family": "scratch",
+    "layers": 2,
+    "hidden": 64,
+    "heads": 2,
+    "intermediate": 256,
+    "vocab_size": 300,
+    "role": "fit",
+}
+ADDITIVE = np.array([0.7, 0.2, 0.5, 0.05, 0.4])  # a, b, alpha, c, beta of M = a - b N^-alpha - c S^-beta
+
+
+def synthetic_costs(z_data: float = 1e-4, pairs: float = 1e6) -> CostModel:
+    """Training FLOPs ~ N^1.05, inference ~ N, achieved FLOP/s growing slowly with N."""
+    return CostModel(
+        train_flops=PowerLaw(6e8, 1.05),
+        infer_flops=PowerLaw(2e8, 1.0),
+        train_rate=PowerLaw(2e10, 0.1),
+        infer_rate=PowerLaw(4e10, 0.1),
+        price_per_hour=2.0,
+        z_data=z_data,
+        pairs_served=pairs,
+    )
+
+
+def synthetic_forecast() -> MetricForecast:
+    return MetricForecast(
+        laws.additive_law(+1), ADDITIVE, +1, examples_per_step=16.0, tokens_per_example=60.0
+    )
+
+
+# --- FLOPs -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("layers", "hidden", "seq_len"), [(1, 64, 32), (2, 64, 128), (4, 128, 64)])
+def test_analytic_flops_match_the_flop_counter_on_scratch_berts(layers, hidden, seq_len):
+    """forward = s (2 P + 4 L h s) + head, training = 3 x forward: within 10% of FlopCounterMode."""
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification
+
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=500,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        intermediate_size=4 * hidden,
+        num_labels=1,
+    )
+    model = BertForSequenceClassification(config).train()
+    batch = 3
+    ids = torch.randint(0, 500, (batch, seq_len))
+
+    def train_step() -> None:
+        model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits.sum().backward()
+
+    def forward() -> None:
+        model(input_ids=ids, attention_mask=torch.ones_like(ids))
+
+    shape = EncoderShape.from_hf_config(config, head="cls")
+    assert shape.matrix_params == layers * 12 * hidden**2
+    assert batch * shape.forward_flops(seq_len) == pytest.approx(measured_flops(forward), rel=0.10)
+    assert batch * shape.train_flops(seq_len) == pytest.approx(measured_flops(train_step), rel=0.10)
+    # The Kaplan-style form from the non-embedding parameter count (pooler and biases included).
+    non_embedding = sum(p.numel() for n, p in model.named_parameters() if ".embeddings." not in f".{n}")
+    approx = seq_len * flops_per_token(non_embedding, layers, hidden, seq_len, training=True)
+    assert approx == pytest.approx(measured_flops(train_step) / batch, rel=0.10)
+
+
+def test_keys_per_token_full_and_windowed():
+    assert keys_per_token(512) == 512
+    assert keys_per_token(512, window=64, query_tokens=20) == 20 + 129 + 1  # G + (2w + 1) + [CLS] row
+    assert keys_per_token(512, window=64, query_tokens=20, query_sees_document=True) == 20 + 129 + 20
+    assert keys_per_token(64, window=100, query_tokens=20) == 64  # the band covers everything: full
+    shape = EncoderShape(layers=12, hidden=768, intermediate=3072)
+    full, windowed = shape.forward_flops(512), shape.forward_flops(512, keys_per_token(512, 64, 20))
+    assert windowed < full and (full - windowed) == pytest.approx(512 * 4 * 12 * 768 * (512 - 150))
+
+
+def test_measured_profile_counts_match_the_analytic_flops_on_the_scratch_family():
+    profile = measure_profile(SCRATCH, max_length=32, batch=4, steps=1, device="cpu", freeze_embeddings=False)
+    assert profile.seq_len == 32 and profile.non_embedding_params > 0
+    assert profile.train_flops_analytic == pytest.approx(profile.train_flops_measured, rel=0.10)
+    assert profile.infer_flops_analytic == pytest.approx(profile.infer_flops_measured, rel=0.10)
+    assert profile.train_seconds_per_step > 0 and profile.infer_seconds_per_batch > 0
+    assert profile.train_flops_per_second > 0
+
+
+def test_profiles_are_reused_from_the_cache(tmp_path):
+    calls = []
+
+    def counting_measure(*args, **kwargs):
+        calls.append(args)
+        return measure_profile(*args, **kwargs)
+
+    first = cached_profile(SCRATCH, 16, 2, 1, "cpu", tmp_path, measure=counting_measure)
+    files = list(tmp_path.rglob("*.json"))
+    assert not first.cached and len(calls) == 1 and len(files) == 1
+    written = files[0].stat().st_mtime_ns
+    renamed = {**SCRATCH, "name": "same-shape", "role": "held_out"}  # name and role are not the key
+    second = cached_profile(renamed, 16, 2, 1, "cpu", tmp_path, measure=counting_measure)
+    assert second.cached and len(calls) == 1 and files[0].stat().st_mtime_ns == written
+    assert second.model == "same-shape"
+    assert second.train_seconds_per_step == first.train_seconds_per_step
+    third = cached_profile(SCRATCH, 16, 4, 1, "cpu", tmp_path, measure=counting_measure)  # another batch
+    assert not third.cached and len(calls) == 2 and len(list(tmp_path.rglob("*.json"))) == 2
+
+
+# --- budget allocation and ROI ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("inference", [True, False])
+@pytest.mark.parametrize("budget", [50.0, 500.0, 5000.0])
+def test_budget_optimum_matches_brute_force(budget, inference):
+    forecast, cost = synthetic_forecast(), synthetic_costs()
+    bounds = (1e5, 1e10)
+    found = optimal_allocation(forecast, cost, budget, bounds, inference)
+    assert found.status == "ok"
+    brute = budget_curve(forecast, cost, budget, np.geomspace(*bounds, 400_001), inference)
+    best = brute.loc[brute["predicted"].idxmax()]
+    assert found.predicted == pytest.approx(best["predicted"], abs=1e-9)
+    assert found.size == pytest.approx(best["size"], rel=2e-3)
+    assert float(cost.total(found.size, found.examples, inference)) == pytest.approx(budget, rel=1e-9)
+    assert not found.at_boundary
+
+
+def test_serving_costs_move_the_optimum_to_smaller_models():
+    forecast, cost = synthetic_forecast(), synthetic_costs()
+    served = optimal_allocation(forecast, cost, 500.0, (1e5, 1e10), inference=True)
+    trained = optimal_allocation(forecast, cost, 500.0, (1e5, 1e10), inference=False)
+    assert served.size < trained.size and served.predicted < trained.predicted
+
+
+def test_without_data_or_serving_costs_the_optimum_is_the_compute_optimal_size():
+    """z_data = 0, no inference, cost per example = k N: D(N) = B / (k N), i.e. C = N S is fixed,
+    and the optimum must be seed 000's closed form N*(C) (allocation.optimal_size)."""
+    forecast = synthetic_forecast()
+    k = 1e-9  # currency per parameter per example
+    cost = CostModel(
+        train_flops=PowerLaw(1.0, 1.0),
+        infer_flops=PowerLaw(1.0, 1.0),
+        train_rate=PowerLaw.constant(1.0),
+        infer_rate=PowerLaw.constant(1.0),
+        price_per_hour=3600 * k * 1e6,  # z_train f_train(N) = k N
+        z_data=0.0,
+        pairs_served=0.0,
+    )
+    budget = 0.5
+    found = optimal_allocation(forecast, cost, budget, (1e3, 1e12), inference=False)
+    compute = budget / k / forecast.examples_per_step / 1e9  # N/1e6 x S/1e3 on the law's scale
+    closed = optimal_size(ADDITIVE[1], ADDITIVE[2], ADDITIVE[3], ADDITIVE[4], compute) * 1e6
+    assert found.size == pytest.approx(closed, rel=1e-3)
+
+
+def test_unaffordable_budgets_are_reported():
+    found = optimal_allocation(synthetic_forecast(), synthetic_costs(pairs=1e12), 1.0, (1e6, 1e8))
+    assert found.status == "infeasible" and "buys no training" in found.reason
+
+
+def test_roi_choice_matches_brute_force():
+    forecast, cost = synthetic_forecast(), synthetic_costs()
+    sizes = np.geomspace(1e5, 1e10, 301)
+    d, value_per_point, reference = 50_000.0, 20_000.0, 0.3
+    for lam in (0.5, 1.0, 2.0, 5.0):
+        frontier = roi_frontier(forecast, cost, sizes, d, value_per_point, reference, lam)
+        choice = roi_choice(frontier, +1)
+        best_size, best_metric = None, -np.inf
+        for n in sizes:  # eqs. 5-6 by hand
+            metric = float(forecast(n, d))
+            value = value_per_point * (metric - reference)
+            if value / float(cost.total(n, d)) >= lam and metric > best_metric:
+                best_size, best_metric = n, metric
+        assert choice is not None and best_size is not None
+        assert choice["size"] == best_size and choice["predicted"] == pytest.approx(best_metric)
+        assert choice["roi"] >= lam
+    hopeless = roi_frontier(forecast, cost, sizes, d, value_per_point, reference, 1e9)
+    assert roi_choice(hopeless, +1) is None
+
+
+def test_bnsl_forecasts_use_training_flops():
+    """The BNSL (seed 003 eq. 4) sees C = 6 N tokens D / 1e12, the sidecars' FLOPs."""
+    law = laws.bnsl_law(1, +1)
+    forecast = MetricForecast(law, np.array([0.8, 0.5, 0.3, 0.0, 1.0, 1.0]), +1, 16.0, 50.0)
+    x = forecast.variables(np.array([2e6]), np.array([1e4]))
+    assert set(x) == {"C"} and x["C"][0] == pytest.approx(6 * 2e6 * 50 * 1e4 / 1e12)
+
+
+# --- the stage ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_plan_stage_end_to_end(tmp_path):
+    from test_laws import synthetic_metrics_table
+
+    from rerank_scaling.stages import fit_laws, plan
+
+    table = synthetic_metrics_table()
+    table = table[table["split"] == "dev"]
+    bm25 = table[(table["model"] == "s1") & (table["checkpoint"] == 1) & (table["objective"] == "pointwise")]
+    bm25 = bm25.assign(
+        family="bm25", model="bm25", run="bm25", value=np.where(bm25["metric"] == "CE@16", 2.6, 0.3)
+    )
+    pd.concat([table, bm25], ignore_index=True).to_parquet(tmp_path / "all.parquet")
+    fitting = {"metrics": ["nDCG@10", "CE@16"], "bootstrap": 3}
+    fit_laws.main(
+        [
+            "--metrics",
+            str(tmp_path / "all.parquet"),
+            "--settings",
+            json.dumps(fitting),
+            "--out-dir",
+            str(tmp_path),
+        ]
+    )
+    fits = pd.read_parquet(tmp_path / "fits.parquet")
+    broken = (fits["law"] == "additive") & (fits["objective"] == "listwise") & (fits["metric"] == "CE@16")
+    fits.loc[broken, ["status", "reason"]] = ["failed", "synthetic failure"]
+    fits.to_parquet(tmp_path / "fits.parquet")
+
+    planning = {
+        "profile_steps": 1,
+        "profile_batch": 2,
+        "budgets": [0.01, 1.0, 100.0],
+        "size_range": [1e6, 1e8],  # the fitted sizes' neighbourhood (the profiled model is tiny)
+        "value_per_metric_point": 100.0,
+    }
+    args = [
+        "--metrics", str(tmp_path / "all.parquet"),
+        "--fits", str(tmp_path / "fits.parquet"),
+        "--models", json.dumps([SCRATCH]),
+        "--planning", json.dumps(planning),
+        "--fitting", json.dumps(fitting),
+        "--training", json.dumps({"max_length": 16, "freeze_embeddings": True}),
+        "--evaluation", json.dumps({"rerank_depth": 20}),
+        "--device", "cpu",
+        "--cache", str(tmp_path / "profiles"),
+        "--out-dir", str(tmp_path / "planning"),
+        "--figures", str(tmp_path / "figures"),
+    ]  # fmt: skip
+    plan.main(args)
+    for name in ("plan.parquet", "plan.csv", "plan.md", "profiles.json"):
+        assert (tmp_path / "planning" / name).exists()
+    for name in ("budget_curves", "roi_frontier"):
+        for suffix in (".png", ".pdf"):
+            assert (tmp_path / "figures" / f"{name}{suffix}").stat().st_size > 1000
+    result = pd.read_parquet(tmp_path / "planning" / "plan.parquet")
+    profile = result[result["kind"] == "profile"].iloc[0]
+    assert profile["model"] == "tiny" and profile["status"] == "measured"
+    assert profile["flops_analytic_over_counted"] == pytest.approx(1.0, rel=0.10)
+    budget = result[(result["kind"] == "budget") & (result["metric"] == "nDCG@10")]
+    assert len(budget) == 2 * 3 * 2  # objectives x budgets x cost scopes
+    ok = budget[budget["status"] == "ok"]
+    assert len(ok) >= 8 and (ok["cost_total"] <= ok["budget"] * (1 + 1e-6)).all()
+    larger = ok[ok["cost_scope"] == "data+train"].sort_values("budget")
+    assert larger.groupby("objective")["size"].apply(lambda s: s.is_monotonic_increasing).all()
+    failed = result[(result["kind"] == "budget") & (result["status"] == "failed")]
+    assert len(failed) == 1 and "synthetic failure" in failed["reason"].iloc[0]
+    roi = result[result["kind"] == "roi"]
+    assert set(roi["law"]) == {"additive", "bnsl1"}
+    assert set(roi["status"]) <= {"ok", "infeasible", "failed"}
+    assert (roi[roi["status"] == "ok"]["roi"] >= 1.0).all()
+    assert "ROI-constrained choice" in (tmp_path / "planning" / "plan.md").read_text()
+    # Second run, with the default value map: the profile comes from the cache, and the most
+    # value-efficient candidate earns ROI = 2 lambda, so every fitted group has a choice.
+    del planning["value_per_metric_point"]
+    args[args.index("--planning") + 1] = json.dumps(planning)
+    plan.main(args)
+    again = pd.read_parquet(tmp_path / "planning" / "plan.parquet")
+    assert again[again["kind"] == "profile"]["status"].tolist() == ["cached"]
+    calibrated = again[(again["kind"] == "roi") & (again["status"] == "ok")]
+    assert len(calibrated) == 7 and calibrated["value_per_point"].gt(0).all()  # 8 fits, 1 failed
+    saved = json.loads((tmp_path / "planning" / "profiles.json").read_text())
+    assert saved["profiles"][0]["cached"] is True and saved["settings"]["budgets"] == [0.01, 1.0, 100.0]
+
+
+def test_plan_stage_without_fits_or_profiles(tmp_path):
+    """No fits at all (a tiny run) and profiling off: rows say why, figures still appear."""
+    from test_laws import synthetic_metrics_table
+
+    from rerank_scaling.stages import plan
+
+    synthetic_metrics_table().to_parquet(tmp_path / "all.parquet")
+    pd.DataFrame().to_parquet(tmp_path / "fits.parquet")
+    plan.main(
+        [
+            "--metrics", str(tmp_path / "all.parquet"),
+            "--fits", str(tmp_path / "fits.parquet"),
+            "--models", json.dumps([{**SCRATCH, "name": "s1"}]),
+            "--planning", json.dumps({"profile": False}),
+            "--cache", str(tmp_path / "profiles"),
+            "--out-dir", str(tmp_path / "planning"),
+            "--figures", str(tmp_path / "figures"),
+            "--device", "cpu",
+        ]
+    )  # fmt: skip
+    result = pd.read_parquet(tmp_path / "planning" / "plan.parquet")
+    assert result["status"].tolist() == ["missing"] and "no joint-protocol fit" in result["reason"].iloc[0]
+    assert not (tmp_path / "profiles").exists()
+    assert (tmp_path / "figures" / "roi_frontier.png").exists()
