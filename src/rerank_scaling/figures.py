@@ -15,6 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 from rerank_scaling import laws  # noqa: E402
 from rerank_scaling.records import metric_direction  # noqa: E402
@@ -71,49 +72,68 @@ def _select(frame: pd.DataFrame, **equals: str) -> pd.DataFrame:
     return frame[mask]
 
 
+def _size_axis(ax: plt.Axes) -> None:
+    """Log N axis labelled in millions at 1-2-5 steps (default log labels collide at this range)."""
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value / 1e6:g}M"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("non-embedding parameters N")
+
+
+def _last_checkpoints(rows: pd.DataFrame, k: int) -> pd.DataFrame:
+    """Each run's last ``k`` checkpoints (what the model-scaling protocol fits on)."""
+    rank = rows.groupby("run")["step"].rank(method="dense", ascending=False)
+    return rows[rank <= k]
+
+
 def model_scaling(
     metrics: pd.DataFrame, fits: pd.DataFrame, forecasts: pd.DataFrame, metric: str, split: str
 ) -> plt.Figure:
-    """Final-checkpoint metric against N per objective: fit sizes, held-out forecasts and 95% bands."""
+    """Metric against N per objective (seed 000 §5): the last k checkpoints of every size (seeds
+    averaged, as fitted), the power law in N, and held-out forecasts with their 95% bands."""
     runs = _select(metrics[metrics["family"] != "bm25"], metric=metric, split=split)
     panels = _panel_keys(runs)
     fig, axes = _panels(panels)
+    last_k = 1
     for ax, panel in zip(axes, panels, strict=True):
         objective, attention = panel
         where = {"objective": objective, "attention": attention, "metric": metric, "split": split}
         rows = _select(runs, objective=objective, attention=attention)
-        final = rows[rows["step"] == rows.groupby("run")["step"].transform("max")]
-        for role, marker in ROLE_MARKERS.items():
-            part = final[final["role"] == role]
-            ax.scatter(
-                part["non_embedding_params"], part["value"], marker=marker, s=50, label=f"observed ({role})"
-            )
         fit = _select(fits, **where, law="power_N", status="ok")
+        fit_sizes = rows.loc[rows["role"] == "fit", "model"].nunique()
+        last_k = max(1, int(fit["n_fit"].iloc[0]) // fit_sizes) if len(fit) and fit_sizes else 1
+        recent = _last_checkpoints(rows, last_k)
+        means = recent.groupby(["model", "role", "non_embedding_params"], as_index=False)["value"].mean()
+        ax.scatter(recent["non_embedding_params"], recent["value"], s=8, color="0.6", alpha=0.5)
+        for role, marker in ROLE_MARKERS.items():
+            part = means[means["role"] == role]
+            ax.scatter(
+                part["non_embedding_params"], part["value"], marker=marker, s=60, label=f"observed ({role})"
+            )
         if len(fit):
             law, params = _law("power_N", metric), np.array(list(json.loads(fit["params"].iloc[0]).values()))
             grid = np.geomspace(
-                final["non_embedding_params"].min() / 1.5, final["non_embedding_params"].max() * 2, 100
+                means["non_embedding_params"].min() / 1.5, means["non_embedding_params"].max() * 2
             )
             ax.plot(
                 grid, law.predict(params, {"N": grid / laws.SCALES["N"]}), color="C2", label="power law fit"
             )
             held = _select(forecasts, **where, law="power_N")
-            held = held[held["held_out"]]
-            last = held[held["step"] == held.groupby("model")["step"].transform("max")]
+            held = held[held["held_out"]].groupby("size", as_index=False)[["forecast", "low", "high"]].mean()
             ax.errorbar(
-                last["size"],
-                last["forecast"],
-                yerr=[last["forecast"] - last["low"], last["high"] - last["forecast"]],
+                held["size"],
+                held["forecast"],
+                yerr=[held["forecast"] - held["low"], held["high"] - held["forecast"]],
                 fmt="s",
                 color="C3",
                 capsize=4,
                 label="forecast (95% PI)",
             )
         _bm25(ax, metrics, metric, split)
-        ax.set_xscale("log")
+        _size_axis(ax)
         ax.set_title(_title(panel, panels))
-        ax.set_xlabel("non-embedding parameters N")
-    axes[0].set_ylabel(f"{metric} ({split}), final checkpoint")
+    axes[0].set_ylabel(f"{metric} ({split}), last {last_k} checkpoints")
     axes[-1].legend(fontsize=8, loc="best")
     fig.tight_layout()
     return fig
@@ -197,10 +217,9 @@ def joint_surface(
                     edgecolors="black",
                     label="held out" if held else "fit",
                 )
-        ax.set_xscale("log")
+        _size_axis(ax)
         ax.set_yscale("log")
         ax.set_title(_title(panel, panels))
-        ax.set_xlabel("non-embedding parameters N")
     axes[0].set_ylabel("training steps S")
     axes[0].legend(fontsize=8, loc="lower left")
     fig.tight_layout()
