@@ -10,9 +10,9 @@ import platform
 import random
 import statistics
 import time
-from pathlib import Path
 
 import torch
+from benchmark_output import emit
 
 from rerank_scaling.ict import IctSettings, build_ict_collection
 from rerank_scaling.models import build_cross_encoder, model_stats
@@ -71,10 +71,7 @@ def main() -> None:
             f"{args.batch_size / seconds:.0f} |"
         )
     text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(text)
+    emit(text, args.out)
 
 
 if __name__ == "__main__":

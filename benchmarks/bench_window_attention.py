@@ -29,10 +29,10 @@ import platform
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from benchmark_output import emit
 
 from rerank_scaling import window_attention as wa
 from rerank_scaling.sparse_encoder import AttentionVariant, apply_window_attention
@@ -226,10 +226,7 @@ def main() -> None:
     lines += ["", f"Whole cross-encoder forward ({LAYERS} layers, hidden {HEADS * HEAD_DIM}, inference):", ""]
     lines += table(measure(model_forwards, args.model_lengths or args.lengths, args.windows, args))
     text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(text)
+    emit(text, args.out)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,22 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 REPO = Path(__file__).resolve().parents[1]
 
 
+def snakemake_command(workdir: Path, configfile: str, *args: str) -> list[str]:
+    """``python -m snakemake`` on the workflow copy in ``workdir`` with one of its config files."""
+    return [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(workdir / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(workdir / configfile),
+        *args,
+    ]
+
+
 def workflow_env() -> dict[str, str]:
     """Environment for a Snakemake subprocess: rule shells call ``python``, which must be this one."""
     return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}

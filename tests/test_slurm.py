@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO
+from conftest import REPO, snakemake_command
 
 pytestmark = pytest.mark.slow
 
@@ -228,16 +228,9 @@ def cluster(tmp_path_factory) -> SlurmCluster:
 
 
 def snakemake_on_slurm(cluster: SlurmCluster, workdir: Path, configfile: str, *args: str):
-    command = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "--snakefile",
-        str(workdir / "Snakefile"),
-        "--directory",
-        str(workdir),
-        "--configfile",
-        str(workdir / configfile),
+    command = snakemake_command(
+        workdir,
+        configfile,
         "--profile",
         str(REPO / "profiles" / "slurm"),
         # the documented way to choose account/partition; no accounting here, so no account
@@ -252,7 +245,7 @@ def snakemake_on_slurm(cluster: SlurmCluster, workdir: Path, configfile: str, *a
         "1",
         "--slurm-keep-successful-logs",
         *args,
-    ]
+    )
     return subprocess.run(command, env=cluster.env, capture_output=True, text=True, cwd=workdir, timeout=900)
 
 

@@ -5,33 +5,19 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
-from conftest import REPO, workflow_env
+from conftest import REPO, snakemake_command, workflow_env
 
 pytestmark = pytest.mark.slow
 
 
 def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
-    command = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "--snakefile",
-        str(workdir / "Snakefile"),
-        "--directory",
-        str(workdir),
-        "--configfile",
-        str(workdir / "tiny.yaml"),
-        "--cores",
-        "2",
-        *args,
-    ]
+    command = snakemake_command(workdir, "tiny.yaml", "--cores", "2", *args)
     return subprocess.run(command, capture_output=True, text=True, cwd=workdir, env=workflow_env())
 
 
