@@ -27,7 +27,7 @@ STAGE_CODE = {
     "fit": ["stages/fit_laws.py", "laws.py", "fitting.py", "fit_statistics.py", "protocols.py",
             "allocation.py", "law_tables.py"],
     "report": ["stages/report.py", "figures.py", "scaling_evidence.py"],
-    "plan": ["stages/plan.py", "planning.py", "costs.py", "models.py", "laws.py"],
+    "plan": ["stages/plan.py", "planning.py", "costs.py", "models.py", "laws.py", "figures.py"],
 }
 
 

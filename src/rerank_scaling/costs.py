@@ -286,6 +286,18 @@ def _scratch_inputs(spec: dict[str, Any]) -> Iterator[tuple[list[str] | None, st
         yield corpus, work
 
 
+def _timed(step: Callable[[], None], repeats: int, device: str) -> list[float]:
+    """Wall seconds of ``repeats`` calls of ``step``, the device synchronised around each."""
+    _sync(device)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        step()
+        _sync(device)
+        times.append(time.perf_counter() - start)
+    return times
+
+
 def _sync(device: str) -> None:
     import torch
 
@@ -349,13 +361,7 @@ def measure_profile(
 
     model.train()
     train_counted = measured_flops(train_step)  # also the warm-up (allocator, optimizer state)
-    _sync(device)
-    train_times = []
-    for _ in range(steps):
-        start = time.perf_counter()
-        train_step()
-        _sync(device)
-        train_times.append(time.perf_counter() - start)
+    train_times = _timed(train_step, steps, device)
     if device == "cuda":
         peak_mb = torch.cuda.max_memory_allocated() / 2**20
     else:
@@ -363,13 +369,7 @@ def measure_profile(
 
     model.eval()
     infer_counted = measured_flops(infer)  # also the warm-up
-    _sync(device)
-    infer_times = []
-    for _ in range(steps):
-        start = time.perf_counter()
-        infer()
-        _sync(device)
-        infer_times.append(time.perf_counter() - start)
+    infer_times = _timed(infer, steps, device)
     profile = CostProfile(
         key=profile_key(name, spec, max_length, batch),
         device=name,

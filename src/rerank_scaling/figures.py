@@ -7,6 +7,7 @@ Power laws are drawn on log axes; parameter counts are non-embedding parameters 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import matplotlib
 
@@ -18,6 +19,7 @@ import seaborn as sns  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 from rerank_scaling import laws  # noqa: E402
+from rerank_scaling.atomic import atomic_path  # noqa: E402
 from rerank_scaling.records import metric_direction  # noqa: E402
 
 sns.set_theme(context="paper", style="whitegrid", font_scale=1.1)
@@ -62,14 +64,22 @@ def _panels(panels: list[Panel]) -> tuple[plt.Figure, list[plt.Axes]]:
     return fig, list(axes[0])
 
 
-def _select(frame: pd.DataFrame, **equals: str) -> pd.DataFrame:
-    """Rows matching every ``column == value``; empty when the table lacks a column (no fits at all)."""
-    if any(key not in frame.columns for key in equals):
+def select_rows(frame: pd.DataFrame, **equals: object) -> pd.DataFrame:
+    """Rows matching every ``column == value`` (NaN never matches); empty when a column is missing."""
+    if frame.empty or any(key not in frame.columns for key in equals):
         return frame.iloc[0:0]
     mask = np.ones(len(frame), dtype=bool)
     for key, value in equals.items():
-        mask &= frame[key].to_numpy() == value
+        mask &= (frame[key] == value).fillna(False).to_numpy(dtype=bool)
     return frame[mask]
+
+
+def save_figure(fig: plt.Figure, stem: Path) -> None:
+    """Write ``stem``.png and ``stem``.pdf atomically, then close the figure."""
+    for suffix in (".png", ".pdf"):
+        with atomic_path(stem.with_suffix(suffix)) as tmp:
+            fig.savefig(tmp, format=suffix[1:], dpi=150, bbox_inches="tight")
+    plt.close(fig)
 
 
 def _size_axis(ax: plt.Axes) -> None:
@@ -92,15 +102,15 @@ def model_scaling(
 ) -> plt.Figure:
     """Metric against N per objective (seed 000 §5): the last k checkpoints of every size (seeds
     averaged, as fitted), the power law in N, and held-out forecasts with their 95% bands."""
-    runs = _select(metrics[metrics["family"] != "bm25"], metric=metric, split=split)
+    runs = select_rows(metrics[metrics["family"] != "bm25"], metric=metric, split=split)
     panels = _panel_keys(runs)
     fig, axes = _panels(panels)
     last_k = 1
     for ax, panel in zip(axes, panels, strict=True):
         objective, attention = panel
         where = {"objective": objective, "attention": attention, "metric": metric, "split": split}
-        rows = _select(runs, objective=objective, attention=attention)
-        fit = _select(fits, **where, law="power_N", status="ok")
+        rows = select_rows(runs, objective=objective, attention=attention)
+        fit = select_rows(fits, **where, law="power_N", status="ok")
         fit_sizes = rows.loc[rows["role"] == "fit", "model"].nunique()
         last_k = max(1, int(fit["n_fit"].iloc[0]) // fit_sizes) if len(fit) and fit_sizes else 1
         recent = _last_checkpoints(rows, last_k)
@@ -119,7 +129,7 @@ def model_scaling(
             ax.plot(
                 grid, law.predict(params, {"N": grid / laws.SCALES["N"]}), color="C2", label="power law fit"
             )
-            held = _select(forecasts, **where, law="power_N")
+            held = select_rows(forecasts, **where, law="power_N")
             held = held[held["held_out"]].groupby("size", as_index=False)[["forecast", "low", "high"]].mean()
             ax.errorbar(
                 held["size"],
@@ -141,7 +151,7 @@ def model_scaling(
 
 def data_scaling(metrics: pd.DataFrame, fits: pd.DataFrame, metric: str, split: str) -> plt.Figure:
     """Metric against training steps for every size, with each size's fitted power law in S."""
-    runs = _select(metrics[metrics["family"] != "bm25"], metric=metric, split=split)
+    runs = select_rows(metrics[metrics["family"] != "bm25"], metric=metric, split=split)
     panels = _panel_keys(runs)
     fig, axes = _panels(panels)
     models = sorted(
@@ -152,14 +162,14 @@ def data_scaling(metrics: pd.DataFrame, fits: pd.DataFrame, metric: str, split: 
         objective, attention = panel
         where = {"objective": objective, "attention": attention, "metric": metric, "split": split}
         rows = (
-            _select(runs, objective=objective, attention=attention)
+            select_rows(runs, objective=objective, attention=attention)
             .groupby(["model", "step"], as_index=False)["value"]
             .mean()
         )
         for model in models:
             part = rows[rows["model"] == model]
             ax.scatter(part["step"], part["value"], s=14, color=palette[model], label=model)
-            fit = _select(
+            fit = select_rows(
                 fits,
                 **where,
                 law="power_S",
@@ -190,14 +200,14 @@ def joint_surface(
     metrics: pd.DataFrame, fits: pd.DataFrame, forecasts: pd.DataFrame, metric: str, split: str
 ) -> plt.Figure:
     """Contours of the additive joint law over (N, S); fit points as dots, held-out points as crosses."""
-    runs = _select(metrics[metrics["family"] != "bm25"], metric=metric, split=split)
+    runs = select_rows(metrics[metrics["family"] != "bm25"], metric=metric, split=split)
     panels = _panel_keys(runs)
     fig, axes = _panels(panels)
     for ax, panel in zip(axes, panels, strict=True):
         objective, attention = panel
         where = {"objective": objective, "attention": attention, "metric": metric, "split": split}
-        fit = _select(fits, **where, law="additive", status="ok")
-        points = _select(forecasts, **where, law="additive")
+        fit = select_rows(fits, **where, law="additive", status="ok")
+        points = select_rows(forecasts, **where, law="additive")
         if len(fit) and len(points):
             law, params = _law("additive", metric), np.array(list(json.loads(fit["params"].iloc[0]).values()))
             n = np.geomspace(points["size"].min() / 1.2, points["size"].max() * 1.2, 80)
@@ -228,12 +238,12 @@ def joint_surface(
 
 def compute_frontier(allocation: pd.DataFrame, metric: str, split: str) -> plt.Figure:
     """N / N*(C) of every checkpoint against compute C = N * S (1 = compute-optimal size)."""
-    rows = _select(allocation, metric=metric, split=split) if len(allocation) else allocation
+    rows = select_rows(allocation, metric=metric, split=split) if len(allocation) else allocation
     panels = _panel_keys(rows)
     fig, axes = _panels(panels)
     for ax, panel in zip(axes, panels, strict=True):
         objective, attention = panel
-        part = _select(rows, objective=objective, attention=attention) if len(rows) else rows
+        part = select_rows(rows, objective=objective, attention=attention) if len(rows) else rows
         if len(part):
             # Degenerate fits (an exponent near 0) put N* outside any plausible range: leave them out.
             part = part[part["n_over_n_star"].between(1e-6, 1e6)]

@@ -329,6 +329,16 @@ def roi_choice(frontier: pd.DataFrame, sign: int) -> pd.Series | None:
 # --- the plan: fits, runs and profiles -> rows of plan.parquet ------------------------------------
 
 BUDGET_MULTIPLES = (0.25, 1.0, 4.0, 16.0)
+#: What :meth:`CostModel.breakdown` returns per candidate, carried into the plan rows.
+COST_FIELDS = (
+    "cost_total",
+    "cost_data",
+    "cost_train",
+    "cost_infer",
+    "train_flops",
+    "infer_flops",
+    "device_hours",
+)
 SCOPES = {True: "data+train+inference", False: "data+train"}
 PLAN_COLUMNS = [
     "kind",
@@ -347,13 +357,7 @@ PLAN_COLUMNS = [
     "predicted",
     "value",
     "roi",
-    "cost_total",
-    "cost_data",
-    "cost_train",
-    "cost_infer",
-    "train_flops",
-    "infer_flops",
-    "device_hours",
+    *COST_FIELDS,
     "at_boundary",
     "currency",
     "device",
@@ -736,22 +740,7 @@ def _roi_rows(
             best = frontier["roi"].max()
             rows.append({**base, "status": "infeasible", "reason": f"best ROI {best:.3g} < lambda"})
             continue
-        chosen = {
-            k: choice[k]
-            for k in (
-                "size",
-                "predicted",
-                "value",
-                "roi",
-                "cost_total",
-                "cost_data",
-                "cost_train",
-                "cost_infer",
-                "train_flops",
-                "infer_flops",
-                "device_hours",
-            )
-        }
+        chosen = {k: choice[k] for k in ("size", "predicted", "value", "roi", *COST_FIELDS)}
         rows.append(
             {
                 **base,

@@ -27,7 +27,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from rerank_scaling.atomic import atomic_path, write_json, write_table, write_text  # noqa: E402
+from rerank_scaling.atomic import write_json, write_table, write_text  # noqa: E402
+from rerank_scaling.figures import save_figure, select_rows  # noqa: E402
 from rerank_scaling.planning import (  # noqa: E402
     Plan,
     PlanSettings,
@@ -59,15 +60,6 @@ def _panels(table: pd.DataFrame, kind: str, metric: str, split: str) -> list[tup
     groups = rows[list(PANEL_KEYS)].drop_duplicates().sort_values(list(PANEL_KEYS)).to_dict("records")
     varying = [k for k in PANEL_KEYS if rows[k].nunique() > 1] or ["objective"]
     return [(" / ".join(str(g[k]) for k in varying), g) for g in groups]
-
-
-def _select(frame: pd.DataFrame, **equals: Any) -> pd.DataFrame:
-    if frame.empty:
-        return frame
-    mask = np.ones(len(frame), dtype=bool)
-    for key, value in equals.items():
-        mask &= (frame[key] == value).fillna(False).to_numpy(dtype=bool)
-    return frame[mask]
 
 
 def _notes(ax: plt.Axes, lines: list[str]) -> None:
@@ -117,12 +109,12 @@ def budget_figure(plan: Plan, table: pd.DataFrame, metric: str, split: str) -> p
     currency = plan.settings.currency
     drawn = []
     for ax, (title, keys) in zip(axes, panels, strict=False):
-        curves = _select(plan.curves, metric=metric, split=split, **keys)
+        curves = select_rows(plan.curves, metric=metric, split=split, **keys)
         drawn.append(curves)
         for (budget, inference), curve in curves.groupby(["budget", "inference"]) if len(curves) else []:
             style = "-" if inference else "--"
             ax.plot(curve["size"], curve["predicted"], color=palette[budget], linestyle=style, linewidth=1.4)
-        rows = _select(table, kind="budget", metric=metric, split=split, **keys)
+        rows = select_rows(table, kind="budget", metric=metric, split=split, **keys)
         for _, row in rows[rows["status"] == "ok"].iterrows():
             colour = palette.get(row["budget"], "C3")
             ax.scatter(
@@ -168,12 +160,12 @@ def roi_figure(plan: Plan, table: pd.DataFrame, metric: str, split: str) -> plt.
     lam = plan.settings.roi_lambda
     for col, (title, keys) in enumerate(panels):
         top, bottom = axes[0][col], axes[1][col]
-        frontiers = _select(plan.frontiers, metric=metric, split=split, **keys)
-        rows = _select(table, kind="roi", metric=metric, split=split, **keys)
+        frontiers = select_rows(plan.frontiers, metric=metric, split=split, **keys)
+        rows = select_rows(table, kind="roi", metric=metric, split=split, **keys)
         for index, (law, row) in enumerate(rows.set_index("law").iterrows()):
             colour = f"C{index}"
             label = "additive law M(N, S)" if law == "additive" else f"BNSL over FLOPs ({law})"
-            frontier = _select(frontiers, law=law)
+            frontier = select_rows(frontiers, law=law)
             if len(frontier):
                 top.plot(frontier["size"], frontier["predicted"], color=colour, linewidth=1, label=label)
                 feasible = frontier["predicted"].where(frontier["feasible"])
@@ -211,13 +203,6 @@ def roi_figure(plan: Plan, table: pd.DataFrame, metric: str, split: str) -> plt.
     fig.suptitle("ROI-constrained choice: max M s.t. V/Z >= lambda (seed 003 eqs. 5-6)", fontsize=10)
     fig.tight_layout()
     return fig
-
-
-def save(fig: plt.Figure, stem: Path) -> None:
-    for suffix in (".png", ".pdf"):
-        with atomic_path(stem.with_suffix(suffix)) as tmp:
-            fig.savefig(tmp, format=suffix[1:], dpi=150, bbox_inches="tight")
-    plt.close(fig)
 
 
 # --- entry point -----------------------------------------------------------------------------------
@@ -279,8 +264,8 @@ def main(argv: list[str] | None = None) -> None:
     fitted_splits = sorted(joint_fits(fits)["split"].dropna().unique())
     split = settings.split or (fitted_splits[0] if fitted_splits else "dev")
     figures = Path(args.figures)
-    save(budget_figure(plan, table, metric, split), figures / "budget_curves")
-    save(roi_figure(plan, table, metric, split), figures / "roi_frontier")
+    save_figure(budget_figure(plan, table, metric, split), figures / "budget_curves")
+    save_figure(roi_figure(plan, table, metric, split), figures / "roi_frontier")
     status = table.groupby(["kind", "status"]).size()
     log.info("plan written to %s: %s", out, status.to_dict())
 

@@ -9,11 +9,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import pandas as pd
 
 from rerank_scaling import figures
-from rerank_scaling.atomic import atomic_path, write_text
+from rerank_scaling.atomic import write_text
 from rerank_scaling.scaling_evidence import scaling_evidence
 
 PER_METRIC = ("model_scaling", "data_scaling", "joint_surface", "compute_frontier")
@@ -22,13 +21,6 @@ PER_METRIC = ("model_scaling", "data_scaling", "joint_surface", "compute_frontie
 def slug(metric: str) -> str:
     """A file-name-safe metric name: nDCG@10 -> nDCG-10."""
     return metric.replace("@", "-").replace("/", "-")
-
-
-def save(fig: plt.Figure, stem: Path) -> None:
-    for suffix in (".png", ".pdf"):
-        with atomic_path(stem.with_suffix(suffix)) as tmp:
-            fig.savefig(tmp, format=suffix[1:], dpi=150, bbox_inches="tight")
-    plt.close(fig)
 
 
 def summary(metrics: pd.DataFrame, laws_dir: Path) -> str:
@@ -78,15 +70,19 @@ def main(argv: list[str] | None = None) -> None:
     for metric in args.metric:
         for split in args.split:
             name = f"{slug(metric)}__{split}"
-            save(
+            figures.save_figure(
                 figures.model_scaling(metrics, fits, forecasts, metric, split), out / f"model_scaling__{name}"
             )
-            save(figures.data_scaling(metrics, fits, metric, split), out / f"data_scaling__{name}")
-            save(
+            figures.save_figure(
+                figures.data_scaling(metrics, fits, metric, split), out / f"data_scaling__{name}"
+            )
+            figures.save_figure(
                 figures.joint_surface(metrics, fits, forecasts, metric, split), out / f"joint_surface__{name}"
             )
-            save(figures.compute_frontier(allocation, metric, split), out / f"compute_frontier__{name}")
-    save(
+            figures.save_figure(
+                figures.compute_frontier(allocation, metric, split), out / f"compute_frontier__{name}"
+            )
+    figures.save_figure(
         figures.equal_compute_bars(pd.read_parquet(laws_dir / "equal_compute.parquet")), out / "equal_compute"
     )
     write_text(args.summary, summary(metrics, laws_dir))
