@@ -14,6 +14,7 @@ from rerank_scaling.metrics import (
     MetricSettings,
     contrastive_entropy,
     evaluate,
+    evaluate_per_query,
     ir_metrics,
     ranking,
     relative_gain,
@@ -166,6 +167,38 @@ def test_rbp_by_hand_with_ties():
     assert relative_probability(TIED_RUN, TIED_QRELS, tied_candidates, k=3) == pytest.approx((1.0, 1))
 
 
+def test_rbp_ranks_each_relevant_document_against_the_non_relevant_ones_only():
+    # Three relevant documents, two non-relevant: a perfect ranker puts every relevant one first
+    # among the non-relevant candidates, so RBP@1 = 1 (seed 004's one-item case, applied 3 times).
+    qrels = {"q": {"r1": 1, "r2": 2, "r3": 1, "n1": 0}}
+    candidates = {"q": ["r1", "r2", "r3", "n1", "n2"]}
+    perfect = {"q": {"r1": 0.9, "r2": 0.8, "r3": 0.7, "n1": 0.2, "n2": 0.1}}
+    assert relative_probability(perfect, qrels, candidates, k=1) == pytest.approx((1.0, 3))
+    # n1 above r3 only: r3 is second against the non-relevant ones, a miss at k=1, a hit at k=2.
+    mixed = {"q": {"r1": 0.9, "r2": 0.8, "r3": 0.3, "n1": 0.5, "n2": 0.1}}
+    assert relative_probability(mixed, qrels, candidates, k=1) == pytest.approx((2 / 3, 3))
+    assert relative_probability(mixed, qrels, candidates, k=2) == pytest.approx((1.0, 3))
+    worst = {"q": {"r1": 0.1, "r2": 0.2, "r3": 0.3, "n1": 0.5, "n2": 0.4}}
+    assert relative_probability(worst, qrels, candidates, k=2) == pytest.approx((0.0, 3))
+    assert relative_probability(worst, qrels, candidates, k=3) == pytest.approx((1.0, 3))
+
+
+def test_per_query_rows_aggregate_to_the_table_and_list_dropped_queries():
+    settings = MetricSettings(ce_sizes=(2, 3), rbp_k=(1,), rr_m=(2,))
+    scored = {q: docs for q, docs in CANDIDATES.items() if q != "q4"}
+    per_query = evaluate_per_query(RUN, QRELS, scored, settings)
+    assert list(per_query.columns) == ["metric", "qid", "value", "n"]
+    ndcg = per_query[per_query["metric"] == "nDCG@10"].set_index("qid")["value"]
+    assert set(ndcg.index) == {"q1", "q2", "q3", "q4"} and ndcg["q4"] == 0.0
+    # CE@3 needs 2 negatives: q1 has c and z, q2 only d -> q2 and q4 (no candidates) are dropped.
+    dropped = per_query[per_query["metric"] == "CE@3_dropped"].set_index("qid")["value"]
+    assert dropped.to_dict() == {"q1": 0.0, "q2": 1.0, "q4": 1.0}
+    table = evaluate(RUN, QRELS, scored, settings).set_index("metric")
+    assert table.loc["CE@3_dropped", "value"] == 2.0 and table.loc["CE@3", "n"] == 2
+    rbp = per_query[per_query["metric"] == "RBP@1"].set_index("qid")[["value", "n"]]
+    assert rbp.loc["q1"].tolist() == [0.5, 2] and rbp.loc["q2"].tolist() == [0.0, 1]
+
+
 def test_relative_gain_by_hand():
     # m=2: q1 b, z -> 1 of ideal a + b = 3; q2 d, c -> 1 of 1; q4 nothing of 1; q3 no relevant: skipped.
     assert relative_gain(RUN, QRELS, CANDIDATES, m=2) == pytest.approx(((1 / 3 + 1 + 0) / 3, 3))
@@ -180,12 +213,15 @@ def test_evaluate_table_by_hand():
     settings = MetricSettings(ce_sizes=(2,), rbp_k=(1,), rr_m=(2,))
     scored = {q: docs for q, docs in CANDIDATES.items() if q != "q4"}  # the run scores every one
     table = evaluate(RUN, QRELS, scored, settings).set_index("metric")
-    assert list(table.index) == ["nDCG@10", "AP", "RR@10", "R@10", "P@10", "CE@2", "RBP@1", "RRstar@2"]
+    names = ["nDCG@10", "AP", "RR@10", "R@10", "P@10", "CE@2", "CE@2_dropped", "RBP@1", "RRstar@2"]
+    assert list(table.index) == names
     assert table.loc["RR@10"].tolist() == pytest.approx([(1 + 0.5 + 0 + 0) / 4, 4])
     assert table.loc["RBP@1"].tolist() == pytest.approx([1 / 3, 3])
     assert table.loc["RRstar@2"].tolist() == pytest.approx([(1 / 3 + 1) / 2, 2])
     # CE@2 instances: (q1, a), (q1, b), each against c or z, and (q2, c) against d.
     assert table.loc["CE@2", "n"] == 3
+    # q1, q2 and q4 have a relevant judgement; q4 has no candidates, so CE@2 drops it.
+    assert table.loc["CE@2_dropped"].tolist() == [1.0, 3]
     alone = evaluate(RUN, QRELS, {"q2": CANDIDATES["q2"]}, settings).set_index("metric")
     assert alone.loc["CE@2"].tolist() == pytest.approx([math.log(math.exp(0.5) + math.exp(1.0)) - 0.5, 1])
     with pytest.raises(KeyError, match="no score"):  # q4's candidates are not in the run

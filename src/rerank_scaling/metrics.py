@@ -149,34 +149,58 @@ def contrastive_entropy(scores: Run, sets: list[ContrastiveSet]) -> np.ndarray:
     return (top[:, 0] + np.log(np.exp(logits - top).sum(axis=1))) - logits[:, 0]
 
 
+def rbp_per_query(
+    run: Run, qrels: Qrels, candidates: Candidates, k: int, relevance_threshold: int = 1
+) -> dict[str, tuple[float, int]]:
+    """RBP@k per query: qid -> (share of its relevant candidates ranked within k, their count).
+
+    Seed 004 (after Yin et al.) defines RBP@k for a list with *one* correct item: the probability
+    that the reranker places it within the top k of the candidate list. With r > 1 relevant
+    candidates we keep that definition per relevant candidate: each one is ranked against the
+    *non-relevant* candidates only (the other relevant ones are removed from its list), i.e. its
+    rank is 1 + the number of non-relevant candidates the run scores above it. This is the
+    one-correct-item case applied r times, so a perfect ranker scores 1 for every k, as it does in
+    seed 004; ranking a relevant item against the other relevant ones would cap a perfect ranker
+    at min(k, r) / r (RBP@1 = 1/3 with three relevant documents). Ties follow :func:`ranking`; a
+    relevant candidate the run omits is a miss. Queries without a relevant candidate are absent.
+    """
+    out = {}
+    for qid, docs in candidates.items():
+        judged = qrels.get(qid, {})
+        positives = _relevant(judged, sorted(set(docs)), relevance_threshold)
+        if not positives:
+            continue
+        negatives = {d for d in docs if judged.get(d, 0) < relevance_threshold}
+        order = ranking(run.get(qid, {}))
+        hits = 0
+        for positive in positives:
+            if positive not in order:
+                continue
+            above = sum(d in negatives for d in order[: order.index(positive)])
+            hits += above < k
+        out[qid] = (hits / len(positives), len(positives))
+    return out
+
+
 def relative_probability(
     run: Run, qrels: Qrels, candidates: Candidates, k: int, relevance_threshold: int = 1
 ) -> tuple[float, int]:
-    """RBP@k (seed 004, after Yin et al.): P(rank of a relevant candidate <= k).
-
-    The share of (query, relevant candidate) instances whose passage the run ranks within its top
-    k (ties by :func:`ranking`; a relevant candidate the run omits is a miss). A query with r
-    relevant candidates contributes at most min(k, r) hits. Returns the share and the instances.
-    """
-    hits = instances = 0
-    for qid, docs in candidates.items():
-        positives = _relevant(qrels.get(qid, {}), sorted(set(docs)), relevance_threshold)
-        top = set(ranking(run.get(qid, {}))[:k])
-        instances += len(positives)
-        hits += sum(d in top for d in positives)
+    """RBP@k over all (query, relevant candidate) instances (:func:`rbp_per_query`): share, instances."""
+    per_query = rbp_per_query(run, qrels, candidates, k, relevance_threshold)
+    instances = sum(n for _, n in per_query.values())
+    hits = sum(share * n for share, n in per_query.values())
     return (hits / instances if instances else float("nan")), instances
 
 
-def relative_gain(
+def relative_gain_per_query(
     run: Run, qrels: Qrels, candidates: Candidates, m: int, relevance_threshold: int = 1
-) -> tuple[float, int]:
-    """R/R*(m) (seed 003 eq. 2) = sum of grades of the run's top m / sum of grades of the ideal top m.
+) -> dict[str, float]:
+    """R/R*(m) (seed 003 eq. 2) per query = sum of grades of the run's top m / of the ideal top m.
 
     The ideal is the query's *candidates* sorted by grade (not its full qrels), so a perfect
-    reranker reaches 1. Averaged over queries with at least one candidate graded >=
-    ``relevance_threshold``. Returns the mean and the number of queries.
+    reranker reaches 1. Only queries with at least one candidate graded >= ``relevance_threshold``.
     """
-    ratios = []
+    ratios = {}
     for qid, docs in candidates.items():
         judged = qrels.get(qid, {})
         docs = sorted(set(docs))
@@ -184,25 +208,78 @@ def relative_gain(
         if ideal <= 0 or not _relevant(judged, docs, relevance_threshold):
             continue
         got = sum(max(judged.get(d, 0), 0) for d in ranking(run.get(qid, {}))[:m])
-        ratios.append(got / ideal)
+        ratios[qid] = got / ideal
+    return ratios
+
+
+def relative_gain(
+    run: Run, qrels: Qrels, candidates: Candidates, m: int, relevance_threshold: int = 1
+) -> tuple[float, int]:
+    """R/R*(m) averaged over queries (:func:`relative_gain_per_query`): mean, number of queries."""
+    ratios = list(relative_gain_per_query(run, qrels, candidates, m, relevance_threshold).values())
     return (float(np.mean(ratios)) if ratios else float("nan")), len(ratios)
 
 
-def evaluate(run: Run, qrels: Qrels, candidates: Candidates, settings: MetricSettings) -> pd.DataFrame:
-    """Every metric as rows (metric, value, n): value is the mean over n queries (instances for CE/RBP)."""
+#: Suffix of the count metric "CE@n_dropped": judged queries without any CE@n instance.
+DROPPED = "_dropped"
+IR_METRICS = ("nDCG@10", "AP", "RR@10", "R@10", "P@10")
+
+
+def metric_names(settings: MetricSettings) -> list[str]:
+    """Every metric :func:`evaluate_per_query` computes, in table order."""
+    ce = [name for n in settings.ce_sizes for name in (f"CE@{n}", f"CE@{n}{DROPPED}")]
+    return [*IR_METRICS, *ce, *(f"RBP@{k}" for k in settings.rbp_k), *(f"RRstar@{m}" for m in settings.rr_m)]
+
+
+def evaluate_per_query(
+    run: Run, qrels: Qrels, candidates: Candidates, settings: MetricSettings
+) -> pd.DataFrame:
+    """Every metric per query, as rows (metric, qid, value, n).
+
+    ``value`` is the query's score and ``n`` its weight in the table's mean: 1 for the trec
+    measures and R/R*, the query's instances (relevant candidates) for CE and RBP, whose table value
+    is the mean over instances. ``CE@n_dropped`` lists every query of the run that has a judgement
+    >= ``relevance_threshold``, value 1 when it yields no CE@n instance (no relevant candidate, or
+    too few non-relevant ones) and 0 otherwise: its table value is the count of dropped queries.
+    """
     threshold = settings.relevance_threshold
-    rows: list[tuple[str, float, int]] = []
-
-    def add(name: str, values: list[float] | np.ndarray) -> None:
-        rows.append((name, float(np.mean(values)) if len(values) else float("nan"), len(values)))
-
+    rows: list[tuple[str, str, float, int]] = []
     for name, per_query in ir_metrics(run, qrels, threshold).items():
-        add(name, list(per_query.values()))
+        rows += [(name, q, v, 1) for q, v in per_query.items()]
+    judged = sorted(q for q in run if any(g >= threshold for g in qrels.get(q, {}).values()))
     for n in settings.ce_sizes:
         sets = sample_contrastive_sets(candidates, qrels, n, settings.seed, threshold)
-        add(f"CE@{n}", contrastive_entropy(run, sets))
+        by_query = pd.Series(contrastive_entropy(run, sets), index=[s.qid for s in sets], dtype=float)
+        grouped = by_query.groupby(level=0).agg(["mean", "count"])
+        rows += [(f"CE@{n}", q, float(r["mean"]), int(r["count"])) for q, r in grouped.iterrows()]
+        rows += [(f"CE@{n}{DROPPED}", q, float(q not in grouped.index), 1) for q in judged]
     for k in settings.rbp_k:
-        rows.append((f"RBP@{k}", *relative_probability(run, qrels, candidates, k, threshold)))
+        per_query = rbp_per_query(run, qrels, candidates, k, threshold)
+        rows += [(f"RBP@{k}", q, share, count) for q, (share, count) in per_query.items()]
     for m in settings.rr_m:
-        rows.append((f"RRstar@{m}", *relative_gain(run, qrels, candidates, m, threshold)))
+        rows += [
+            (f"RRstar@{m}", q, v, 1)
+            for q, v in relative_gain_per_query(run, qrels, candidates, m, threshold).items()
+        ]
+    return pd.DataFrame(rows, columns=["metric", "qid", "value", "n"])
+
+
+def aggregate(per_query: pd.DataFrame, names: list[str]) -> pd.DataFrame:
+    """Rows (metric, value, n) from :func:`evaluate_per_query`'s rows: the n-weighted mean over
+    queries (``CE@n_dropped``: the count), n the summed weight; a metric without rows is NaN, 0."""
+    rows = []
+    for name in names:
+        part = per_query[per_query["metric"] == name]
+        weight = int(part["n"].sum())
+        if name.endswith(DROPPED):
+            value = float(part["value"].sum())
+        else:
+            value = float((part["value"] * part["n"]).sum() / weight) if weight else float("nan")
+        rows.append((name, value, weight))
     return pd.DataFrame(rows, columns=["metric", "value", "n"])
+
+
+def evaluate(run: Run, qrels: Qrels, candidates: Candidates, settings: MetricSettings) -> pd.DataFrame:
+    """Every metric as rows (metric, value, n): value is the mean over n queries (instances for
+    CE/RBP; for ``CE@n_dropped`` the count of dropped queries among n judged ones)."""
+    return aggregate(evaluate_per_query(run, qrels, candidates, settings), metric_names(settings))
