@@ -88,6 +88,10 @@ def run_metric_tables(wildcards=None):
     return [f"{RESULTS}/eval/{run}/metrics.parquet" for run in GRID.run_ids()]
 
 
+def run_per_query_tables(wildcards=None):
+    return [f"{RESULTS}/eval/{run}/per_query.parquet" for run in GRID.run_ids()]
+
+
 def fitted_metrics():
     return config["fitting"].get("metrics", ["nDCG@10"])
 

@@ -5,6 +5,7 @@ rule evaluate_bm25:
         qrels=expand(f"{RESULTS}/data/collection/qrels/{{split}}.txt", split=eval_splits()),
     output:
         metrics=f"{RESULTS}/eval/bm25/metrics.parquet",
+        per_query=f"{RESULTS}/eval/bm25/per_query.parquet",
     params:
         evaluation=section_json("evaluation"),
         collection=directory_of("input", "qrels", levels=2),
@@ -22,7 +23,7 @@ rule evaluate_bm25:
     shell:
         "python -m rerank_scaling.stages.evaluate bm25 --collection {params.collection}"
         " --bm25-dir {params.bm25_dir} --splits {params.splits} --settings {params.evaluation:q}"
-        " --out {output.metrics} > {log} 2>&1"
+        " --out {output.metrics} --per-query {output.per_query} > {log} 2>&1"
 
 
 rule evaluate_run:
@@ -34,6 +35,7 @@ rule evaluate_run:
         qrels=expand(f"{RESULTS}/data/collection/qrels/{{split}}.txt", split=eval_splits()),
     output:
         metrics=f"{RESULTS}/eval/{{run}}/metrics.parquet",
+        per_query=f"{RESULTS}/eval/{{run}}/per_query.parquet",
     params:
         evaluation=section_json("evaluation"),
         collection=directory_of("input", "corpus"),
@@ -58,7 +60,8 @@ rule evaluate_run:
         "python -m rerank_scaling.stages.evaluate run --checkpoints {params.checkpoints}"
         " --collection {params.collection} --bm25-dir {params.bm25_dir} --splits {params.splits}"
         " --settings {params.evaluation:q} --max-length {params.max_length} --device {params.device}"
-        " --threads {threads} --work {params.work} --out {output.metrics} > {log} 2>&1"
+        " --threads {threads} --work {params.work} --out {output.metrics}"
+        " --per-query {output.per_query} > {log} 2>&1"
 
 
 rule merge_metrics:
@@ -66,6 +69,8 @@ rule merge_metrics:
         code=stage_code("merge"),
         runs=run_metric_tables,
         bm25=rules.evaluate_bm25.output.metrics,
+        per_query_runs=run_per_query_tables,
+        per_query_bm25=rules.evaluate_bm25.output.per_query,
     output:
         parquet=report(
             f"{RESULTS}/metrics/all.parquet",
@@ -73,6 +78,7 @@ rule merge_metrics:
             category="Tables",
         ),
         csv=f"{RESULTS}/metrics/all.csv",
+        per_query=f"{RESULTS}/metrics/per_query.parquet",
     log:
         log_path("eval", "merge"),
     benchmark:
@@ -81,4 +87,6 @@ rule merge_metrics:
         f"{ENVS}/fitting.yaml"
     shell:
         "python -m rerank_scaling.stages.merge_metrics --inputs {input.bm25} {input.runs}"
-        " --out {output.parquet} --csv {output.csv} > {log} 2>&1"
+        " --out {output.parquet} --csv {output.csv}"
+        " --per-query-inputs {input.per_query_bm25} {input.per_query_runs}"
+        " --per-query-out {output.per_query} > {log} 2>&1"

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from conftest import LADDER, TINY_TRAINING, train_command
 
-from rerank_scaling.records import METRIC_COLUMNS
+from rerank_scaling.records import METRIC_COLUMNS, PER_QUERY_COLUMNS
 
 pytestmark = pytest.mark.slow
 
@@ -31,6 +31,8 @@ def evaluate(small_collection, checkpoints, work, out, mode="run"):
         json.dumps({"rerank_depth": 10, "ce_sizes": [4], "rbp_k": [1, 3], "rr_m": [2]}),
         "--out",
         str(out),
+        "--per-query",
+        str(out.with_suffix(".per_query.parquet")),
     ]
     if mode == "run":
         args += [
@@ -45,6 +47,22 @@ def evaluate(small_collection, checkpoints, work, out, mode="run"):
         ]
     stage.main(args)
     return pd.read_parquet(out)
+
+
+def per_query_of(out):
+    return pd.read_parquet(out.with_suffix(".per_query.parquet"))
+
+
+def assert_means_of_the_per_query_rows(table, per_query):
+    """The long table's nDCG@10 is the mean of the per-query rows; CE@4_dropped counts their 1s."""
+    assert list(per_query.columns) == list(PER_QUERY_COLUMNS)
+    keys = ["run", "checkpoint", "split"]
+    rows = per_query[per_query["metric"] == "nDCG@10"].groupby(keys)["value"].mean()
+    long = table[table["metric"] == "nDCG@10"].set_index(keys)["value"]
+    pd.testing.assert_series_equal(rows.sort_index(), long.sort_index(), check_names=False)
+    dropped = per_query[per_query["metric"] == "CE@4_dropped"].groupby(keys)["value"].sum()
+    counted = table[table["metric"] == "CE@4_dropped"].set_index(keys)["value"]
+    pd.testing.assert_series_equal(dropped.sort_index(), counted.sort_index(), check_names=False)
 
 
 def test_evaluation_scores_every_checkpoint_and_only_new_ones_on_rerun(small_collection, examples, tmp_path):
@@ -62,9 +80,19 @@ def test_evaluation_scores_every_checkpoint_and_only_new_ones_on_rerun(small_col
     first = evaluate(small_collection, ckpts, work, tmp_path / "m1.parquet")
     assert list(first.columns) == list(METRIC_COLUMNS)
     assert sorted(first["checkpoint"].unique()) == [1, 2] and set(first["split"]) == {"dev", "test"}
-    assert {"nDCG@10", "AP", "RR@10", "R@10", "P@10", "CE@4", "RBP@1", "RBP@3", "RRstar@2"} <= set(
-        first["metric"]
-    )
+    assert {
+        "nDCG@10",
+        "AP",
+        "RR@10",
+        "R@10",
+        "P@10",
+        "CE@4",
+        "CE@4_dropped",
+        "RBP@1",
+        "RBP@3",
+        "RRstar@2",
+    } <= set(first["metric"])
+    assert_means_of_the_per_query_rows(first, per_query_of(tmp_path / "m1.parquet"))
     assert (work / "runs" / "ckpt-01.dev.trec").exists()
     cached = {p.name: p.stat().st_mtime_ns for p in (work / "cache").glob("*.parquet")}
     assert len(cached) == 4
@@ -77,6 +105,7 @@ def test_evaluation_scores_every_checkpoint_and_only_new_ones_on_rerun(small_col
     pd.testing.assert_frame_equal(
         second[second["checkpoint"] < 3].reset_index(drop=True), first.reset_index(drop=True)
     )
+    assert_means_of_the_per_query_rows(second, per_query_of(tmp_path / "m2.parquet"))
 
 
 def test_bm25_rows_use_the_same_metrics(small_collection, tmp_path):
@@ -84,3 +113,4 @@ def test_bm25_rows_use_the_same_metrics(small_collection, tmp_path):
     assert set(rows["run"]) == {"bm25"} and set(rows["split"]) == {"dev", "test"}
     ndcg = rows[(rows["metric"] == "nDCG@10") & (rows["split"] == "test")]["value"].iloc[0]
     assert 0.1 < ndcg < 0.7
+    assert_means_of_the_per_query_rows(rows, per_query_of(tmp_path / "bm25.parquet"))

@@ -1,9 +1,10 @@
 """Evaluate checkpoints (and the BM25 first stage) on evaluation splits, as long metric tables.
 
 Per split, the BM25 top ``rerank_depth`` candidates are reranked by each checkpoint and scored
-with every metric of :mod:`rerank_scaling.metrics`. Results are cached per (checkpoint, split) under
-a key made of the checkpoint's sidecar and the evaluation settings, so a killed job resumes and a
-re-run after adding one checkpoint scores only that checkpoint.
+with every metric of :mod:`rerank_scaling.metrics`, per query (``records.PER_QUERY_COLUMNS``) and
+as the long table's means (``records.METRIC_COLUMNS``). The per-query rows are cached per
+(checkpoint, split) under a key made of the checkpoint's sidecar and the evaluation settings, so a
+killed job resumes and a re-run after adding one checkpoint scores only that checkpoint.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ import pandas as pd
 
 from rerank_scaling.atomic import write_table
 from rerank_scaling.collection import CollectionDir, Queries, load_texts, read_split
-from rerank_scaling.metrics import MetricSettings, evaluate
-from rerank_scaling.records import METRIC_COLUMNS
+from rerank_scaling.metrics import DROPPED, MetricSettings, aggregate, evaluate_per_query, metric_names
+from rerank_scaling.records import METRIC_COLUMNS, PER_QUERY_COLUMNS
 from rerank_scaling.rerank import candidate_pairs, score_pairs, tokenize_pairs
 from rerank_scaling.trec import Qrels, Run, read_run, top_k, write_run
 
@@ -72,15 +73,44 @@ def load_split(collection: str, bm25_run: str, split: str, depth: int) -> SplitD
     return SplitData(split, queries, qrels, candidates, load_texts(CollectionDir(collection).corpus, docids))
 
 
-def metric_rows(run: Run, split: SplitData, settings: EvalSettings, fields: dict[str, Any]) -> pd.DataFrame:
-    """Long rows (METRIC_COLUMNS) of every metric of ``run`` on ``split``, tagged with ``fields``."""
+def per_query_rows(
+    run: Run, split: SplitData, settings: EvalSettings, fields: dict[str, Any]
+) -> pd.DataFrame:
+    """Per-query rows (PER_QUERY_COLUMNS) of every metric of ``run`` on ``split``, tagged with ``fields``."""
     # Every query with qrels counts; a query whose candidates are all missing scores 0, as in trec_eval.
     complete = {qid: run.get(qid, {}) for qid in split.qrels if qid in split.queries}
-    table = evaluate(
-        complete, split.qrels, {q: list(d) for q, d in split.candidates.items()}, settings.metric_settings()
-    )
-    table = table[["metric", "value"]].assign(split=split.name, **fields)
+    candidates = {q: list(d) for q, d in split.candidates.items()}
+    rows = evaluate_per_query(complete, split.qrels, candidates, settings.metric_settings())
+    rows = rows.assign(split=split.name, run=fields["run"], checkpoint=fields["checkpoint"])
+    return rows.reindex(columns=list(PER_QUERY_COLUMNS))
+
+
+def metric_rows(per_query: pd.DataFrame, settings: EvalSettings, fields: dict[str, Any]) -> pd.DataFrame:
+    """Long rows (METRIC_COLUMNS) from one split's :func:`per_query_rows`; logs the queries CE drops."""
+    split = str(per_query["split"].iloc[0]) if len(per_query) else ""
+    table = aggregate(per_query, metric_names(settings.metric_settings()))
+    for _, row in table[table["metric"].str.endswith(DROPPED)].iterrows():
+        if row["value"]:
+            log.warning(
+                "%s checkpoint %s on %s: %s: %d of %d judged queries have no CE instance "
+                "(no relevant candidate, or too few non-relevant ones); CE averages over the rest",
+                fields["run"],
+                fields["checkpoint"],
+                split,
+                row["metric"],
+                row["value"],
+                row["n"],
+            )
+    table = table[["metric", "value"]].assign(split=split, **fields)
     return table.reindex(columns=list(METRIC_COLUMNS))
+
+
+def bm25_tables(splits: list[SplitData], settings: EvalSettings) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(long metric table, per-query table) of the BM25 candidate ranking on every split."""
+    fields = bm25_fields()
+    per_query = [per_query_rows(split.candidates, split, settings, fields) for split in splits]
+    long = [metric_rows(rows, settings, fields) for rows in per_query]
+    return pd.concat(long, ignore_index=True), pd.concat(per_query, ignore_index=True)
 
 
 def bm25_fields() -> dict[str, Any]:
@@ -100,7 +130,10 @@ def bm25_fields() -> dict[str, Any]:
 
 
 def _cache_key(sidecar: dict[str, Any], split: str, settings: EvalSettings, max_length: int) -> str:
-    blob = json.dumps([sidecar, split, settings.__dict__, max_length], sort_keys=True, default=str)
+    # "per_query": the cache holds per-query rows (older caches held means and must not match).
+    blob = json.dumps(
+        [sidecar, split, settings.__dict__, max_length, "per_query"], sort_keys=True, default=str
+    )
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -112,12 +145,12 @@ def evaluate_checkpoints(
     device: str,
     runs_dir: Path,
     cache_dir: Path,
-) -> pd.DataFrame:
-    """Rerank every split with every checkpoint of one run; returns the run's long metric table."""
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Rerank every split with every checkpoint of one run: (long metric table, per-query table)."""
     from sentence_transformers.cross_encoder import CrossEncoder
 
     tokenized: dict[str, Any] = {}
-    tables = []
+    tables, per_query = [], []
     for index, ckpt in enumerate(checkpoint_dirs, 1):
         sidecar = json.loads((ckpt / "checkpoint.json").read_text())
         fields = {c: sidecar[c] for c in METRIC_COLUMNS if c in sidecar}
@@ -126,7 +159,8 @@ def evaluate_checkpoints(
             key = _cache_key(sidecar, split.name, settings, max_length)
             cached = cache_dir / f"{ckpt.name}.{split.name}.{key}.parquet"
             if cached.exists():
-                tables.append(pd.read_parquet(cached))
+                per_query.append(pd.read_parquet(cached))
+                tables.append(metric_rows(per_query[-1], settings, fields))
                 continue
             if model is None:
                 model = CrossEncoder(str(ckpt), device=device, max_length=max_length)
@@ -147,9 +181,9 @@ def evaluate_checkpoints(
                 model, tokenized[split.name], settings.batch_size, tokenizer.pad_token_id or 0, device
             )
             write_run(scores, runs_dir / f"{ckpt.name}.{split.name}.trec", tag=sidecar["run"])
-            table = metric_rows(scores, split, settings, fields)
-            write_table(table, cached)
-            tables.append(table)
+            per_query.append(per_query_rows(scores, split, settings, fields))
+            write_table(per_query[-1], cached)
+            tables.append(metric_rows(per_query[-1], settings, fields))
         log.info(
             "[%d/%d] %s evaluated on %s",
             index,
@@ -157,4 +191,4 @@ def evaluate_checkpoints(
             ckpt.name,
             ", ".join(s.name for s in splits),
         )
-    return pd.concat(tables, ignore_index=True)
+    return pd.concat(tables, ignore_index=True), pd.concat(per_query, ignore_index=True)

@@ -30,6 +30,20 @@ METRIC_COLUMNS: tuple[str, ...] = (
 )
 
 
+#: Columns of the per-query table (``results/metrics/per_query.parquet``): the value of every metric
+#: per query, from which the long table's value is the n-weighted mean (``metrics.aggregate``).
+#: The noise yardsticks of the summary (paired bootstrap over queries) are computed from it.
+PER_QUERY_COLUMNS: tuple[str, ...] = (
+    "run",
+    "checkpoint",
+    "split",
+    "metric",
+    "qid",
+    "value",  # the query's score (CE: mean over its instances; CE@n_dropped: 1 if dropped)
+    "n",  # its weight in the mean: 1, or its instances (CE, RBP)
+)
+
+
 def metric_direction(metric: str) -> int:
     """Return +1 when larger values of ``metric`` are better, -1 for losses (contrastive entropy)."""
     return -1 if metric.startswith("CE@") else 1

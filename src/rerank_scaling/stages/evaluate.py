@@ -1,9 +1,13 @@
 """Stage: evaluate a run's checkpoints, or the BM25 first stage, on the evaluation splits.
 
     python -m rerank_scaling.stages.evaluate run --checkpoints DIR --collection DIR --bm25-dir DIR \
-        --splits dev test --settings JSON --max-length 64 --device auto --out metrics.parquet --work DIR
+        --splits dev test --settings JSON --max-length 64 --device auto --out metrics.parquet \
+        --per-query per_query.parquet --work DIR
     python -m rerank_scaling.stages.evaluate bm25 --collection DIR --bm25-dir DIR --splits dev test \
-        --settings JSON --out bm25.parquet
+        --settings JSON --out bm25.parquet --per-query per_query.parquet
+
+--out gets the long metric table (records.METRIC_COLUMNS), --per-query every metric per query
+(records.PER_QUERY_COLUMNS), which the summary's noise yardsticks resample.
 """
 
 from __future__ import annotations
@@ -12,10 +16,8 @@ import argparse
 import logging
 from pathlib import Path
 
-import pandas as pd
-
 from rerank_scaling.atomic import write_table
-from rerank_scaling.evaluation import EvalSettings, bm25_fields, evaluate_checkpoints, load_split, metric_rows
+from rerank_scaling.evaluation import EvalSettings, bm25_tables, evaluate_checkpoints, load_split
 from rerank_scaling.settings import parse_json_arg, settings_from_dict
 from rerank_scaling.training import resolve_device
 
@@ -28,6 +30,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--splits", nargs="+", required=True)
     parser.add_argument("--settings", required=True, help="JSON of the config's evaluation section")
     parser.add_argument("--out", required=True)
+    parser.add_argument("--per-query", required=True, help="per-query metric table (parquet)")
     parser.add_argument("--checkpoints", help="run mode: directory of ckpt-XX/ checkpoints")
     parser.add_argument("--max-length", type=int, default=512)
     parser.add_argument("--device", default="auto")
@@ -41,9 +44,7 @@ def main(argv: list[str] | None = None) -> None:
         for s in args.splits
     ]
     if args.mode == "bm25":
-        table = pd.concat(
-            [metric_rows(s.candidates, s, settings, bm25_fields()) for s in splits], ignore_index=True
-        )
+        table, per_query = bm25_tables(splits, settings)
     else:
         import torch
 
@@ -51,7 +52,7 @@ def main(argv: list[str] | None = None) -> None:
             torch.set_num_threads(args.threads)
         checkpoints = sorted(Path(args.checkpoints).glob("ckpt-*/checkpoint.json"))
         work = Path(args.work)
-        table = evaluate_checkpoints(
+        table, per_query = evaluate_checkpoints(
             [c.parent for c in checkpoints],
             splits,
             settings,
@@ -60,6 +61,7 @@ def main(argv: list[str] | None = None) -> None:
             work / "runs",
             work / "cache",
         )
+    write_table(per_query, args.per_query)
     write_table(table, args.out)
 
 

@@ -1,6 +1,8 @@
-"""Stage: concatenate per-run metric tables (and the BM25 rows) into the merged long table.
+"""Stage: concatenate per-run metric tables (and the BM25 rows) into the merged long table, and the
+per-run per-query tables into the merged per-query table.
 
-python -m rerank_scaling.stages.merge_metrics --inputs A.parquet B.parquet ... --out all.parquet --csv all.csv
+python -m rerank_scaling.stages.merge_metrics --inputs A.parquet ... --out all.parquet --csv all.csv \
+    --per-query-inputs A_q.parquet B_q.parquet ... --per-query-out per_query.parquet
 """
 
 from __future__ import annotations
@@ -10,19 +12,22 @@ import argparse
 import pandas as pd
 
 from rerank_scaling.atomic import write_table
-from rerank_scaling.records import METRIC_COLUMNS
+from rerank_scaling.records import METRIC_COLUMNS, PER_QUERY_COLUMNS
 
 
-def merge_tables(paths: list[str]) -> pd.DataFrame:
-    """Concatenate long metric tables, checking each has exactly the contract's columns."""
+def merge_tables(paths: list[str], columns: tuple[str, ...] = METRIC_COLUMNS) -> pd.DataFrame:
+    """Concatenate tables, checking each has exactly ``columns`` (a records contract), sorted by them."""
     tables = []
     for path in paths:
         table = pd.read_parquet(path)
-        if list(table.columns) != list(METRIC_COLUMNS):
-            raise ValueError(f"{path}: columns {list(table.columns)} differ from records.METRIC_COLUMNS")
+        if list(table.columns) != list(columns):
+            raise ValueError(
+                f"{path}: columns {list(table.columns)} differ from the records contract {columns}"
+            )
         tables.append(table)
     merged = pd.concat(tables, ignore_index=True)
-    return merged.sort_values(["run", "split", "metric", "checkpoint"], kind="stable", ignore_index=True)
+    order = [c for c in ("run", "split", "metric", "checkpoint", "qid") if c in columns]
+    return merged.sort_values(order, kind="stable", ignore_index=True)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -30,10 +35,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--inputs", nargs="+", required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--csv", required=True)
+    parser.add_argument("--per-query-inputs", nargs="+", required=True)
+    parser.add_argument("--per-query-out", required=True)
     args = parser.parse_args(argv)
     merged = merge_tables(args.inputs)
     write_table(merged, args.out)
     write_table(merged, args.csv)
+    write_table(merge_tables(args.per_query_inputs, PER_QUERY_COLUMNS), args.per_query_out)
 
 
 if __name__ == "__main__":
