@@ -216,6 +216,83 @@ def test_bnsl_forecasts_use_training_flops():
     assert set(x) == {"C"} and x["C"][0] == pytest.approx(6 * 2e6 * 50 * 1e4 / 1e12)
 
 
+# --- the plan from fits: degenerate fits and the missing value map ------------------------------------
+
+
+def joint_fit_rows(status: dict[str, tuple[str, str]]) -> pd.DataFrame:
+    """Joint additive fits of dev nDCG@10 per objective (the synthetic table's law), with given
+    (status, reason) per objective; protocol "joint" as :func:`planning.joint_fits` selects it."""
+    params = json.dumps(dict(zip(laws.additive_law(+1).params, ADDITIVE.tolist(), strict=True)))
+    rows = [
+        {"family": "ladder", "objective": objective, "attention": "full", "metric": "nDCG@10", "split": "dev"}
+        | {"protocol": "joint", "law": "additive", "status": st, "reason": reason, "params": params}
+        for objective, (st, reason) in status.items()
+    ]
+    return pd.DataFrame(rows)
+
+
+def plan_of(fits: pd.DataFrame, value_per_point: float | None):
+    from test_laws import synthetic_metrics_table
+
+    from rerank_scaling.planning import PlanSettings, make_plan, run_stats
+    from rerank_scaling.protocols import FitSettings
+
+    metrics = synthetic_metrics_table(noise=0.0)
+    settings = PlanSettings(profile=False, value_per_metric_point=value_per_point, value_reference=0.3)
+    models = [{**SCRATCH, "name": name} for name in ("s1", "s3", "s5")]
+    stats = run_stats(metrics, {})
+    return make_plan(metrics, fits, models, [], settings, FitSettings(), "cpu", 20, stats)
+
+
+def test_a_degenerate_joint_fit_is_not_planned_with_and_says_why():
+    from rerank_scaling.planning import plan_markdown, plan_table
+    from rerank_scaling.stages.plan import budget_figure
+
+    reason = "alpha at its upper bound 5 (size term unidentifiable)"
+    fits = joint_fit_rows({"pointwise": ("ok", ""), "listwise": ("degenerate", reason)})
+    plan = plan_of(fits, 100.0)
+    table = plan_table(plan.rows)
+    budget = table[table["kind"] == "budget"].set_index("objective")
+    assert budget.loc["listwise", "status"] == "degenerate"
+    assert budget.loc["listwise", "reason"] == f"not identifiable: {reason}"
+    assert np.isnan(budget.loc["listwise", "size"])  # no optimum
+    assert (budget.loc["pointwise", "status"] == "ok").all() and budget.loc["pointwise", "size"].gt(0).all()
+    assert set(plan.curves["objective"]) == {"pointwise"}
+    roi = table[(table["kind"] == "roi") & (table["law"] == "additive")].set_index("objective")
+    assert roi.loc["listwise", "status"] == "degenerate" and reason in roi.loc["listwise", "reason"]
+    assert f"not identifiable: {reason}" in plan_markdown(table, plan.settings, [])
+    figure = budget_figure(plan, table, "nDCG@10", "dev")
+    axes = {ax.get_title(): ax for ax in figure.axes}
+    texts = {title: " ".join(t.get_text() for t in ax.texts) for title, ax in axes.items()}
+    assert "not identifiable" in texts["listwise"] and "not identifiable" not in texts["pointwise"]
+    curves = {t: [line for line in ax.lines if len(line.get_xdata()) > 2] for t, ax in axes.items()}
+    assert not curves["listwise"] and curves["pointwise"]  # text instead of curves (not the size marks)
+
+
+def test_without_a_value_per_metric_point_no_roi_choice_is_made():
+    from rerank_scaling.planning import plan_markdown, plan_table
+
+    fits = joint_fit_rows({"pointwise": ("ok", "")})
+    plan = plan_of(fits, None)
+    table = plan_table(plan.rows)
+    roi = table[(table["kind"] == "roi") & (table["law"] == "additive")]
+    assert roi["status"].tolist() == ["no_choice"] and "no choice is made" in roi["reason"].iloc[0]
+    assert roi["size"].isna().all()
+    frontier = table[table["kind"] == "frontier"].set_index("model")
+    assert list(frontier.index) == ["s1", "s3", "s5"] and frontier["break_even_value_per_point"].gt(0).all()
+    # The frontier over the candidate grid is reported; at a size's break-even value per point
+    # its ROI is exactly lambda (1 by default).
+    assert len(plan.frontiers) == len(plan.sizes) and plan.frontiers["roi"].isna().all()
+    row = plan.frontiers.dropna(subset=["break_even_value_per_point"]).iloc[len(plan.sizes) // 2]
+    assert row["break_even_value_per_point"] * (row["predicted"] - 0.3) / row["cost_total"] == pytest.approx(
+        1.0
+    )
+    assert "no choice is made" in plan_markdown(table, plan.settings, [])
+    # With a value map the same frontier yields a choice.
+    valued = plan_table(plan_of(fits, float(frontier["break_even_value_per_point"].max()) * 2).rows)
+    assert (valued[(valued["kind"] == "roi") & (valued["law"] == "additive")]["status"] == "ok").all()
+
+
 # --- the stage ---------------------------------------------------------------------------------------
 
 
@@ -285,21 +362,22 @@ def test_plan_stage_end_to_end(tmp_path):
     larger = ok[ok["cost_scope"] == "data+train"].sort_values("budget")
     assert larger.groupby("objective")["size"].apply(lambda s: s.is_monotonic_increasing).all()
     failed = result[(result["kind"] == "budget") & (result["status"] == "failed")]
-    assert len(failed) == 1 and "synthetic failure" in failed["reason"].iloc[0]
+    assert len(failed) == 1 and failed["reason"].iloc[0] == "not identifiable: synthetic failure"
     roi = result[result["kind"] == "roi"]
     assert set(roi["law"]) == {"additive", "bnsl1"}
     assert set(roi["status"]) <= {"ok", "infeasible", "failed"}
     assert (roi[roi["status"] == "ok"]["roi"] >= 1.0).all()
     assert "ROI-constrained choice" in (tmp_path / "planning" / "plan.md").read_text()
-    # Second run, with the default value map: the profile comes from the cache, and the most
-    # value-efficient candidate earns ROI = 2 lambda, so every fitted group has a choice.
+    # Second run, without a value per metric point: the profile comes from the cache, and no ROI
+    # choice is made; every usable fit reports its frontier instead (8 fits, 1 failed).
     del planning["value_per_metric_point"]
     args[args.index("--planning") + 1] = json.dumps(planning)
     plan.main(args)
     again = pd.read_parquet(tmp_path / "planning" / "plan.parquet")
     assert again[again["kind"] == "profile"]["status"].tolist() == ["cached"]
-    calibrated = again[(again["kind"] == "roi") & (again["status"] == "ok")]
-    assert len(calibrated) == 7 and calibrated["value_per_point"].gt(0).all()  # 8 fits, 1 failed
+    roi = again[again["kind"] == "roi"]
+    assert (roi["status"] == "no_choice").sum() == 7 and set(roi["status"]) == {"no_choice", "failed"}
+    assert again[again["kind"] == "frontier"]["break_even_value_per_point"].notna().any()
     saved = json.loads((tmp_path / "planning" / "profiles.json").read_text())
     assert saved["profiles"][0]["cached"] is True and saved["settings"]["budgets"] == [0.01, 1.0, 100.0]
 

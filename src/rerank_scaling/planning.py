@@ -21,13 +21,20 @@ adds over the first stage), and
 
     N_roi = argmax_N M(N, D)   subject to   V(N) / Z(N, D) >= lambda          (eqs. 5-6)
 
-by grid search over candidate sizes (maximising V is the same as maximising M: v > 0). The metric
+by grid search over candidate sizes (maximising V is the same as maximising M: v > 0). Without a
+configured v no choice is made: any default v would decide the answer (a v scaled so that the best
+candidate meets lambda is circular), so the plan reports the frontier (metric and cost per size)
+and, per size, the break-even v* = lambda Z(N, D) / (sign (M(N, D) - M_ref)) at which it becomes
+feasible; the user reads the choice off for their own v. The metric
 may come from any fitted law over N and S, or over training FLOPs C (the broken neural scaling law,
 seed 003 eq. 4), with C = 6 N tokens_per_example D as in the training sidecars.
 
 :func:`make_plan` assembles the planning table from the fit stage's joint-protocol fits, the runs'
 token and step counts and the cost profiles: one row per profile, per (group, budget, cost scope)
-and per (group, law) of the ROI choice; a missing or failed fit becomes a row with its reason.
+and per (group, law) of the ROI choice (plus, without a value per metric point, ``frontier`` rows
+at the configured sizes). Only a joint fit with status ``ok`` is planned with: a missing fit, or
+one whose status is ``degenerate`` or ``failed``, becomes a row with that status and the reason
+"not identifiable: <the fit's reason>" instead of an optimum.
 """
 
 from __future__ import annotations
@@ -67,7 +74,7 @@ class PlanSettings:
     query_tokens: int = 16  # query segment length G of windowed attention
     training_examples: float | None = None  # ROI's D; null: the most examples any run saw
     roi_lambda: float = 1.0
-    value_per_metric_point: float | None = None  # null: the most efficient candidate earns ROI 2 lambda
+    value_per_metric_point: float | None = None  # null: no ROI choice; the frontier and break-even v
     value_reference: str | float = "bm25"  # M_ref: "bm25" (its value on the split) or a number
     size_range: tuple[float, float] | None = None  # null: [smallest / 4, largest x 32] configured
     size_count: int = 200
@@ -305,14 +312,28 @@ def roi_frontier(
     lam: float,
     inference: bool = True,
 ) -> pd.DataFrame:
-    """Per candidate size (training set ``examples`` fixed): metric, value, cost, ROI = V / Z, feasible."""
+    """Per candidate size (training set ``examples`` fixed): metric, value, cost, ROI = V / Z, feasible,
+    and the break-even value per metric point v* = lambda Z / (sign (M - M_ref)) (NaN where the size
+    does not beat the reference). ``value_per_point`` NaN: no value map; value, ROI NaN, none feasible."""
     sizes = np.asarray(sizes, float)
     d = np.full(len(sizes), float(examples))
     predicted = forecast(sizes, d)
     value = value_of(predicted, forecast.sign, value_per_point, reference)
     total = cost.total(sizes, d, inference)
     roi = value / total
-    frame = pd.DataFrame({"size": sizes, "examples": d, "predicted": predicted, "value": value, "roi": roi})
+    gain = value_of(predicted, forecast.sign, 1.0, reference)
+    with np.errstate(all="ignore"):
+        break_even = np.where(gain > 0, lam * total / gain, np.nan)
+    frame = pd.DataFrame(
+        {
+            "size": sizes,
+            "examples": d,
+            "predicted": predicted,
+            "value": value,
+            "roi": roi,
+            "break_even_value_per_point": break_even,
+        }
+    )
     frame = pd.concat([frame, cost.breakdown(sizes, d, inference)], axis=1)
     frame["feasible"] = np.isfinite(roi) & (roi >= lam)
     return frame
@@ -329,6 +350,10 @@ def roi_choice(frontier: pd.DataFrame, sign: int) -> pd.Series | None:
 # --- the plan: fits, runs and profiles -> rows of plan.parquet ------------------------------------
 
 BUDGET_MULTIPLES = (0.25, 1.0, 4.0, 16.0)
+NO_VALUE = (
+    "no value per metric point configured (planning.value_per_metric_point): no choice is made; "
+    "the frontier and each size's break-even value per point are reported"
+)
 #: What :meth:`CostModel.breakdown` returns per candidate, carried into the plan rows.
 COST_FIELDS = (
     "cost_total",
@@ -357,6 +382,7 @@ PLAN_COLUMNS = [
     "predicted",
     "value",
     "roi",
+    "break_even_value_per_point",
     *COST_FIELDS,
     "at_boundary",
     "currency",
@@ -570,6 +596,19 @@ def _missing(kind: str, keys: dict[str, Any], law: str, status: str, reason: str
     return {"kind": kind, **keys, "law": law, "status": status, "reason": reason}
 
 
+def unusable_fit(fit: pd.DataFrame, law: str) -> tuple[str, str] | None:
+    """None when ``fit`` (a group's rows of one law) holds a joint fit with status ``ok``; else the
+    plan row's (status, reason): ``missing``, or the fit's own status (``degenerate``, ``failed``)
+    with "not identifiable: <the fit's reason>" -- planning never optimises a degenerate law."""
+    if fit.empty:
+        return "missing", f"no {law} joint fit"
+    status = str(fit["status"].iloc[0])
+    if status == "ok":
+        return None
+    reason = fit["reason"].iloc[0]
+    return status, f"not identifiable: {reason if isinstance(reason, str) and reason else status}"
+
+
 def make_plan(
     metrics: pd.DataFrame,
     fits: pd.DataFrame,
@@ -647,13 +686,9 @@ def make_plan(
             pairs,
         )
         additive = group[group["law"] == "additive"]
-        if additive.empty or additive["status"].iloc[0] != "ok":
-            status, reason = (
-                ("missing", "no additive joint fit")
-                if additive.empty
-                else ("failed", f"additive joint fit failed: {additive['reason'].iloc[0]}")
-            )
-            rows.append(_missing("budget", keys, "additive", status, reason))
+        unusable = unusable_fit(additive, "additive")
+        if unusable is not None:
+            rows.append(_missing("budget", keys, "additive", *unusable))
         else:
             forecast = _forecast(additive.iloc[0], stats, fitting.step_axis)
             for inference in (True, False):
@@ -681,7 +716,7 @@ def make_plan(
                     rows.append(row)
                     curve = budget_curve(forecast, cost, budget, sizes, inference)
                     curves.append(curve.assign(**keys, budget=budget, inference=inference))
-        rows += _roi_rows(keys, group, metrics, settings, stats, fitting, cost, sizes, frontiers)
+        rows += _roi_rows(keys, group, metrics, settings, stats, fitting, cost, sizes, configured, frontiers)
     return Plan(
         rows,
         pd.concat(curves, ignore_index=True) if curves else pd.DataFrame(),
@@ -702,6 +737,7 @@ def _roi_rows(
     fitting: FitSettings,
     cost: CostModel,
     sizes: np.ndarray,
+    configured: dict[str, float],
     frontiers: list[pd.DataFrame],
 ) -> list[dict[str, Any]]:
     """ROI-constrained choice (seed 003 eqs. 5-6) with the additive law and the BNSL over FLOPs (eq. 4)."""
@@ -715,22 +751,30 @@ def _roi_rows(
     for name in names:
         fit = group[group["law"] == name]
         base = {"kind": "roi", **keys, "law": name, "roi_lambda": settings.roi_lambda, "examples": d}
-        if fit.empty or fit["status"].iloc[0] != "ok":
-            reason = "no joint fit" if fit.empty else f"joint fit failed: {fit['reason'].iloc[0]}"
-            rows.append({**base, "status": "missing" if fit.empty else "failed", "reason": reason})
+        unusable = unusable_fit(fit, name)
+        if unusable is not None:
+            rows.append({**base, "status": unusable[0], "reason": unusable[1]})
             continue
         forecast = _forecast(fit.iloc[0], stats, fitting.step_axis)
         if value_per_point is None:
-            # Default value map: the most value-efficient candidate earns ROI = 2 lambda.
-            unit = roi_frontier(forecast, cost, sizes, d, 1.0, reference, settings.roi_lambda)
-            efficiency = unit["roi"][unit["value"] > 0]
-            if len(efficiency):
-                value_per_point = 2 * settings.roi_lambda / float(efficiency.max())
-        if value_per_point is None:
             frontier = roi_frontier(forecast, cost, sizes, d, np.nan, reference, settings.roi_lambda)
             frontiers.append(frontier.assign(**keys, law=name, reference=reference))
-            reason = f"no candidate size is predicted to beat the value reference {reference:.4g}"
-            rows.append({**base, "status": "infeasible", "reason": reason})
+            rows.append({**base, "status": "no_choice", "reason": NO_VALUE, "currency": settings.currency})
+            at_sizes = roi_frontier(
+                forecast, cost, np.array(list(configured.values())), d, np.nan, reference, settings.roi_lambda
+            )
+            for model, (_, point) in zip(configured, at_sizes.iterrows(), strict=True):
+                fields = ("size", "predicted", "break_even_value_per_point", *COST_FIELDS)
+                rows.append(
+                    {
+                        **base,
+                        "kind": "frontier",
+                        "model": model,
+                        "status": "ok",
+                        "currency": settings.currency,
+                    }
+                    | {k: point[k] for k in fields}
+                )
             continue
         frontier = roi_frontier(forecast, cost, sizes, d, value_per_point, reference, settings.roi_lambda)
         frontiers.append(frontier.assign(**keys, law=name, reference=reference))
@@ -827,8 +871,24 @@ def plan_markdown(table: pd.DataFrame, settings: PlanSettings, profiles: list[Co
                 "reason",
             ],
         ),
+        (
+            "frontier",
+            "ROI frontier at the configured sizes: no value per metric point configured, so no choice "
+            "is made; a size is ROI-feasible for a value per point >= its break-even value",
+            [
+                *GROUP_KEYS[1:],
+                "law",
+                "model",
+                "size",
+                "predicted",
+                "cost_total",
+                "break_even_value_per_point",
+            ],
+        ),
     )
     for kind, title, columns in sections:
+        if kind == "frontier" and not (table["kind"] == kind).any():
+            continue
         rows = table[table["kind"] == kind][columns].dropna(axis=1, how="all")
         text = rows.select_dtypes(include=["string", "boolean"]).columns
         rows[text] = rows[text].astype(object).fillna("")

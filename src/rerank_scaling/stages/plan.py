@@ -6,15 +6,18 @@
 
 Writes into --out-dir: plan.parquet / plan.csv (one long table, column ``kind``: ``profile`` per
 configured model, ``budget`` per fitted group x budget x cost scope, ``roi`` per fitted group x
-law), plan.md and profiles.json; into --figures: budget_curves.{png,pdf} and roi_frontier.{png,pdf}
-for one metric and split. Profiles are cached under --cache per device. A group whose joint fit
-is missing or failed gets rows with that status and the reason; the stage itself does not fail.
+law, ``frontier`` per configured size when no value per metric point is configured), plan.md and
+profiles.json; into --figures: budget_curves.{png,pdf} and roi_frontier.{png,pdf} for one metric
+and split. Profiles are cached under --cache per device. A group whose joint fit is missing,
+degenerate or failed gets rows with that status and "not identifiable: <reason>", and its figure
+panel shows that text instead of a curve; the stage itself does not fail.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import textwrap
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -69,6 +72,18 @@ def _notes(ax: plt.Axes, lines: list[str]) -> None:
         ax.text(0.02, 0.02, text, transform=ax.transAxes, fontsize=6.5, color="0.3", va="bottom", ha="left")
 
 
+def _not_identifiable(ax: plt.Axes, rows: pd.DataFrame) -> bool:
+    """When no row of a panel is usable (the joint fit is degenerate, failed or missing), say why
+    in the middle of the panel, where the curve would be; True when it did."""
+    blocked = rows[rows["status"].isin(["missing", "degenerate", "failed"])]
+    if rows.empty or len(blocked) < len(rows):
+        return False
+    lines = sorted({f"{r['law']}: {r['reason']}" for _, r in blocked.iterrows()})
+    text = "\n".join(textwrap.fill(line, 44) for line in lines)
+    ax.text(0.5, 0.5, text, transform=ax.transAxes, fontsize=8, color="C3", ha="center", va="center")
+    return True
+
+
 def _configured(ax: plt.Axes, configured: dict[str, float], sizes: np.ndarray) -> None:
     """Grey lines at the configured model sizes that lie in the candidate range."""
     for name, size in configured.items():
@@ -120,13 +135,15 @@ def budget_figure(plan: Plan, table: pd.DataFrame, metric: str, split: str) -> p
             ax.scatter(
                 row["size"], row["predicted"], marker="*", s=110, zorder=3, color=colour, edgecolors="k"
             )
-        notes = [
-            f"{row['budget']:.3g} {currency}, {row['cost_scope']}: unaffordable"
-            if row["status"] == "infeasible"
-            else f"{row['status']}: {row['reason']}"
-            for _, row in rows[rows["status"] != "ok"].iterrows()
-        ]
-        _notes(ax, notes)
+        if not _not_identifiable(ax, rows):
+            unaffordable = rows[rows["status"] == "infeasible"]
+            _notes(
+                ax,
+                [
+                    f"{r['budget']:.3g} {currency}, {r['cost_scope']}: unaffordable"
+                    for _, r in unaffordable.iterrows()
+                ],
+            )
         _configured(ax, plan.configured, plan.sizes)
         ax.set_xscale("log")
         if len(plan.sizes):
@@ -153,11 +170,16 @@ def budget_figure(plan: Plan, table: pd.DataFrame, metric: str, split: str) -> p
 
 
 def roi_figure(plan: Plan, table: pd.DataFrame, metric: str, split: str) -> plt.Figure:
-    """Top: predicted metric vs N at fixed D (ROI-feasible sizes bold, choice starred); bottom: ROI vs N."""
+    """Top: predicted metric vs N at fixed D (ROI-feasible sizes bold, choice starred); bottom: ROI vs N.
+
+    Without a value per metric point no choice is made: the bottom row shows instead, per size, the
+    break-even value per point at which its ROI reaches lambda."""
     panels = _panels(table, "roi", metric, split)
     count = max(len(panels), 1)
     fig, axes = plt.subplots(2, count, figsize=(4.4 * count, 6.4), sharex="col", squeeze=False)
     lam = plan.settings.roi_lambda
+    valued = plan.settings.value_per_metric_point is not None
+    lower = "roi" if valued else "break_even_value_per_point"
     for col, (title, keys) in enumerate(panels):
         top, bottom = axes[0][col], axes[1][col]
         frontiers = select_rows(plan.frontiers, metric=metric, split=split, **keys)
@@ -170,20 +192,22 @@ def roi_figure(plan: Plan, table: pd.DataFrame, metric: str, split: str) -> plt.
                 top.plot(frontier["size"], frontier["predicted"], color=colour, linewidth=1, label=label)
                 feasible = frontier["predicted"].where(frontier["feasible"])
                 top.plot(frontier["size"], feasible, color=colour, linewidth=3.5, alpha=0.6)
-                bottom.plot(frontier["size"], frontier["roi"], color=colour, label=label)
+                bottom.plot(frontier["size"], frontier[lower], color=colour, label=label)
             if row["status"] == "ok":
                 for ax, y in ((top, row["predicted"]), (bottom, row["roi"])):
                     ax.scatter(row["size"], y, marker="*", s=130, color=colour, zorder=3, edgecolors="k")
-        failed = rows[rows["status"] != "ok"]
-        _notes(top, [f"{r['law']}: {r['status']} ({r['reason']})" for _, r in failed.iterrows()])
+        if not _not_identifiable(top, rows):
+            failed = rows[~rows["status"].isin(["ok", "no_choice"])]
+            _notes(top, [f"{r['law']}: {r['status']} ({r['reason']})" for _, r in failed.iterrows()])
         if len(frontiers):
             name = "BM25" if plan.settings.value_reference == "bm25" else "M_ref"
             reference = frontiers["reference"].iloc[0]
             top.axhline(reference, color="0.4", linestyle=":", linewidth=1, label=f"{name} (value 0)")
-        bottom.axhline(lam, color="C3", linestyle="--", linewidth=1, label=f"lambda = {lam:g}")
+        if valued:
+            bottom.axhline(lam, color="C3", linestyle="--", linewidth=1, label=f"lambda = {lam:g}")
         _configured(top, plan.configured, plan.sizes)
         top.set_title(title, pad=14)
-        if len(frontiers) and (frontiers["roi"] > 0).any():
+        if len(frontiers) and (frontiers[lower] > 0).any():
             bottom.set_yscale("log")
         for ax in (top, bottom):
             ax.set_xscale("log")
@@ -194,13 +218,23 @@ def roi_figure(plan: Plan, table: pd.DataFrame, metric: str, split: str) -> plt.
         _notes(axes[0][0], [f"no joint fit for {metric} ({split}): nothing to plan"])
     d = plan.settings.training_examples or float("nan")
     axes[0][0].set_ylabel(f"predicted {metric} ({split})\nat D = {d:.3g} examples")
-    axes[1][0].set_ylabel("ROI = value / cost")
+    axes[1][0].set_ylabel(
+        "ROI = value / cost"
+        if valued
+        else f"break-even value per point\n({plan.settings.currency}, ROI = {lam:g})"
+    )
     if axes[0][-1].get_legend_handles_labels()[0]:  # some law was drawn
         axes[0][-1].legend(
-            fontsize=7, loc="best", title="bold: ROI >= lambda; star: choice", title_fontsize=7
+            fontsize=7,
+            loc="best",
+            title="bold: ROI >= lambda; star: choice" if valued else None,
+            title_fontsize=7,
         )
         axes[1][-1].legend(fontsize=7, loc="best")
-    fig.suptitle("ROI-constrained choice: max M s.t. V/Z >= lambda (seed 003 eqs. 5-6)", fontsize=10)
+    title = "ROI-constrained choice: max M s.t. V/Z >= lambda (seed 003 eqs. 5-6)"
+    if not valued:
+        title += "\nno value per metric point configured: frontier only, no choice made"
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
 
