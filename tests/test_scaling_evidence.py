@@ -1,12 +1,15 @@
-"""The summary's scaling-evidence table: training gain, size gap against seed spread, BM25."""
+"""The summary's scaling evidence: training gain, size gap and BM25, each with its yardsticks
+(paired bootstrap over queries, seed spread) and a verdict that is never "yes" without one."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 from test_laws import synthetic_metrics_table
 
-from rerank_scaling.scaling_evidence import scaling_evidence
+from rerank_scaling.records import PER_QUERY_COLUMNS
+from rerank_scaling.scaling_evidence import QueryBootstrap, final_standard_errors, scaling_evidence, verdict
 
 
 def with_second_seed(table: pd.DataFrame, model: str, shift: float) -> pd.DataFrame:
@@ -21,27 +24,103 @@ def with_second_seed(table: pd.DataFrame, model: str, shift: float) -> pd.DataFr
 def with_bm25(table: pd.DataFrame, value: float) -> pd.DataFrame:
     bm25 = table.iloc[:1].copy()
     bm25[["run", "model", "family", "objective", "attention"]] = "bm25"
-    bm25[["split", "metric", "value"]] = ["dev", "nDCG@10", value]
+    bm25[["split", "metric", "value", "checkpoint"]] = ["dev", "nDCG@10", value, 0]
     return pd.concat([table, bm25], ignore_index=True)
 
 
-def test_a_size_gap_above_the_seed_spread_is_real_scaling():
-    table = with_bm25(with_second_seed(synthetic_metrics_table(noise=0.0), "s1", 0.001), 0.3)
-    evidence = scaling_evidence(table, "nDCG@10", "dev").set_index("objective")
+def per_query_table(metrics: pd.DataFrame, queries: int, noise: float, seed: int = 0) -> pd.DataFrame:
+    """Per-query rows whose mean is exactly each long-table value: value + query difficulty (shared
+    by every run: what pairing cancels) + per-(run, checkpoint) noise of sd ``noise``, centred."""
+    rng = np.random.default_rng(seed)
+    difficulty = rng.normal(0, 0.2, queries)
+    difficulty -= difficulty.mean()
+    parts = []
+    for _, row in metrics.iterrows():
+        own = rng.normal(0, noise, queries)
+        parts.append(
+            pd.DataFrame(
+                {
+                    "run": row["run"],
+                    "checkpoint": row["checkpoint"],
+                    "split": row["split"],
+                    "metric": row["metric"],
+                    "qid": [f"q{i}" for i in range(queries)],
+                    "value": row["value"] + difficulty + own - own.mean(),
+                    "n": 1,
+                }
+            )
+        )
+    return pd.concat(parts, ignore_index=True)[list(PER_QUERY_COLUMNS)]
+
+
+def dev_ndcg(table: pd.DataFrame) -> pd.DataFrame:
+    return table[(table["split"] == "dev") & (table["metric"] == "nDCG@10")]
+
+
+def test_the_paired_bootstrap_recovers_the_known_standard_error_of_a_difference():
+    metrics = dev_ndcg(synthetic_metrics_table(noise=0.0))
+    final = metrics[metrics["checkpoint"] == 15]
+    pointwise = final[final["objective"] == "pointwise"]
+    noise, queries = 0.1, 400
+    bootstrap = QueryBootstrap.build(per_query_table(pointwise, queries, noise), "nDCG@10", "dev", 2000)
+    runs = pointwise.sort_values("non_embedding_params")["run"].tolist()
+    difference = bootstrap.standard_error({(runs[-1], 15): 1.0, (runs[0], 15): -1.0})
+    # d_q = e1 - e2 with sd noise * sqrt(2); the query difficulty cancels in the pair.
+    assert difference == pytest.approx(noise * np.sqrt(2 / queries), rel=0.12)
+    single = bootstrap.standard_error({(runs[0], 15): 1.0})  # difficulty (sd 0.2) does not cancel
+    assert single == pytest.approx(np.sqrt(0.2**2 + noise**2) / np.sqrt(queries), rel=0.15)
+
+
+def test_a_clear_size_gap_is_real_scaling():
+    metrics = with_bm25(dev_ndcg(with_second_seed(synthetic_metrics_table(noise=0.0), "s1", 0.001)), 0.3)
+    per_query = per_query_table(metrics, 100, 0.05)
+    evidence = scaling_evidence(metrics, per_query, "nDCG@10", "dev").set_index("objective")
     assert set(evidence.index) == {"pointwise", "listwise"}
     row = evidence.loc["pointwise"]
-    assert row["training_gain"] > 0 and row["size_gap"] > 0.01
+    assert row["queries"] == 100 and row["training_gain"] > 0 and row["size_gap"] > 0.01
     assert row["seed_spread"] == pytest.approx(0.001)
-    assert row["real_scaling"] and row["largest_beats_bm25"]
+    assert 0 < row["size_gap_se"] < row["size_gap"] / 3 and 0 < row["training_gain_se"]
+    assert row["training_gain_verdict"] == row["size_gap_verdict"] == row["real_scaling"] == "yes"
+    assert row["largest_beats_bm25"] == "yes" and row["largest_minus_bm25"] > 0
+
+
+def test_a_size_gap_within_the_query_noise_is_not_scaling():
+    metrics = dev_ndcg(synthetic_metrics_table(noise=0.0))
+    per_query = per_query_table(metrics, 20, 1.0)  # SE of a difference ~ 0.3, the gap ~ 0.1
+    row = scaling_evidence(metrics, per_query, "nDCG@10", "dev").set_index("objective").loc["listwise"]
+    assert row["size_gap"] > 0 and row["size_gap"] < 1.96 * row["size_gap_se"]
+    assert row["size_gap_verdict"] == "no" and row["real_scaling"] == "no"
+    assert np.isnan(row["seed_spread"])
 
 
 def test_a_seed_spread_larger_than_the_size_gap_is_not_scaling():
-    table = with_bm25(with_second_seed(synthetic_metrics_table(noise=0.0), "s1", 0.5), 0.99)
-    row = scaling_evidence(table, "nDCG@10", "dev").set_index("objective").loc["listwise"]
-    assert not row["real_scaling"] and not row["largest_beats_bm25"]
+    metrics = with_bm25(dev_ndcg(with_second_seed(synthetic_metrics_table(noise=0.0), "s1", 0.5)), 0.99)
+    per_query = per_query_table(metrics, 100, 0.01)  # the query noise alone would call it real
+    row = scaling_evidence(metrics, per_query, "nDCG@10", "dev").set_index("objective").loc["listwise"]
+    assert row["size_gap"] > 1.96 * row["size_gap_se"] and row["seed_spread"] == pytest.approx(0.5)
+    assert row["size_gap_verdict"] == "no" and row["real_scaling"] == "no"
+    assert row["largest_beats_bm25"] == "no"
+
+
+def test_without_a_noise_estimate_the_verdict_is_unknown_never_true():
+    metrics = with_bm25(dev_ndcg(synthetic_metrics_table(noise=0.0)), 0.1)  # one seed per size
+    for per_query in (None, per_query_table(metrics, 3, 0.05)):  # no table; too few queries
+        row = scaling_evidence(metrics, per_query, "nDCG@10", "dev").iloc[0]
+        assert row["size_gap"] > 0.05 and np.isnan(row["size_gap_se"]) and np.isnan(row["seed_spread"])
+        assert row["real_scaling"] == row["size_gap_verdict"] == row["largest_beats_bm25"] == "unknown"
+    assert verdict(0.2, float("nan"), 0.01) == "unknown"
 
 
 def test_losses_count_lower_as_better():
-    table = with_second_seed(synthetic_metrics_table(noise=0.0), "s1", 0.001)
-    row = scaling_evidence(table, "CE@16", "dev").iloc[0]
-    assert row["size_gap"] > 0 and row["training_gain"] > 0 and row["real_scaling"]
+    metrics = with_second_seed(synthetic_metrics_table(noise=0.0), "s1", 0.001)
+    metrics = metrics[(metrics["split"] == "dev") & (metrics["metric"] == "CE@16")]
+    row = scaling_evidence(metrics, per_query_table(metrics, 50, 0.05), "CE@16", "dev").iloc[0]
+    assert row["size_gap"] > 0 and row["training_gain"] > 0 and row["real_scaling"] == "yes"
+
+
+def test_final_standard_errors_per_run():
+    metrics = dev_ndcg(synthetic_metrics_table(noise=0.0))
+    table = final_standard_errors(metrics, per_query_table(metrics, 200, 0.05))
+    assert len(table) == 10 and (table["checkpoint"] == 15).all() and (table["queries"] == 200).all()
+    assert table["se"].between(0.2 / np.sqrt(200) * 0.8, 0.21 / np.sqrt(200) * 1.2).all()
+    assert final_standard_errors(metrics, None)["se"].isna().all()

@@ -1,64 +1,234 @@
-"""Is there real scaling in a metrics table, or only noise? One row per objective (× attention).
+"""Is there real scaling in a metrics table, or only noise? One row per objective (× attention) and split.
 
 For one metric and split, compares
 
-* **training**: the metric at the first and at the final checkpoint, averaged over sizes;
+* **training**: the metric at the first and at the final checkpoint, averaged over sizes (the
+  first seed of each);
 * **size**: the largest size against the smallest at the final checkpoint (the first seed of each);
-* **noise**: the spread between seeds of the same size at the final checkpoint (the sizes trained
-  with ``training.extra_seeds``), the yardstick for the size gap;
 * **BM25**: the largest size's final value against the first-stage ranking.
 
-``real_scaling`` is true when training improves the metric and the size gap exceeds the seed
-spread, in the metric's own direction (losses such as CE: lower is better).
+Every comparison carries its noise yardsticks, and its verdict is read against them:
+
+* the **per-query standard error** of the difference, from a paired bootstrap over queries
+  (resample the split's queries with replacement, recompute both sides on the same resample;
+  Efron & Tibshirani 1993 ch. 6, Sakai 2006 "Evaluating evaluation metrics based on the
+  bootstrap"). It is the noise of having judged these queries and not others; always computed
+  when the per-query table is given;
+* the **seed spread**: max - min over seeds of one size at the final checkpoint, the largest such
+  range over the sizes trained with ``training.extra_seeds``: the noise of training one run and not
+  another. It applies to comparisons between runs (size gap, vs BM25), not to one run's training
+  gain, and only where there are seeds.
+
+A verdict is ``yes`` when the difference, in the metric's own direction (losses such as CE: lower
+is better), exceeds ``z`` standard errors (z = 1.96: a two-sided 5% test) and the seed spread where
+there is one; ``no`` when it does not; ``unknown`` when there is no per-query yardstick (no
+per-query table, or fewer than :data:`MIN_QUERIES` queries) -- never ``yes`` without one.
+``real_scaling`` is ``yes`` when both the training gain and the size gap are, ``no`` when either is
+``no``, else ``unknown``.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from rerank_scaling.records import metric_direction
 
+#: Fewer queries than this give no per-query yardstick (a bootstrap over a handful of queries
+#: underestimates the spread, and over one query it is 0).
+MIN_QUERIES = 5
+Term = tuple[str, int]  # (run, checkpoint)
+
+
+@dataclass(frozen=True)
+class QueryBootstrap:
+    """Paired bootstrap over the queries of one metric and split.
+
+    A run's metric at a checkpoint is M = sum_q n_q v_q / sum_q n_q over the per-query rows
+    (``records.PER_QUERY_COLUMNS``; n = 1 for the trec measures). Every resample draws the same
+    query multiset for all runs, so differences between runs are paired query by query.
+    """
+
+    weighted: pd.DataFrame  # qid x (run, checkpoint): n * value (0 where the query is absent)
+    weights: pd.DataFrame  # qid x (run, checkpoint): n
+    counts: np.ndarray  # (resamples, queries): how often each query is drawn
+
+    @classmethod
+    def build(
+        cls, per_query: pd.DataFrame, metric: str, split: str, resamples: int = 1000, seed: int = 0
+    ) -> QueryBootstrap:
+        rows = per_query[(per_query["metric"] == metric) & (per_query["split"] == split)]
+        rows = rows.assign(weighted=rows["value"] * rows["n"])
+        weighted = rows.pivot_table(
+            index="qid", columns=["run", "checkpoint"], values="weighted", aggfunc="sum"
+        )
+        weights = rows.pivot_table(index="qid", columns=["run", "checkpoint"], values="n", aggfunc="sum")
+        queries = len(weighted)
+        rng = np.random.default_rng(seed)
+        counts = (
+            rng.multinomial(queries, np.full(queries, 1.0 / queries), size=resamples)
+            if queries
+            else np.zeros((0, 0))
+        )
+        return cls(weighted.fillna(0.0), weights.fillna(0.0), counts)
+
+    @property
+    def queries(self) -> int:
+        return len(self.weighted)
+
+    def standard_error(self, terms: dict[Term, float]) -> float:
+        """Bootstrap standard error of sum_j w_j M_j (``terms``: (run, checkpoint) -> w_j); NaN when
+        a term has no per-query rows or there are fewer than :data:`MIN_QUERIES` queries."""
+        if self.queries < MIN_QUERIES or any(term not in self.weighted.columns for term in terms):
+            return float("nan")
+        statistic = np.zeros(len(self.counts))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            for term, w in terms.items():
+                statistic += (
+                    w
+                    * (self.counts @ self.weighted[term].to_numpy())
+                    / (self.counts @ self.weights[term].to_numpy())
+                )
+        return float(np.nanstd(statistic, ddof=1))
+
+
+def verdict(
+    difference: float, standard_error: float, seed_spread: float = float("nan"), z: float = 1.96
+) -> str:
+    """``yes`` / ``no`` / ``unknown``: does ``difference`` (larger is better) exceed its yardstick?"""
+    if not np.isfinite(difference) or not np.isfinite(standard_error):
+        return "unknown"
+    noise = max(z * standard_error, seed_spread if np.isfinite(seed_spread) else 0.0)
+    return "yes" if difference > noise else "no"
+
+
+def both(first: str, second: str) -> str:
+    """Conjunction of two verdicts: ``no`` if either is, ``yes`` if both are, else ``unknown``."""
+    if "no" in (first, second):
+        return "no"
+    return "yes" if first == second == "yes" else "unknown"
+
+
+def _terms(rows: pd.DataFrame, weight: float) -> dict[Term, float]:
+    """Bootstrap terms: each row's (run, checkpoint) with ``weight``."""
+    return {(r["run"], int(r["checkpoint"])): weight for _, r in rows.iterrows()}
+
 
 def _final(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[rows["step"] == rows.groupby("run")["step"].transform("max")]
 
 
-def scaling_evidence(metrics: pd.DataFrame, metric: str = "nDCG@10", split: str = "dev") -> pd.DataFrame:
-    """The evidence table described in the module docstring (empty when the table lacks the metric)."""
+def _evidence_rows(
+    selected: pd.DataFrame, bootstrap: QueryBootstrap | None, metric: str, split: str, z: float
+) -> list[dict[str, object]]:
     sign = metric_direction(metric)
-    selected = metrics[(metrics["metric"] == metric) & (metrics["split"] == split)]
-    bm25 = selected.loc[selected["family"] == "bm25", "value"]
+    bm25 = selected[selected["family"] == "bm25"]
     trained = selected[selected["family"] != "bm25"]
+
+    def se(terms: dict[Term, float]) -> float:
+        return bootstrap.standard_error(terms) if bootstrap is not None else float("nan")
+
     rows = []
     for (objective, attention), group in trained.groupby(["objective", "attention"]):
         first_seed = group[group["seed"] == group.groupby("model")["seed"].transform("min")]
         first_checkpoint = first_seed.groupby("run")["checkpoint"].transform("min")
         start = first_seed[first_seed["checkpoint"] == first_checkpoint]
         final = _final(first_seed)
-        by_size = final.groupby("non_embedding_params")["value"].mean().sort_index()
+        by_size = final.sort_values("non_embedding_params", kind="stable")
+        smallest, largest = by_size.iloc[0], by_size.iloc[-1]
         seeds = _final(group).groupby("model")["value"]
         spread = (seeds.max() - seeds.min())[seeds.count() > 1]
-        size_gap = sign * (by_size.iloc[-1] - by_size.iloc[0]) if len(by_size) > 1 else np.nan
-        training_gain = sign * (final["value"].mean() - start["value"].mean())
         seed_spread = float(spread.max()) if len(spread) else np.nan
-        noise = 0.0 if np.isnan(seed_spread) else seed_spread
+        # Training gain: mean over sizes of (final - first), each size one run.
+        gain_terms = _terms(final, 1.0 / len(final)) | _terms(start, -1.0 / len(start))
+        training_gain = sign * (final["value"].mean() - start["value"].mean())
+        gain_se = se(gain_terms)
+        size_gap = sign * (largest["value"] - smallest["value"]) if len(by_size) > 1 else np.nan
+        size_se = (
+            se(_terms(by_size.iloc[[-1]], 1.0) | _terms(by_size.iloc[[0]], -1.0))
+            if len(by_size) > 1
+            else np.nan
+        )
+        bm25_value = float(bm25["value"].iloc[0]) if len(bm25) else np.nan
+        vs_bm25 = sign * (largest["value"] - bm25_value)
+        bm25_se = se(_terms(by_size.iloc[[-1]], 1.0) | _terms(bm25.iloc[:1], -1.0)) if len(bm25) else np.nan
+        gain_verdict = verdict(training_gain, gain_se, z=z)
+        size_verdict = verdict(size_gap, size_se, seed_spread, z)
         rows.append(
             {
                 "objective": objective,
                 "attention": attention,
                 "metric": metric,
                 "split": split,
+                "queries": bootstrap.queries if bootstrap is not None else 0,
                 "first_checkpoint": start["value"].mean(),
                 "final_checkpoint": final["value"].mean(),
                 "training_gain": training_gain,
-                "smallest_final": by_size.iloc[0],
-                "largest_final": by_size.iloc[-1],
+                "training_gain_se": gain_se,
+                "training_gain_verdict": gain_verdict,
+                "smallest": smallest["model"],
+                "largest": largest["model"],
+                "smallest_final": smallest["value"],
+                "largest_final": largest["value"],
                 "size_gap": size_gap,
+                "size_gap_se": size_se,
                 "seed_spread": seed_spread,
-                "bm25": float(bm25.iloc[0]) if len(bm25) else np.nan,
-                "largest_beats_bm25": bool(len(bm25)) and sign * (by_size.iloc[-1] - bm25.iloc[0]) > 0,
-                "real_scaling": bool(training_gain > 0 and size_gap > noise),
+                "size_gap_verdict": size_verdict,
+                "bm25": bm25_value,
+                "largest_minus_bm25": vs_bm25,
+                "largest_minus_bm25_se": bm25_se,
+                "largest_beats_bm25": verdict(vs_bm25, bm25_se, seed_spread, z),
+                "real_scaling": both(gain_verdict, size_verdict),
             }
         )
-    return pd.DataFrame(rows)
+    return rows
+
+
+def scaling_evidence(
+    metrics: pd.DataFrame,
+    per_query: pd.DataFrame | None = None,
+    metric: str = "nDCG@10",
+    split: str = "dev",
+    z: float = 1.96,
+    resamples: int = 1000,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """The evidence table described in the module docstring (empty when the table lacks the metric).
+
+    Without ``per_query`` (``records.PER_QUERY_COLUMNS``) every standard error is NaN and every
+    verdict ``unknown``.
+    """
+    selected = metrics[(metrics["metric"] == metric) & (metrics["split"] == split)]
+    bootstrap = None
+    if per_query is not None:
+        bootstrap = QueryBootstrap.build(per_query, metric, split, resamples, seed)
+    return pd.DataFrame(_evidence_rows(selected, bootstrap, metric, split, z))
+
+
+def final_standard_errors(
+    metrics: pd.DataFrame, per_query: pd.DataFrame | None, metric: str = "nDCG@10", resamples: int = 1000
+) -> pd.DataFrame:
+    """Every run's final-checkpoint ``metric`` per split with its standard error over queries."""
+    rows = metrics[metrics["metric"] == metric]
+    final = rows[rows["step"] == rows.groupby("run")["step"].transform("max")]
+    out = []
+    for split, group in final.groupby("split"):
+        bootstrap = (
+            QueryBootstrap.build(per_query, metric, split, resamples) if per_query is not None else None
+        )
+        for index, r in group.iterrows():
+            out.append(
+                {
+                    "objective": r["objective"],
+                    "model": r["model"],
+                    "seed": r["seed"],
+                    "split": split,
+                    "checkpoint": r["checkpoint"],
+                    metric: r["value"],
+                    "se": bootstrap.standard_error(_terms(group.loc[[index]], 1.0)) if bootstrap is not None else np.nan,
+                    "queries": bootstrap.queries if bootstrap is not None else 0,
+                }
+            )
+    return pd.DataFrame(out)
