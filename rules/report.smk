@@ -2,6 +2,7 @@ rule report_figures:
     input:
         code=stage_code("report"),
         metrics=rules.merge_metrics.output.parquet,
+        per_query=rules.merge_metrics.output.per_query,
         fits=rules.fit_laws.output.fits,
         forecasts=rules.fit_laws.output.forecasts,
         allocation=rules.fit_laws.output.allocation,
@@ -30,6 +31,7 @@ rule report_figures:
     conda:
         f"{ENVS}/fitting.yaml"
     shell:
-        "python -m rerank_scaling.stages.report --metrics {input.metrics} --laws {params.laws}"
+        "python -m rerank_scaling.stages.report --metrics {input.metrics} --per-query {input.per_query}"
+        " --laws {params.laws}"
         " --metric {params.metrics:q} --split {params.splits} --figures {params.figures}"
         " --summary {output.summary} > {log} 2>&1"

@@ -124,3 +124,18 @@ def test_final_standard_errors_per_run():
     assert len(table) == 10 and (table["checkpoint"] == 15).all() and (table["queries"] == 200).all()
     assert table["se"].between(0.2 / np.sqrt(200) * 0.8, 0.21 / np.sqrt(200) * 1.2).all()
     assert final_standard_errors(metrics, None)["se"].isna().all()
+
+
+def test_summary_states_each_comparison_with_its_yardstick(tmp_path):
+    from rerank_scaling.stages.report import summary
+
+    metrics = with_bm25(with_second_seed(synthetic_metrics_table(noise=0.0), "s1", 0.001), 0.3)
+    metrics = metrics[metrics["metric"] == "nDCG@10"]
+    text = summary(metrics, tmp_path, per_query_table(metrics, 50, 0.05))
+    claims = text.split("## Claims")[1].split("##")[0]
+    assert claims.count("- **") == 4  # 2 objectives x 2 splits
+    assert "pointwise (full), dev nDCG@10, 50 queries" in claims and "Real scaling: **yes**" in claims
+    assert "seed spread 0.0010" in claims and "SE 0.0" in claims
+    assert "standard error over queries" in text
+    unknown = summary(metrics, tmp_path, None)
+    assert "Real scaling: **yes**" not in unknown and "Real scaling: **unknown**" in unknown

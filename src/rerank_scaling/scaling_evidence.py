@@ -227,7 +227,9 @@ def final_standard_errors(
                     "split": split,
                     "checkpoint": r["checkpoint"],
                     metric: r["value"],
-                    "se": bootstrap.standard_error(_terms(group.loc[[index]], 1.0)) if bootstrap is not None else np.nan,
+                    "se": bootstrap.standard_error(_terms(group.loc[[index]], 1.0))
+                    if bootstrap is not None
+                    else np.nan,
                     "queries": bootstrap.queries if bootstrap is not None else 0,
                 }
             )

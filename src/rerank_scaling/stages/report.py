@@ -1,7 +1,7 @@
 """Stage: figures (PNG + PDF) and results/<run>/summary.md from the metrics table and the fits.
 
-    python -m rerank_scaling.stages.report --metrics all.parquet --laws DIR --metric nDCG@10 CE@16 \
-        --split dev test --figures DIR --summary summary.md
+    python -m rerank_scaling.stages.report --metrics all.parquet --per-query per_query.parquet \
+        --laws DIR --metric nDCG@10 CE@16 --split dev test --figures DIR --summary summary.md
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pandas as pd
 
 from rerank_scaling import figures
 from rerank_scaling.atomic import write_text
-from rerank_scaling.scaling_evidence import scaling_evidence
+from rerank_scaling.scaling_evidence import final_standard_errors, scaling_evidence
 
 PER_METRIC = ("model_scaling", "data_scaling", "joint_surface", "compute_frontier")
 
@@ -23,14 +23,52 @@ def slug(metric: str) -> str:
     return metric.replace("@", "-").replace("/", "-")
 
 
-def summary(metrics: pd.DataFrame, laws_dir: Path) -> str:
-    """Key numbers: BM25 vs every run's final checkpoint, forecast errors, exponents."""
+EVIDENCE_METRIC = "nDCG@10"
+VERDICT_WORDS = {"yes": "exceeds its noise", "no": "within its noise", "unknown": "unknown (no yardstick)"}
+
+
+def _fmt(value: float) -> str:
+    return "n/a" if pd.isna(value) else f"{value:.4f}"
+
+
+def claims(evidence: pd.DataFrame) -> list[str]:
+    """One sentence per (objective, attention, split): each comparison, its yardsticks, its verdict."""
+    lines = []
+    for _, r in evidence.iterrows():
+        spread = "no seeds" if pd.isna(r["seed_spread"]) else f"seed spread {_fmt(r['seed_spread'])}"
+        lines.append(
+            f"- **{r['objective']} ({r['attention']}), {r['split']} {r['metric']}, {r['queries']} queries:** "
+            f"training gain {_fmt(r['training_gain'])} (first {_fmt(r['first_checkpoint'])} -> final "
+            f"{_fmt(r['final_checkpoint'])}, mean of sizes; SE {_fmt(r['training_gain_se'])}): "
+            f"{VERDICT_WORDS[r['training_gain_verdict']]}. Size gap {r['largest']} - {r['smallest']} "
+            f"{_fmt(r['size_gap'])} ({_fmt(r['largest_final'])} vs {_fmt(r['smallest_final'])}; SE "
+            f"{_fmt(r['size_gap_se'])}, {spread}): {VERDICT_WORDS[r['size_gap_verdict']]}. "
+            f"{r['largest']} - BM25 {_fmt(r['largest_minus_bm25'])} ({_fmt(r['largest_final'])} vs "
+            f"{_fmt(r['bm25'])}; SE {_fmt(r['largest_minus_bm25_se'])}): "
+            f"{VERDICT_WORDS[r['largest_beats_bm25']]}. Real scaling: **{r['real_scaling']}**."
+        )
+    return lines
+
+
+def summary(metrics: pd.DataFrame, laws_dir: Path, per_query: pd.DataFrame | None = None) -> str:
+    """Key numbers: BM25 vs every run's final checkpoint (with the standard error over queries),
+    the scaling evidence per split with its noise yardsticks and verdicts, forecast errors, exponents."""
     final = metrics[metrics["step"] == metrics.groupby("run")["step"].transform("max")]
     main = final[final["metric"].isin(["nDCG@10", "RR@10", "CE@16", "CE@64"])]
     pivot = main.pivot_table(
         index=["objective", "model", "seed"], columns=["split", "metric"], values="value"
     )
-    evidence = scaling_evidence(metrics)
+    errors = final_standard_errors(metrics, per_query, EVIDENCE_METRIC)
+    if len(errors):
+        errors = errors.pivot_table(
+            index=["objective", "model", "seed"], columns="split", values=[EVIDENCE_METRIC, "se"]
+        )
+    splits = sorted(metrics.loc[metrics["metric"] == EVIDENCE_METRIC, "split"].unique())
+    evidence = pd.concat(
+        [scaling_evidence(metrics, per_query, EVIDENCE_METRIC, split) for split in splits]
+        or [pd.DataFrame()],
+        ignore_index=True,
+    )
     parts = [
         "# rerank-scaling summary",
         "",
@@ -38,9 +76,22 @@ def summary(metrics: pd.DataFrame, laws_dir: Path) -> str:
         "",
         pivot.round(4).to_markdown(),
         "",
-        "## Scaling evidence (dev nDCG@10): training gain, size gap vs seed spread, BM25",
+        f"## Final {EVIDENCE_METRIC} per run, with its standard error over queries (bootstrap)",
+        "",
+        errors.round(4).to_markdown() if len(errors) else "(no runs)",
+        "",
+        f"## Scaling evidence ({EVIDENCE_METRIC}): training gain, size gap, BM25, each with its yardsticks",
+        "",
+        "SE: standard error of the difference from a paired bootstrap over the split's queries; seed "
+        "spread: max - min over seeds of one size (where there are seeds). A verdict is yes when the "
+        "difference exceeds 1.96 SE and the seed spread, no when it does not, unknown without a "
+        "per-query yardstick.",
         "",
         evidence.round(4).to_markdown(index=False) if len(evidence) else "(no trained runs)",
+        "",
+        "## Claims",
+        "",
+        *(claims(evidence) if len(evidence) else ["(no trained runs)"]),
         "",
     ]
     for name, title in (
@@ -56,6 +107,7 @@ def summary(metrics: pd.DataFrame, laws_dir: Path) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--metrics", required=True)
+    parser.add_argument("--per-query", required=True, help="per-query metric table (merge stage)")
     parser.add_argument("--laws", required=True)
     parser.add_argument("--metric", nargs="+", required=True)
     parser.add_argument("--split", nargs="+", required=True)
@@ -85,7 +137,7 @@ def main(argv: list[str] | None = None) -> None:
     figures.save_figure(
         figures.equal_compute_bars(pd.read_parquet(laws_dir / "equal_compute.parquet")), out / "equal_compute"
     )
-    write_text(args.summary, summary(metrics, laws_dir))
+    write_text(args.summary, summary(metrics, laws_dir, pd.read_parquet(args.per_query)))
 
 
 if __name__ == "__main__":
