@@ -139,3 +139,24 @@ def test_summary_states_each_comparison_with_its_yardstick(tmp_path):
     assert "standard error over queries" in text
     unknown = summary(metrics, tmp_path, None)
     assert "Real scaling: **yes**" not in unknown and "Real scaling: **unknown**" in unknown
+
+
+def test_the_merged_per_query_table_keeps_what_the_summary_compares(tmp_path):
+    """merge_metrics keeps each run's first and final checkpoint: the evidence is unchanged."""
+    from rerank_scaling.stages import merge_metrics
+
+    metrics = with_bm25(dev_ndcg(synthetic_metrics_table(noise=0.0)), 0.3)
+    per_query = per_query_table(metrics, 30, 0.05)
+    paths = []
+    for run, rows in per_query.groupby("run"):
+        paths.append(str(tmp_path / f"{run}.parquet"))
+        rows.to_parquet(paths[-1])
+    metrics.to_parquet(tmp_path / "all_in.parquet")
+    out = tmp_path / "per_query.parquet"
+    merge_metrics.main(
+        ["--inputs", str(tmp_path / "all_in.parquet"), "--out", str(tmp_path / "all.parquet")]
+        + ["--csv", str(tmp_path / "all.csv"), "--per-query-inputs", *paths, "--per-query-out", str(out)]
+    )
+    merged = pd.read_parquet(out)
+    assert sorted(merged["checkpoint"].unique()) == [0, 1, 15] and len(merged) < len(per_query) / 5
+    pd.testing.assert_frame_equal(scaling_evidence(metrics, merged), scaling_evidence(metrics, per_query))

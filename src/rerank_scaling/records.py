@@ -30,8 +30,9 @@ METRIC_COLUMNS: tuple[str, ...] = (
 )
 
 
-#: Columns of the per-query table (``results/metrics/per_query.parquet``): the value of every metric
-#: per query, from which the long table's value is the n-weighted mean (``metrics.aggregate``).
+#: Columns of the per-query tables (``results/eval/<run>/per_query.parquet``: every checkpoint;
+#: ``results/metrics/per_query.parquet``: each run's first and final checkpoint): the value of every
+#: metric per query, from which the long table's value is the n-weighted mean (``metrics.aggregate``).
 #: The noise yardsticks of the summary (paired bootstrap over queries) are computed from it.
 PER_QUERY_COLUMNS: tuple[str, ...] = (
     "run",

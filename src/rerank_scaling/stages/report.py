@@ -137,7 +137,8 @@ def main(argv: list[str] | None = None) -> None:
     figures.save_figure(
         figures.equal_compute_bars(pd.read_parquet(laws_dir / "equal_compute.parquet")), out / "equal_compute"
     )
-    write_text(args.summary, summary(metrics, laws_dir, pd.read_parquet(args.per_query)))
+    per_query = pd.read_parquet(args.per_query, filters=[("metric", "==", EVIDENCE_METRIC)])
+    write_text(args.summary, summary(metrics, laws_dir, per_query))
 
 
 if __name__ == "__main__":
