@@ -96,6 +96,10 @@ def summary(metrics: pd.DataFrame, laws_dir: Path, per_query: pd.DataFrame | Non
     ]
     for name, title in (
         ("forecast_errors", "Held-out forecast errors"),
+        (
+            "table08_final_checkpoint",
+            "Held-out sizes at their final checkpoint: observed, forecast, 95% interval (paper Table 8)",
+        ),
         ("exponents", "Fitted exponents"),
         ("equal_compute", "Equal-compute comparison"),
     ):
