@@ -261,9 +261,9 @@ def test_the_evaluation_table_reports_and_logs_the_queries_ce_drops(caplog):
 
     settings = EvalSettings(ce_sizes=(3,), rbp_k=(1,), rr_m=(2,))
     scored = {q: docs for q, docs in CANDIDATES.items() if q != "q4"}
-    per_query = evaluate_per_query(RUN, QRELS, scored, settings.metric_settings()).assign(split="dev")
+    per_query = evaluate_per_query(RUN, QRELS, scored, settings.metric_settings())
     fields = {"run": "L1__pointwise__full__s1", "checkpoint": 7}
     with caplog.at_level(logging.WARNING):
-        table = metric_rows(per_query, settings, fields).set_index("metric")
+        table = metric_rows(per_query, "dev", settings, fields).set_index("metric")
     assert table.loc["CE@3_dropped", "value"] == 2 and table.loc["CE@3_dropped", "split"] == "dev"
     assert "L1__pointwise__full__s1 checkpoint 7 on dev: CE@3_dropped: 2 of 3 judged queries" in caplog.text

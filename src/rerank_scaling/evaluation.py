@@ -85,9 +85,10 @@ def per_query_rows(
     return rows.reindex(columns=list(PER_QUERY_COLUMNS))
 
 
-def metric_rows(per_query: pd.DataFrame, settings: EvalSettings, fields: dict[str, Any]) -> pd.DataFrame:
-    """Long rows (METRIC_COLUMNS) from one split's :func:`per_query_rows`; logs the queries CE drops."""
-    split = str(per_query["split"].iloc[0]) if len(per_query) else ""
+def metric_rows(
+    per_query: pd.DataFrame, split: str, settings: EvalSettings, fields: dict[str, Any]
+) -> pd.DataFrame:
+    """Long rows (METRIC_COLUMNS) from ``split``'s :func:`per_query_rows`; logs the queries CE drops."""
     table = aggregate(per_query, metric_names(settings.metric_settings()))
     for _, row in table[table["metric"].str.endswith(DROPPED)].iterrows():
         if row["value"]:
@@ -109,7 +110,9 @@ def bm25_tables(splits: list[SplitData], settings: EvalSettings) -> tuple[pd.Dat
     """(long metric table, per-query table) of the BM25 candidate ranking on every split."""
     fields = bm25_fields()
     per_query = [per_query_rows(split.candidates, split, settings, fields) for split in splits]
-    long = [metric_rows(rows, settings, fields) for rows in per_query]
+    long = [
+        metric_rows(rows, split.name, settings, fields) for rows, split in zip(per_query, splits, strict=True)
+    ]
     return pd.concat(long, ignore_index=True), pd.concat(per_query, ignore_index=True)
 
 
@@ -160,7 +163,7 @@ def evaluate_checkpoints(
             cached = cache_dir / f"{ckpt.name}.{split.name}.{key}.parquet"
             if cached.exists():
                 per_query.append(pd.read_parquet(cached))
-                tables.append(metric_rows(per_query[-1], settings, fields))
+                tables.append(metric_rows(per_query[-1], split.name, settings, fields))
                 continue
             if model is None:
                 model = CrossEncoder(str(ckpt), device=device, max_length=max_length)
@@ -183,7 +186,7 @@ def evaluate_checkpoints(
             write_run(scores, runs_dir / f"{ckpt.name}.{split.name}.trec", tag=sidecar["run"])
             per_query.append(per_query_rows(scores, split, settings, fields))
             write_table(per_query[-1], cached)
-            tables.append(metric_rows(per_query[-1], settings, fields))
+            tables.append(metric_rows(per_query[-1], split.name, settings, fields))
         log.info(
             "[%d/%d] %s evaluated on %s",
             index,
