@@ -286,3 +286,31 @@ def equal_compute_bars(compared: pd.DataFrame) -> plt.Figure:
         )
     fig.tight_layout()
     return fig
+
+
+def calibration(table: pd.DataFrame) -> plt.Figure:
+    """Nominal vs empirical coverage of prediction intervals over all rolling-origin backtests.
+
+    A calibrated method lies on the diagonal; below it, intervals are too narrow.
+    """
+    fig, ax = plt.subplots(figsize=(4.4, 4.0))
+    ax.plot([0, 1], [0, 1], color="0.4", linestyle="--", linewidth=1, label="calibrated")
+    if len(table):
+        for (protocol, law), part in table.groupby(["protocol", "law"]):
+            n = int(part["n_backtests"].iloc[0])
+            ax.plot(
+                part["nominal"],
+                part["empirical"],
+                marker="o",
+                label=f"{law} ({protocol}, {part['uncertainty'].iloc[0]}; {n} backtests)",
+            )
+    else:
+        ax.text(0.5, 0.5, "no backtest: fewer than 3 sizes", ha="center", va="center")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("nominal coverage")
+    ax.set_ylabel("empirical coverage of held-out points")
+    ax.set_title("calibration of rolling-origin backtests", fontsize=10)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    return fig

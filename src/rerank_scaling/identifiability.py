@@ -5,6 +5,9 @@ A least-squares optimum can be numerically sound and still mean nothing (issue 1
 says the data cannot see model size. Three checks, in the spirit of the warnings of
 `simple-scaling-laws` (weakly identified exponents, parameters pinned to a bound):
 
+0. too few distinct values of a variable: a law in one variable with p parameters needs p distinct
+   values of it (3 sizes for a - b N^-c); a joint law needs 2 of each (bootstrap refits started at
+   the optimum cannot reveal an exactly flat direction, so this is counted, not sampled);
 1. a parameter ends on one of its finite bounds (the optimum lies outside the admissible region);
 2. a term is flat: setting its amplitude (``Law.amplitudes``) to zero changes the fitted curve over
    the fitted points by less than ``FLAT_TERM`` of the data's range;
@@ -25,6 +28,17 @@ from rerank_scaling.laws import Law, Variables
 ON_BOUND = 1e-6
 #: A term whose removal moves the fitted curve by less than this fraction of the data's range is flat.
 FLAT_TERM = 0.01
+
+
+def too_few_levels(law: Law, x: Variables) -> list[str]:
+    """Variables with fewer distinct values than the law needs to identify its parameters."""
+    needed = len(law.params) if len(law.variables) == 1 else 2
+    reasons = []
+    for name in law.variables:
+        levels = len(np.unique(np.asarray(x[name], float)))
+        if levels < needed:
+            reasons.append(f"{levels} distinct {name} for a law that needs {needed}")
+    return reasons
 
 
 def on_bounds(law: Law, params: np.ndarray) -> list[str]:
@@ -76,7 +90,7 @@ def degenerate_reasons(
     refits: np.ndarray | None = None,
 ) -> str:
     """All reasons the fit is not identified, joined by "; " ("" when there are none)."""
-    reasons = on_bounds(law, params) + flat_terms(law, params, x, y)
+    reasons = too_few_levels(law, x) + on_bounds(law, params) + flat_terms(law, params, x, y)
     if refits is not None:
         reasons += wide_spreads(law, params, refits)
     return "; ".join(reasons)

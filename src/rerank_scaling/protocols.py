@@ -87,6 +87,7 @@ class FitSettings:
 class ProtocolOutput:
     fits: list[dict[str, Any]] = field(default_factory=list)
     forecasts: list[pd.DataFrame] = field(default_factory=list)
+    backtests: list[pd.DataFrame] = field(default_factory=list)
 
 
 def _selected(table: pd.DataFrame, settings: FitSettings) -> pd.DataFrame:
@@ -332,8 +333,13 @@ def fit_group(
     seed: int,
     spread: tuple[float, float] = (0.0, 0.0),
 ) -> ProtocolOutput:
-    """Every protocol and law on one (family, objective, attention, metric, split) group."""
+    """Every protocol and law on one (family, objective, attention, metric, split) group, and its
+    rolling-origin backtests (``settings.backtest``)."""
+    from rerank_scaling.backtests import backtest_group  # backtests build on this module
+
     output = ProtocolOutput()
+    if settings.backtest:
+        output.backtests.append(backtest_group(keys, group, settings, seed, spread))
     for protocol in PROTOCOLS:
         for label, fit_rows, held_rows in splits_for(protocol, group, settings):
             for law in laws_for(protocol, keys["metric"], settings):
@@ -364,8 +370,8 @@ def group_jobs(
 
 def run_protocols(
     table: pd.DataFrame, settings: FitSettings, workers: int = 1
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """All protocols on every group, ``workers`` groups at a time: (fits, forecasts) long tables."""
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """All protocols on every group, ``workers`` groups at a time: (fits, forecasts, backtest points)."""
     from concurrent.futures import ProcessPoolExecutor
 
     jobs = group_jobs(table, settings)
@@ -383,4 +389,9 @@ def run_protocols(
         collect(fit_group(*job) for job in jobs)
     fits = pd.DataFrame([record for out in outputs for record in out.fits])
     frames = [frame for out in outputs for frame in out.forecasts]
-    return fits, (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame())
+    tests = [frame for out in outputs for frame in out.backtests if len(frame)]
+    return (
+        fits,
+        pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(),
+        pd.concat(tests, ignore_index=True) if tests else pd.DataFrame(),
+    )
