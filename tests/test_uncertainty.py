@@ -65,7 +65,9 @@ def coverage(method: str, tau: float, sigma: float, seed: int = 0) -> float:
     for replicate in range(REPLICATES):
         runs = _runs(rng, tau, sigma)
         spread = _seed_spread(rng, tau, sigma)
-        fitted = fit_split(LAW, runs[runs["model"] != "L4"], runs[runs["model"] == "L4"], settings, replicate, spread)
+        fitted = fit_split(
+            LAW, runs[runs["model"] != "L4"], runs[runs["model"] == "L4"], settings, replicate, spread
+        )
         assert fitted.intervals is not None, fitted.reason
         low, high = fitted.intervals.forecast_interval(0.95)
         held = fitted.rows["held_out"].to_numpy()

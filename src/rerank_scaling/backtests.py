@@ -43,7 +43,10 @@ def backtest_group(
 ) -> pd.DataFrame:
     """Held-out points of every rolling origin of one group, with intervals at every level."""
     sign, bounds = metric_direction(keys["metric"]), laws.metric_range(keys["metric"])
-    candidates = (("model", laws.power_law("N", sign, bounds)), ("joint_code", laws.additive_law(sign, bounds)))
+    candidates = (
+        ("model", laws.power_law("N", sign, bounds)),
+        ("joint_code", laws.additive_law(sign, bounds)),
+    )
     frames = []
     for k, fitted, following in rolling_origins(group):
         for protocol, law in candidates:
@@ -82,7 +85,17 @@ def summary(points: pd.DataFrame) -> pd.DataFrame:
     """Error and coverage per rolling-origin step: RMSE, MAE, bias, 95% coverage (all and final)."""
     if points.empty or "forecast" not in points:
         return pd.DataFrame()
-    keys = ["objective", "attention", "metric", "split", "protocol", "law", "origin", "fit_sizes", "forecast_size"]
+    keys = [
+        "objective",
+        "attention",
+        "metric",
+        "split",
+        "protocol",
+        "law",
+        "origin",
+        "fit_sizes",
+        "forecast_size",
+    ]
     rows = []
     for values, part in points.dropna(subset=["forecast"]).groupby(keys):
         error = part["forecast"] - part["observed"]

@@ -155,7 +155,11 @@ class Intervals:
             return np.full(len(self.centre), np.nan), np.full(len(self.centre), np.nan)
         tail = (1 - level) / 2 * 100
         low, high = np.percentile(self.errors, [tail, 100 - tail], axis=0)
-        return (self.centre + low, self.centre + high) if self.percentile else (self.centre - high, self.centre - low)
+        return (
+            (self.centre + low, self.centre + high)
+            if self.percentile
+            else (self.centre - high, self.centre - low)
+        )
 
 
 def _refits(
@@ -288,7 +292,9 @@ def run_bootstrap(
     fresh = ~np.isin(new_names, names)
     per_run = np.ones(len(names))
     if seeds is not None:
-        per_run = pd.Series(np.asarray(seeds, float)).groupby(index).max().reindex(range(len(names))).to_numpy()
+        per_run = (
+            pd.Series(np.asarray(seeds, float)).groupby(index).max().reindex(range(len(names))).to_numpy()
+        )
     fitted = law.predict(fit.params, x)
     centre = law.predict(fit.params, x_new)
     tau2 = _scaled_inverse_chi2(rng, components.tau2, components.tau_dof, resamples)

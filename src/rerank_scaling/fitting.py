@@ -77,12 +77,18 @@ def fit_law(
     candidates = starts if starts is not None else law.starts()
     if loss == "least_squares" and len(candidates) > 1:
         # every grid start at once (batched LM), then one scipy polish from the best of them
-        grid = np.clip(np.array(candidates), lower + 1e-9 * np.isfinite(lower), upper - 1e-9 * np.isfinite(upper))
+        grid = np.clip(
+            np.array(candidates), lower + 1e-9 * np.isfinite(lower), upper - 1e-9 * np.isfinite(upper)
+        )
         found, converged = refit_batch(law, x, np.repeat(y[:, None], len(grid), axis=1), grid, iterations=60)
         with np.errstate(all="ignore"):
             costs = np.where(converged, ((predict_batch(law, found, x) - y) ** 2).sum(1), np.inf)
             if law.log_target:
-                costs = np.where(converged, ((law.function(found.T, _column(x, law)).T - np.log(-np.log(y))) ** 2).sum(1), np.inf)
+                costs = np.where(
+                    converged,
+                    ((law.function(found.T, _column(x, law)).T - np.log(-np.log(y))) ** 2).sum(1),
+                    np.inf,
+                )
         costs = np.where(np.isfinite(costs), costs, np.inf)
         candidates = [found[int(np.argmin(costs))]] if np.isfinite(costs).any() else candidates
     for start in candidates:

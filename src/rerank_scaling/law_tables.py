@@ -71,10 +71,24 @@ def final_checkpoint(forecasts: pd.DataFrame) -> pd.DataFrame:
         & (forecasts["role"] == "held_out")
     ]
     table = rows[
-        [*KEYS, "protocol", "law", "model", "step", "observed", "forecast", "low", "high", "covered", "status"]
+        [
+            *KEYS,
+            "protocol",
+            "law",
+            "model",
+            "step",
+            "observed",
+            "forecast",
+            "low",
+            "high",
+            "covered",
+            "status",
+        ]
     ].copy()
     counts = table.groupby(["metric", "split", "protocol", "law"])["covered"].agg(["sum", "size"])
-    label = (counts["sum"].astype(int).astype(str) + " of " + counts["size"].astype(str)).rename("k_of_n_covered")
+    label = (counts["sum"].astype(int).astype(str) + " of " + counts["size"].astype(str)).rename(
+        "k_of_n_covered"
+    )
     return table.merge(label.reset_index(), on=["metric", "split", "protocol", "law"], how="left")
 
 
@@ -87,7 +101,8 @@ def goodness_of_fit(fits: pd.DataFrame) -> pd.DataFrame:
     rows = fits[columns].copy()
     rows["params (95% CI)"] = [
         ", ".join(
-            f"{k}={v:.3g} [{json.loads(lo)[k]:.3g}, {json.loads(hi)[k]:.3g}]" for k, v in json.loads(p).items()
+            f"{k}={v:.3g} [{json.loads(lo)[k]:.3g}, {json.loads(hi)[k]:.3g}]"
+            for k, v in json.loads(p).items()
         )
         if isinstance(p, str)
         else ""
@@ -125,7 +140,10 @@ def allocation_exponents(allocation: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     keys = [*KEYS, "protocol"]
     return allocation.groupby(keys, as_index=False).agg(
-        alpha=("alpha", "first"), beta=("beta", "first"), status=("status", "first"), reason=("reason", "first")
+        alpha=("alpha", "first"),
+        beta=("beta", "first"),
+        status=("status", "first"),
+        reason=("reason", "first"),
     )
 
 
@@ -149,7 +167,9 @@ def all_tables(
     """Every table of the fit stage by name (the names of ``stages.fit_laws.TABLES``)."""
     model = errors_per_held_out_size(fits, forecasts, ("model",), ("power_N", "fang_N"))
     joint = errors_per_held_out_size(fits, forecasts, ("joint_code", "joint_text"), ("additive",))
-    multiplicative = errors_per_held_out_size(fits, forecasts, ("joint_code", "joint_text"), ("multiplicative",))
+    multiplicative = errors_per_held_out_size(
+        fits, forecasts, ("joint_code", "joint_text"), ("multiplicative",)
+    )
     data = errors_per_held_out_size(fits, forecasts, ("data",), ("power_S", "fang_S"))
     main = [t for t in (model, data, joint, multiplicative) if len(t)]
     return {

@@ -52,6 +52,7 @@ def metric_range(metric: str) -> Range:
         return (0.0, float(np.log(k)))
     return (0.0, 1.0)
 
+
 #: Units in which variables enter the laws (see module docstring).
 SCALES = {"N": 1e6, "S": 1e3, "C": 1e12}
 

@@ -80,7 +80,9 @@ class FitSettings:
         }
         for key, allowed in choices.items():
             if getattr(self, key) not in allowed:
-                raise ValueError(f"fitting.{key} = {getattr(self, key)!r}: choose one of {', '.join(allowed)}")
+                raise ValueError(
+                    f"fitting.{key} = {getattr(self, key)!r}: choose one of {', '.join(allowed)}"
+                )
 
 
 @dataclass
@@ -100,16 +102,20 @@ def prepare(table: pd.DataFrame, settings: FitSettings) -> pd.DataFrame:
     rows = _selected(table, settings)
     size_column = SIZE_COLUMNS[settings.size_axis]
     keys = [*GROUP_KEYS, "model", "role", "checkpoint"]
-    averaged = rows.assign(
-        # training FLOPs on the chosen size axis: the table's are 6 * non-embedding params * tokens
-        flops=rows["flops"] * rows[size_column] / rows["non_embedding_params"]
-    ).groupby(keys, as_index=False).agg(
-        value=("value", "mean"),
-        size=(size_column, "first"),
-        step=("step", "mean"),
-        examples=("examples", "mean"),
-        flops=("flops", "mean"),
-        seeds=("seed", "nunique"),
+    averaged = (
+        rows.assign(
+            # training FLOPs on the chosen size axis: the table's are 6 * non-embedding params * tokens
+            flops=rows["flops"] * rows[size_column] / rows["non_embedding_params"]
+        )
+        .groupby(keys, as_index=False)
+        .agg(
+            value=("value", "mean"),
+            size=(size_column, "first"),
+            step=("step", "mean"),
+            examples=("examples", "mean"),
+            flops=("flops", "mean"),
+            seeds=("seed", "nunique"),
+        )
     )
     averaged["N"] = averaged["size"] / laws.SCALES["N"]
     averaged["S"] = averaged[settings.step_axis] / laws.SCALES["S"]

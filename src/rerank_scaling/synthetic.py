@@ -56,7 +56,9 @@ def synthetic_metrics_table(
                 )
                 for split in splits:
                     for metric in metrics:
-                        value = clean + rng.normal(0, run_sigma) + rng.normal(0, checkpoint_sigma, checkpoints)
+                        value = (
+                            clean + rng.normal(0, run_sigma) + rng.normal(0, checkpoint_sigma, checkpoints)
+                        )
                         if metric.startswith("CE@"):
                             value = np.clip(3.0 - 2.0 * value, 0.0, np.log(16))
                         for k, (step, v) in enumerate(zip(step_values, value, strict=True), 1):

@@ -50,7 +50,9 @@ def fit_everything(table: pd.DataFrame, settings: FitSettings, out_dir: Path, wo
     compared = equal_compute(prepare(table, settings), *pair, settings.step_axis) if pair else pd.DataFrame()
     if len(fits):
         counts = fits["status"].value_counts().to_dict()
-        log.info("%d fits %s, %d forecast rows, %d backtest points", len(fits), counts, len(forecasts), len(points))
+        log.info(
+            "%d fits %s, %d forecast rows, %d backtest points", len(fits), counts, len(forecasts), len(points)
+        )
     calibration = backtests.calibration(points)
     for name, frame in (
         ("fits", fits),
@@ -60,7 +62,9 @@ def fit_everything(table: pd.DataFrame, settings: FitSettings, out_dir: Path, wo
         ("equal_compute", compared),
     ):
         write_table(frame, out_dir / f"{name}.parquet")
-    tables = law_tables.all_tables(fits, forecasts, allocation, compared, backtests.summary(points), calibration)
+    tables = law_tables.all_tables(
+        fits, forecasts, allocation, compared, backtests.summary(points), calibration
+    )
     assert tuple(tables) == TABLES, "law_tables.all_tables and TABLES name the same tables"
     law_tables.write_all(tables, out_dir / "tables")
     figures.save_figure(figures.calibration(calibration), out_dir / "figures" / "calibration")
