@@ -1,12 +1,15 @@
 """Report figures: observed checkpoints, fitted laws, held-out forecasts with 95% bands, BM25 lines.
 
 Every function returns a matplotlib Figure for one (metric, split); the report stage saves PNG + PDF.
-Power laws are drawn on log axes; parameter counts are non-embedding parameters (Kaplan et al.).
+Power laws are drawn on log axes; parameter counts are on the fit's size axis (``fitting.size_axis``).
+A fit whose parameters are not identified (status ``degenerate``) is drawn dashed and grey, labelled
+"degenerate", with its reason in the panel; no optimum is drawn from one.
 """
 
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -34,6 +37,32 @@ def _law(name: str, metric: str, breaks: int = 1) -> laws.Law:
         "additive": laws.additive_law(sign),
         "bnsl1": laws.bnsl_law(breaks, sign),
     }[name]
+
+
+def fitted(fits: pd.DataFrame, **equals: object) -> pd.DataFrame:
+    """Fits matching ``equals`` that produced parameters (ok or degenerate; failed ones have none).
+
+    Of the joint protocols, the one planning uses (column ``planning``) comes first.
+    """
+    rows = select_rows(fits, **equals)
+    if "params" in rows.columns:
+        rows = rows[rows["params"].notna() & (rows["status"] != "failed")]
+    if "planning" in rows.columns and len(rows):
+        rows = rows.sort_values("planning", ascending=False, kind="stable")
+    return rows
+
+
+def line_style(status: str) -> dict[str, object]:
+    """Matplotlib style of a fitted curve: solid when identified, dashed grey when degenerate."""
+    return {} if status == "ok" else {"color": "0.5", "linestyle": "--"}
+
+
+def mark_degenerate(ax: plt.Axes, fit: pd.Series) -> None:
+    """Write a degenerate fit's reason into the panel (wrapped, small)."""
+    if fit["status"] == "ok":
+        return
+    text = textwrap.fill(f"{fit['law']} {fit['status']}: {fit['reason']}", 48)
+    ax.text(0.02, 0.02, text, transform=ax.transAxes, fontsize=6, color="C3", va="bottom")
 
 
 def _bm25(ax: plt.Axes, metrics: pd.DataFrame, metric: str, split: str) -> None:
@@ -110,7 +139,7 @@ def model_scaling(
         objective, attention = panel
         where = {"objective": objective, "attention": attention, "metric": metric, "split": split}
         rows = select_rows(runs, objective=objective, attention=attention)
-        fit = select_rows(fits, **where, law="power_N", status="ok")
+        fit = fitted(fits, **where, law="power_N", protocol="model")
         fit_sizes = rows.loc[rows["role"] == "fit", "model"].nunique()
         last_k = max(1, int(fit["n_fit"].iloc[0]) // fit_sizes) if len(fit) and fit_sizes else 1
         recent = _last_checkpoints(rows, last_k)
@@ -122,24 +151,30 @@ def model_scaling(
                 part["non_embedding_params"], part["value"], marker=marker, s=60, label=f"observed ({role})"
             )
         if len(fit):
+            status = fit["status"].iloc[0]
+            flag = "" if status == "ok" else f" ({status})"
             law, params = _law("power_N", metric), np.array(list(json.loads(fit["params"].iloc[0]).values()))
             grid = np.geomspace(
                 means["non_embedding_params"].min() / 1.5, means["non_embedding_params"].max() * 2
             )
             ax.plot(
-                grid, law.predict(params, {"N": grid / laws.SCALES["N"]}), color="C2", label="power law fit"
+                grid,
+                law.predict(params, {"N": grid / laws.SCALES["N"]}),
+                **({"color": "C2"} | line_style(status)),
+                label=f"power law fit{flag}",
             )
-            held = select_rows(forecasts, **where, law="power_N")
+            held = select_rows(forecasts, **where, law="power_N", protocol="model")
             held = held[held["held_out"]].groupby("size", as_index=False)[["forecast", "low", "high"]].mean()
             ax.errorbar(
                 held["size"],
                 held["forecast"],
                 yerr=[held["forecast"] - held["low"], held["high"] - held["forecast"]],
-                fmt="s",
-                color="C3",
+                fmt="s" if status == "ok" else "s--",
+                color="C3" if status == "ok" else "0.5",
                 capsize=4,
-                label="forecast (95% PI)",
+                label=f"forecast (95% PI){flag}",
             )
+            mark_degenerate(ax, fit.iloc[0])
         _bm25(ax, metrics, metric, split)
         _size_axis(ax)
         ax.set_title(_title(panel, panels))
@@ -169,13 +204,7 @@ def data_scaling(metrics: pd.DataFrame, fits: pd.DataFrame, metric: str, split: 
         for model in models:
             part = rows[rows["model"] == model]
             ax.scatter(part["step"], part["value"], s=14, color=palette[model], label=model)
-            fit = select_rows(
-                fits,
-                **where,
-                law="power_S",
-                status="ok",
-                split_label=f"data:{model}",
-            )
+            fit = fitted(fits, **where, law="power_S", split_label=f"data:{model}")
             if len(fit) and len(part):
                 law = _law("power_S", metric)
                 params = np.array(list(json.loads(fit["params"].iloc[0]).values()))
@@ -185,11 +214,12 @@ def data_scaling(metrics: pd.DataFrame, fits: pd.DataFrame, metric: str, split: 
                     law.predict(params, {"S": grid / laws.SCALES["S"]}),
                     color=palette[model],
                     linewidth=1,
+                    linestyle="-" if fit["status"].iloc[0] == "ok" else ":",
                 )
         _bm25(ax, metrics, metric, split)
         ax.set_xscale("log")
         ax.set_title(_title(panel, panels))
-        ax.set_xlabel("training steps S")
+        ax.set_xlabel("training steps S (dotted: degenerate fit)")
     axes[0].set_ylabel(f"{metric} ({split})")
     axes[-1].legend(fontsize=8, title="size", loc="best")
     fig.tight_layout()
@@ -206,8 +236,10 @@ def joint_surface(
     for ax, panel in zip(axes, panels, strict=True):
         objective, attention = panel
         where = {"objective": objective, "attention": attention, "metric": metric, "split": split}
-        fit = select_rows(fits, **where, law="additive", status="ok")
+        fit = fitted(fits, **where, law="additive")
         points = select_rows(forecasts, **where, law="additive")
+        if len(fit) and "split_label" in points.columns:
+            points = points[points["split_label"] == fit["split_label"].iloc[0]]
         if len(fit) and len(points):
             law, params = _law("additive", metric), np.array(list(json.loads(fit["params"].iloc[0]).values()))
             n = np.geomspace(points["size"].min() / 1.2, points["size"].max() * 1.2, 80)
@@ -227,9 +259,11 @@ def joint_surface(
                     edgecolors="black",
                     label="held out" if held else "fit",
                 )
+            mark_degenerate(ax, fit.iloc[0])
         _size_axis(ax)
         ax.set_yscale("log")
-        ax.set_title(_title(panel, panels))
+        protocol = f" [{fit['protocol'].iloc[0]}, {fit['status'].iloc[0]}]" if len(fit) else ""
+        ax.set_title(_title(panel, panels) + protocol, fontsize=9)
     axes[0].set_ylabel("training steps S")
     axes[0].legend(fontsize=8, loc="lower left")
     fig.tight_layout()
@@ -244,9 +278,22 @@ def compute_frontier(allocation: pd.DataFrame, metric: str, split: str) -> plt.F
     for ax, panel in zip(axes, panels, strict=True):
         objective, attention = panel
         part = select_rows(rows, objective=objective, attention=attention) if len(rows) else rows
-        if len(part):
-            # Degenerate fits (an exponent near 0) put N* outside any plausible range: leave them out.
-            part = part[part["n_over_n_star"].between(1e-6, 1e6)]
+        if len(part) and "planning" in part.columns:
+            part = part[part["planning"].astype(bool)]
+        unidentified = part[part["status"] != "ok"] if "status" in part.columns else part.iloc[0:0]
+        if len(part) and "status" in part.columns:
+            part = part[part["status"] == "ok"]
+        if len(unidentified) and not len(part):
+            reason = textwrap.fill(str(unidentified["reason"].iloc[0]), 44)
+            ax.text(
+                0.5,
+                0.5,
+                f"no compute-optimal size:\n{reason}",
+                ha="center",
+                va="center",
+                fontsize=7,
+                transform=ax.transAxes,
+            )
         if len(part):
             sns.lineplot(
                 data=part, x="compute", y="n_over_n_star", hue="model", marker="o", ax=ax, palette="viridis"
