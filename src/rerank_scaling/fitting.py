@@ -90,7 +90,9 @@ def fit_law(
                     np.inf,
                 )
         costs = np.where(np.isfinite(costs), costs, np.inf)
-        candidates = [found[int(np.argmin(costs))]] if np.isfinite(costs).any() else candidates
+        if np.isfinite(costs).any():
+            # the polish starts at a converged LM point: a few hundred evaluations suffice
+            candidates, max_evaluations = [found[int(np.argmin(costs))]], min(max_evaluations, 300)
     for start in candidates:
         start = np.clip(start, lower + 1e-9 * np.isfinite(lower), upper - 1e-9 * np.isfinite(upper))
         with warnings.catch_warnings(), np.errstate(all="ignore"):
@@ -143,40 +145,45 @@ def refit_batch(
     lower, upper = np.array(law.lower)[:, None], np.array(law.upper)[:, None]
     start = np.asarray(start, float)
     params = np.array(start.T if start.ndim == 2 else np.repeat(start[:, None], batch, axis=1))
-    start = params[:, 0]
+    size = params.shape[0]
     target = _batch_target(law, y)
     residual = _batch_residuals(law, columns, target, params)
     cost = np.where(np.isfinite(residual).all(0), (residual**2).sum(0), np.inf)
     damping = np.full(batch, 1e-3)
-    eye = np.eye(len(start))
+    active = np.isfinite(cost)
+    eye = np.eye(size)
     for _ in range(iterations):
-        step = 1e-6 * np.maximum(np.abs(params), 1e-3)
-        jacobian = np.empty((batch, n, len(start)))
-        for i in range(len(start)):
-            shifted = params.copy()
+        # only the columns still moving: converged ones drop out of the batch
+        idx = np.flatnonzero(active)
+        if not len(idx):
+            break
+        p, r, t, lam = params[:, idx], residual[:, idx], target[:, idx], damping[idx]
+        step = 1e-6 * np.maximum(np.abs(p), 1e-3)
+        jacobian = np.empty((len(idx), size, n))  # (B, P, n)
+        for i in range(size):
+            shifted = p.copy()
             shifted[i] += step[i]
-            jacobian[:, :, i] = ((_batch_residuals(law, columns, target, shifted) - residual) / step[i]).T
-        jacobian = np.nan_to_num(jacobian, nan=0.0, posinf=0.0, neginf=0.0)
-        normal = np.einsum("bni,bnj->bij", jacobian, jacobian)
-        gradient = np.einsum("bni,nb->bi", jacobian, np.nan_to_num(residual))
-        diagonal = np.einsum("bii->bi", normal)
-        system = normal + damping[:, None, None] * (diagonal[:, :, None] * eye + 1e-12 * eye)
+            jacobian[:, i, :] = ((_batch_residuals(law, columns, t, shifted) - r) / step[i]).T
+        jacobian[~np.isfinite(jacobian)] = 0.0
+        normal = jacobian @ jacobian.transpose(0, 2, 1)
+        gradient = (jacobian @ r.T[:, :, None])[:, :, 0]
+        diagonal = normal[:, np.arange(size), np.arange(size)]
+        system = normal + lam[:, None, None] * (diagonal[:, :, None] * eye + 1e-12 * eye)
         try:
             delta = np.linalg.solve(system, -gradient[:, :, None])[:, :, 0].T
         except np.linalg.LinAlgError:  # a parameter without effect on the curve: pseudo-inverse
-            delta = np.einsum("bij,bj->ib", np.linalg.pinv(system), -gradient)
-        trial = np.clip(params + delta, lower, upper)
-        trial_residual = _batch_residuals(law, columns, target, trial)
+            delta = (np.linalg.pinv(system) @ -gradient[:, :, None])[:, :, 0].T
+        trial = np.clip(p + delta, lower, upper)
+        trial_residual = _batch_residuals(law, columns, t, trial)
         trial_cost = np.where(np.isfinite(trial_residual).all(0), (trial_residual**2).sum(0), np.inf)
-        better = trial_cost < cost
-        params = np.where(better, trial, params)
-        residual = np.where(better, trial_residual, residual)
-        improvement = np.where(better, cost - trial_cost, 0.0)
-        cost = np.where(better, trial_cost, cost)
-        damping = np.where(better, damping / 3, damping * 4)
-        stalled = (improvement <= 1e-10 * np.maximum(cost, 1e-30)) & ~(better & (damping < 1e-2))
-        if stalled.all() and (damping > 1e6).all():
-            break
+        old = cost[idx]
+        better = trial_cost < old
+        params[:, idx] = np.where(better, trial, p)
+        residual[:, idx] = np.where(better, trial_residual, r)
+        cost[idx] = np.where(better, trial_cost, old)
+        damping[idx] = np.where(better, lam / 3, lam * 4)
+        small = better & (old - trial_cost <= 1e-10 * np.maximum(old, 1e-30))
+        active[idx] = ~(small | (damping[idx] > 1e10))
     return params.T, np.isfinite(cost)
 
 
