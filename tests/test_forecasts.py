@@ -186,3 +186,16 @@ def test_rolling_origin_reproduces_a_hand_computed_split():
     assert model.loc[model["origin"] == 3, "forecast"].to_numpy() == pytest.approx(expected, abs=1e-6)
     joint = points[points["protocol"] == "joint_code"]
     assert len(joint[joint["origin"] == 3]) == 8  # every checkpoint of s4
+
+
+def test_size_axis_sets_n_and_training_flops_together():
+    """config.paper.yaml fits on total parameters (paper 000): N and C = 6 N tokens follow the axis."""
+    table = synthetic_metrics_table(
+        objectives=("pointwise",), checkpoints=3, splits=("dev",), metrics=("nDCG@10",)
+    )
+    for axis, column in (("non_embedding", "non_embedding_params"), ("total", "params")):
+        rows = prepare(table, FitSettings(size_axis=axis)).merge(
+            table[["model", "checkpoint", column, "tokens"]].drop_duplicates(), on=["model", "checkpoint"]
+        )
+        assert np.allclose(rows["N"], rows[column] / 1e6)
+        assert np.allclose(rows["flops"], 6 * rows[column] * rows["tokens"])

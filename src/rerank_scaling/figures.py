@@ -111,13 +111,23 @@ def save_figure(fig: plt.Figure, stem: Path) -> None:
     plt.close(fig)
 
 
-def _size_axis(ax: plt.Axes) -> None:
+def size_column(metrics: pd.DataFrame, forecasts: pd.DataFrame) -> str:
+    """The metrics column the fits used as N (``fitting.size_axis``), read off the forecasts' sizes."""
+    if len(forecasts) and "size" in forecasts.columns and "params" in metrics.columns:
+        row = forecasts.iloc[0]
+        match = metrics[metrics["model"] == row["model"]]
+        if len(match) and np.isclose(match["params"].iloc[0], row["size"]):
+            return "params"
+    return "non_embedding_params"
+
+
+def _size_axis(ax: plt.Axes, column: str = "non_embedding_params") -> None:
     """Log N axis labelled in millions at 1-2-5 steps (default log labels collide at this range)."""
     ax.set_xscale("log")
     ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value / 1e6:g}M"))
     ax.xaxis.set_minor_formatter(NullFormatter())
-    ax.set_xlabel("non-embedding parameters N")
+    ax.set_xlabel("total parameters N" if column == "params" else "non-embedding parameters N")
 
 
 def _last_checkpoints(rows: pd.DataFrame, k: int) -> pd.DataFrame:
@@ -135,6 +145,7 @@ def model_scaling(
     panels = _panel_keys(runs)
     fig, axes = _panels(panels)
     last_k = 1
+    size = size_column(metrics, forecasts)
     for ax, panel in zip(axes, panels, strict=True):
         objective, attention = panel
         where = {"objective": objective, "attention": attention, "metric": metric, "split": split}
@@ -143,20 +154,16 @@ def model_scaling(
         fit_sizes = rows.loc[rows["role"] == "fit", "model"].nunique()
         last_k = max(1, int(fit["n_fit"].iloc[0]) // fit_sizes) if len(fit) and fit_sizes else 1
         recent = _last_checkpoints(rows, last_k)
-        means = recent.groupby(["model", "role", "non_embedding_params"], as_index=False)["value"].mean()
-        ax.scatter(recent["non_embedding_params"], recent["value"], s=8, color="0.6", alpha=0.5)
+        means = recent.groupby(["model", "role", size], as_index=False)["value"].mean()
+        ax.scatter(recent[size], recent["value"], s=8, color="0.6", alpha=0.5)
         for role, marker in ROLE_MARKERS.items():
             part = means[means["role"] == role]
-            ax.scatter(
-                part["non_embedding_params"], part["value"], marker=marker, s=60, label=f"observed ({role})"
-            )
+            ax.scatter(part[size], part["value"], marker=marker, s=60, label=f"observed ({role})")
         if len(fit):
             status = fit["status"].iloc[0]
             flag = "" if status == "ok" else f" ({status})"
             law, params = _law("power_N", metric), np.array(list(json.loads(fit["params"].iloc[0]).values()))
-            grid = np.geomspace(
-                means["non_embedding_params"].min() / 1.5, means["non_embedding_params"].max() * 2
-            )
+            grid = np.geomspace(means[size].min() / 1.5, means[size].max() * 2)
             ax.plot(
                 grid,
                 law.predict(params, {"N": grid / laws.SCALES["N"]}),
@@ -176,7 +183,7 @@ def model_scaling(
             )
             mark_degenerate(ax, fit.iloc[0])
         _bm25(ax, metrics, metric, split)
-        _size_axis(ax)
+        _size_axis(ax, size)
         ax.set_title(_title(panel, panels))
     axes[0].set_ylabel(f"{metric} ({split}), last {last_k} checkpoints")
     axes[-1].legend(fontsize=8, loc="best")
@@ -260,7 +267,7 @@ def joint_surface(
                     label="held out" if held else "fit",
                 )
             mark_degenerate(ax, fit.iloc[0])
-        _size_axis(ax)
+        _size_axis(ax, size_column(metrics, forecasts))
         ax.set_yscale("log")
         protocol = f" [{fit['protocol'].iloc[0]}, {fit['status'].iloc[0]}]" if len(fit) else ""
         ax.set_title(_title(panel, panels) + protocol, fontsize=9)
