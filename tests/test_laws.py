@@ -161,6 +161,10 @@ def test_fit_stage_end_to_end_on_a_synthetic_table(tmp_path):
     table4 = pd.read_csv(tmp_path / "laws" / "tables" / "table04_n_over_n_star.csv")
     assert table4["model"].notna().all() and set(table4["model"]) == {"s1", "s2", "s3", "s4", "s5"}
     assert (tmp_path / "laws" / "figures" / "calibration.png").stat().st_size > 1000
+    final = pd.read_csv(tmp_path / "laws" / "tables" / "table08_final_checkpoint.csv")
+    assert set(final["model"]) == {"s4", "s5"} and final["k_of_n_covered"].str.match(r"^\d+ of \d+$").all()
+    per_size = pd.read_csv(tmp_path / "laws" / "tables" / "table01_02_model_errors.csv")
+    assert set(per_size["held_out_size"]) == {"s4", "s5"}  # never pooled over held-out sizes
     compared = pd.read_parquet(tmp_path / "laws" / "equal_compute.parquet")
     assert set(compared["small"]) == {"s2"} and (compared["compute_ratio"].between(0.5, 2)).all()
 
@@ -171,3 +175,20 @@ def test_bad_fitting_settings_name_the_key(tmp_path):
 
     with pytest.raises(ValueError, match="fitting.*boostrap"):
         settings_from_dict(FitSettings, {"boostrap": 10}, "fitting")
+
+
+def test_f_test_and_adjusted_r2_count_runs_not_checkpoints():
+    """10 checkpoints of 3 runs are 3 observations: a 3-parameter law leaves no dof for the F-test."""
+    rng = np.random.default_rng(3)
+    runs = np.repeat(["L1", "L2", "L3"], 10)
+    y = np.repeat([0.20, 0.25, 0.28], 10) + rng.normal(0, 0.01, 30)
+    prediction = np.repeat([0.20, 0.25, 0.28], 10)
+    naive = goodness_of_fit(y, prediction, 3)
+    assert naive.n_units == 30 and naive.p_value < 1e-6  # what i.i.d. counting claims
+    honest = goodness_of_fit(y, prediction, 3, units=runs)
+    assert honest.n_units == 3 and np.isnan(honest.p_value) and np.isnan(honest.adj_r2)
+    assert honest.r2 == pytest.approx(naive.r2)  # R^2 itself is over all points, as in the paper
+    five = goodness_of_fit(
+        np.r_[y, 0.30, 0.31], np.r_[prediction, 0.30, 0.31], 3, units=np.concatenate([runs, ["L4", "L5"]])
+    )
+    assert five.n_units == 5 and np.isfinite(five.adj_r2)
