@@ -153,7 +153,8 @@ def n_over_n_star(allocation: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     keys = [*KEYS, "protocol", "model"]
     last = allocation.dropna(subset=["model"]).sort_values("step").groupby(keys, as_index=False).tail(1)
-    return last[[*keys, "step", "size", "compute", "n_star", "n_over_n_star", "status", "reason"]]
+    columns = [*keys, "step", "size", "compute", "n_star", "n_over_n_star", "status", "reason"]
+    return last[columns].sort_values([*KEYS, "protocol", "size"], ignore_index=True)
 
 
 def all_tables(
