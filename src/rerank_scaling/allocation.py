@@ -76,7 +76,7 @@ def allocation_table(fits: pd.DataFrame, forecasts: pd.DataFrame) -> pd.DataFram
                 n_star = optimal_size(p["b"], p["alpha"], p["c"], p["beta"], n * d)
             else:
                 status, reason = "degenerate", f"an exponent below {MIN_EXPONENT} or a zero amplitude"
-        if status != "ok":
+        if status != "ok" and not str(reason).startswith("not identifiable"):
             reason = f"not identifiable: {reason}"
         rows.append(
             base.assign(

@@ -257,7 +257,8 @@ def fit_split(
     reason = degenerate_reasons(law, result.params, x, y, intervals.params)
     if not intervals.successes:
         reason = "; ".join(filter(None, [reason, "no bootstrap refit converged"]))
-    status = "degenerate" if reason else "ok"
+    # the prefix reaches every table and figure that quotes the reason (planning's too)
+    status, reason = ("degenerate", f"not identifiable: {reason}") if reason else ("ok", "")
     return SplitFit(result, status, reason, both, quality, intervals, components)
 
 
