@@ -25,7 +25,7 @@ STAGE_CODE = {
     "evaluate": ["stages/evaluate.py", "evaluation.py", "rerank.py", "metrics.py"],
     "merge": ["stages/merge_metrics.py", "records.py"],
     "fit": ["stages/fit_laws.py", "laws.py", "fitting.py", "fit_statistics.py", "protocols.py",
-            "allocation.py", "law_tables.py"],
+            "allocation.py", "law_tables.py", "identifiability.py", "backtests.py", "figures.py"],
     "report": ["stages/report.py", "figures.py", "scaling_evidence.py"],
     "plan": ["stages/plan.py", "planning.py", "costs.py", "models.py", "laws.py", "figures.py"],
 }

@@ -7,7 +7,14 @@ rule fit_laws:
         forecasts=f"{RESULTS}/laws/forecasts.parquet",
         allocation=f"{RESULTS}/laws/allocation.parquet",
         equal_compute=f"{RESULTS}/laws/equal_compute.parquet",
+        backtests=f"{RESULTS}/laws/backtests.parquet",
         tables=law_table_files(),
+        calibration=report(
+            f"{RESULTS}/laws/figures/calibration.png",
+            caption="../report/calibration.rst",
+            category="Figures",
+        ),
+        calibration_pdf=f"{RESULTS}/laws/figures/calibration.pdf",
     params:
         fitting=section_json("fitting"),
         out=directory_of("output", "fits"),

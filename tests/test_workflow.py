@@ -61,7 +61,9 @@ def test_the_dag_runs_end_to_end(workflow):
     assert set(metrics["split"]) == {"dev", "test"} and (metrics["family"] == "bm25").any()
     assert metrics.groupby("run")["checkpoint"].nunique().drop("bm25").eq(5).all()
     fits = pd.read_parquet(results / "laws" / "fits.parquet")
-    assert {"model", "data", "joint"} <= set(fits["protocol"])
+    assert {"model", "data", "joint_code", "joint_text"} <= set(fits["protocol"])
+    assert set(fits["status"]) <= {"ok", "degenerate", "failed"}
+    assert (results / "laws" / "figures" / "calibration.png").stat().st_size > 1000
     assert set(fits["attention"]) == {"full", "window4"}  # laws are fitted per attention variant
     assert (fits.loc[fits["protocol"] == "data", "status"] == "ok").any()
     assert fits.loc[fits["status"] == "failed", "reason"].str.len().gt(0).all()

@@ -8,7 +8,12 @@ in N vanishes: gamma b N^(-gamma-1) = delta c C^(-delta) N^(delta-1), hence
     D*(C) = C / N*(C) = (delta c / (gamma b))^(1/(gamma+delta)) * C^(gamma/(gamma+delta))  (beta)
 
 so alpha = delta/(gamma+delta) and beta = gamma/(gamma+delta), alpha + beta = 1. D is the step axis
-of the fit (steps or examples), on the law's scale (N in millions, D in thousands).
+of the fit (steps or examples), on the law's scale (N in millions, D in thousands); N is on the
+fit's size axis (``fitting.size_axis``), the one planning's C uses too.
+
+Only an identified fit (status ``ok``) yields an allocation: the rows of a degenerate or failed
+joint fit carry its status and the reason "not identifiable: <reason>" and no N*(C), so no table
+or figure shows an optimum drawn from a law that cannot see model size.
 """
 
 from __future__ import annotations
@@ -44,25 +49,41 @@ def allocation_exponents(gamma: float, delta: float) -> tuple[float, float]:
     return delta / (gamma + delta), gamma / (gamma + delta)
 
 
+def _fit_points(fit: pd.Series, forecasts: pd.DataFrame) -> pd.DataFrame:
+    mask = (forecasts["law"] == "additive") & (forecasts["split_label"] == fit["split_label"])
+    for key in ("family", "objective", "attention", "metric", "split"):
+        mask &= forecasts[key] == fit[key]
+    return forecasts[mask]
+
+
 def allocation_table(fits: pd.DataFrame, forecasts: pd.DataFrame) -> pd.DataFrame:
-    """Per additive joint fit: exponents, and N / N*(C) for every checkpoint (C = N * D)."""
+    """Per additive joint fit and checkpoint: exponents, N / N*(C) (C = N * D), status and reason."""
     rows = []
-    joint = fits[(fits["law"] == "additive") & (fits["status"] == "ok")]
+    joint = fits[(fits["law"] == "additive") & fits["protocol"].astype(str).str.startswith("joint")]
     for _, fit in joint.iterrows():
-        p = json.loads(fit["params"])
-        alpha, beta = allocation_exponents(p["alpha"], p["beta"])
-        mask = (forecasts["law"] == "additive") & (forecasts["split_label"] == fit["split_label"])
-        for key in ("family", "objective", "attention", "metric", "split"):
-            mask &= forecasts[key] == fit[key]
-        points = forecasts[mask]
-        n = points["size"].to_numpy(float) / SCALES["N"]
-        d = points["step"].to_numpy(float) / SCALES["S"]
-        usable = p["b"] > 0 and p["c"] > 0 and min(p["alpha"], p["beta"]) >= MIN_EXPONENT
-        n_star = (
-            optimal_size(p["b"], p["alpha"], p["c"], p["beta"], n * d) if usable else np.full(len(n), np.nan)
-        )
+        points = _fit_points(fit, forecasts) if len(forecasts) else pd.DataFrame()
+        keys = ["family", "objective", "attention", "metric", "split", "model", "step", "size"]
+        base = points[keys] if len(points) else pd.DataFrame([{k: fit.get(k) for k in keys[:5]}])
+        status, reason = fit["status"], fit["reason"]
+        alpha = beta = np.nan
+        n_star = np.full(len(base), np.nan)
+        n = base["size"].to_numpy(float) / SCALES["N"] if "size" in base else np.full(len(base), np.nan)
+        d = base["step"].to_numpy(float) / SCALES["S"] if "step" in base else np.full(len(base), np.nan)
+        if status == "ok":
+            p = json.loads(fit["params"])
+            alpha, beta = allocation_exponents(p["alpha"], p["beta"])
+            if p["b"] > 0 and p["c"] > 0 and min(p["alpha"], p["beta"]) >= MIN_EXPONENT:
+                n_star = optimal_size(p["b"], p["alpha"], p["c"], p["beta"], n * d)
+            else:
+                status, reason = "degenerate", f"an exponent below {MIN_EXPONENT} or a zero amplitude"
+        if status != "ok" and not str(reason).startswith("not identifiable"):
+            reason = f"not identifiable: {reason}"
         rows.append(
-            points[["family", "objective", "attention", "metric", "split", "model", "step", "size"]].assign(
+            base.assign(
+                protocol=fit["protocol"],
+                planning=bool(fit.get("planning", False)),
+                status=status,
+                reason=reason,
                 compute=n * d,
                 n_star=n_star * SCALES["N"],
                 n_over_n_star=n / n_star,

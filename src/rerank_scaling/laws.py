@@ -16,6 +16,14 @@ Forms (seed paper 000 = "Scaling laws for cross-encoder rerankers"):
       y = a - sign * b * C^(-c0) * prod_i (1 + (C/d_i)^(1/f_i))^(-c_i * f_i)
 * relative-based law (seed 004): -log RBP_k = (N0/N)^alpha, fitted as
       log(-log RBP_k) = alpha * log N0 - alpha * log N   (``log_target``)
+
+Bounds. The asymptote ``a`` (and Fang et al.'s floor ``delta``) is bounded by the metric's range
+(:func:`metric_range`: rank metrics in [0, 1], CE@k in [0, ln k]), as the paper's released fitting
+code bounds it to [0, 1]; without it a saturating law can trade a huge asymptote against a tiny
+exponent and become a log-linear curve in disguise (a = 51, c = 0.001). Exponents lie in [0, 5].
+A fit that ends on a bound is not identified by the data (see :mod:`rerank_scaling.identifiability`).
+Every ``function`` broadcasts: parameters of shape (P, B) with variables of shape (n, 1) give (n, B)
+predictions, which the batched bootstrap refits use.
 """
 
 from __future__ import annotations
@@ -26,7 +34,24 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rerank_scaling.records import metric_direction
+
 Variables = dict[str, np.ndarray]
+Range = tuple[float, float]
+UNBOUNDED: Range = (-np.inf, np.inf)
+
+
+def metric_range(metric: str) -> Range:
+    """Values ``metric`` can take: [0, 1] for rank metrics, [0, ln k] for contrastive entropy CE@k.
+
+    CE@k is the cross-entropy of the positive among k candidates: 0 for a perfect scorer and ln k
+    for a uniform one (seed 002); worse-than-uniform scorers exceed ln k but no law should saturate there.
+    """
+    if metric_direction(metric) < 0:
+        k = float(metric.split("@", 1)[1]) if "@" in metric else np.e
+        return (0.0, float(np.log(k)))
+    return (0.0, 1.0)
+
 
 #: Units in which variables enter the laws (see module docstring).
 SCALES = {"N": 1e6, "S": 1e3, "C": 1e12}
@@ -45,6 +70,7 @@ class Law:
     start_grid: tuple[tuple[float, ...], ...]  # candidate values per parameter
     function: Callable[[np.ndarray, Variables], np.ndarray]
     log_target: bool = False  # fit log(-log y) instead of y (relative-based law)
+    amplitudes: tuple[str, ...] = ()  # parameters whose value 0 removes a term (identifiability check)
 
     def predict(self, params: np.ndarray, x: Variables) -> np.ndarray:
         """The law's prediction of the metric itself (also for log-space laws)."""
@@ -63,23 +89,32 @@ def _power(sign: int, var: str) -> Callable[[np.ndarray, Variables], np.ndarray]
     return lambda p, x: p[0] - sign * p[1] * x[var] ** (-p[2])
 
 
-def power_law(var: str, sign: int) -> Law:
-    """Saturating power law in one variable (seed 000 eqs. 1-2)."""
+def _asymptote_starts(asymptote: Range, unbounded: tuple[float, ...]) -> tuple[float, ...]:
+    """Starting values of an asymptote: inside its bounds when it has them."""
+    lo, hi = asymptote
+    if np.isfinite(lo) and np.isfinite(hi):
+        return tuple(lo + (hi - lo) * q for q in (0.3, 0.6, 0.95))
+    return unbounded
+
+
+def power_law(var: str, sign: int, asymptote: Range = UNBOUNDED) -> Law:
+    """Saturating power law in one variable (seed 000 eqs. 1-2); ``asymptote`` bounds ``a``."""
     label = "a - b x^{-c}" if sign > 0 else "a + b x^{-c}"
     return Law(
         f"power_{var}",
         label.replace("x", var),
         (var,),
         ("a", "b", "c"),
-        (-np.inf, 0.0, 0.0),
-        (np.inf, np.inf, 5.0),
-        ((0.0, 0.5, 1.0, 3.0), (0.01, 0.1, 1.0), (0.1, 0.5, 1.5)),
+        (asymptote[0], 0.0, 0.0),
+        (asymptote[1], np.inf, 5.0),
+        (_asymptote_starts(asymptote, (0.0, 0.5, 1.0, 3.0)), (0.01, 0.1, 1.0), (0.1, 0.5, 1.5)),
         _power(sign, var),
+        amplitudes=("b",),
     )
 
 
-def additive_law(sign: int) -> Law:
-    """Additive joint law in N and S (seed 000 eqs. 3/5)."""
+def additive_law(sign: int, asymptote: Range = UNBOUNDED) -> Law:
+    """Additive joint law in N and S (seed 000 eqs. 3/5); ``asymptote`` bounds ``a``."""
 
     def f(p: np.ndarray, x: Variables) -> np.ndarray:
         return p[0] - sign * (p[1] * x["N"] ** (-p[2]) + p[3] * x["S"] ** (-p[4]))
@@ -90,43 +125,45 @@ def additive_law(sign: int) -> Law:
         label,
         ("N", "S"),
         ("a", "b", "alpha", "c", "beta"),
-        (-np.inf, 0.0, 0.0, 0.0, 0.0),
-        (np.inf, np.inf, 5.0, np.inf, 5.0),
-        ((0.0, 1.0, 3.0), (0.01, 0.1), (0.2, 1.0), (0.01, 0.1), (0.2, 1.0)),
+        (asymptote[0], 0.0, 0.0, 0.0, 0.0),
+        (asymptote[1], np.inf, 5.0, np.inf, 5.0),
+        (_asymptote_starts(asymptote, (0.0, 1.0, 3.0)), (0.01, 0.1), (0.2, 1.0), (0.01, 0.1), (0.2, 1.0)),
         f,
+        amplitudes=("b", "c"),
     )
 
 
-def multiplicative_law() -> Law:
-    """Multiplicative ablation (seed 000 §6.2.4): M = a + b N^c S^e."""
+def multiplicative_law(asymptote: Range = UNBOUNDED) -> Law:
+    """Multiplicative ablation (seed 000 §6.2.4): M = a + b N^c S^e; ``asymptote`` bounds ``a``."""
     return Law(
         "multiplicative",
         "a + b N^{c} S^{e}",
         ("N", "S"),
         ("a", "b", "c", "e"),
-        (-np.inf, -np.inf, -5.0, -5.0),
-        (np.inf, np.inf, 5.0, 5.0),
-        ((0.0, 1.0, 3.0), (-0.1, 0.1), (-0.5, 0.5), (-0.5, 0.5)),
+        (asymptote[0], -np.inf, -5.0, -5.0),
+        (asymptote[1], np.inf, 5.0, 5.0),
+        (_asymptote_starts(asymptote, (0.0, 1.0, 3.0)), (-0.1, 0.1), (-0.5, 0.5), (-0.5, 0.5)),
         lambda p, x: p[0] + p[1] * x["N"] ** p[2] * x["S"] ** p[3],
+        amplitudes=("b",),
     )
 
 
-def fang_law(var: str) -> Law:
-    """Fang et al. (seed 001): L(x) = (A/x)^alpha + delta, for losses."""
+def fang_law(var: str, floor: Range = (0.0, np.inf)) -> Law:
+    """Fang et al. (seed 001): L(x) = (A/x)^alpha + delta, for losses; ``floor`` bounds delta."""
     return Law(
         f"fang_{var}",
         f"(A/{var})^{{alpha}} + delta",
         (var,),
         ("A", "alpha", "delta"),
-        (1e-9, 0.0, 0.0),
-        (np.inf, 5.0, np.inf),
-        ((0.01, 0.1, 1.0), (0.1, 0.5, 1.0), (0.0, 1.0, 3.0)),
+        (1e-9, 0.0, floor[0]),
+        (np.inf, 5.0, floor[1]),
+        ((0.01, 0.1, 1.0), (0.1, 0.5, 1.0), _asymptote_starts(floor, (0.0, 1.0, 3.0))),
         lambda p, x: (p[0] / x[var]) ** p[1] + p[2],
     )
 
 
-def fang_joint_law() -> Law:
-    """Fang et al. (seed 001) joint: L = [(A/N)^(alpha/beta) + B/D]^beta + delta."""
+def fang_joint_law(floor: Range = (0.0, np.inf)) -> Law:
+    """Fang et al. (seed 001) joint: L = [(A/N)^(alpha/beta) + B/D]^beta + delta; ``floor`` bounds delta."""
 
     def f(p: np.ndarray, x: Variables) -> np.ndarray:
         return ((p[0] / x["N"]) ** (p[1] / p[3]) + p[2] / x["S"]) ** p[3] + p[4]
@@ -136,14 +173,14 @@ def fang_joint_law() -> Law:
         "[(A/N)^{alpha/beta} + B/S]^{beta} + delta",
         ("N", "S"),
         ("A", "alpha", "B", "beta", "delta"),
-        (1e-9, 0.01, 1e-9, 0.01, 0.0),
-        (np.inf, 5.0, np.inf, 5.0, np.inf),
-        ((0.1, 1.0), (0.2, 0.6), (0.001, 0.01), (0.2, 0.6), (0.0, 2.0)),
+        (1e-9, 0.01, 1e-9, 0.01, floor[0]),
+        (np.inf, 5.0, np.inf, 5.0, floor[1]),
+        ((0.1, 1.0), (0.2, 0.6), (0.001, 0.01), (0.2, 0.6), _asymptote_starts(floor, (0.0, 2.0))),
         f,
     )
 
 
-def bnsl_law(breaks: int, sign: int) -> Law:
+def bnsl_law(breaks: int, sign: int, asymptote: Range = UNBOUNDED) -> Law:
     """Broken neural scaling law with ``breaks`` breaks over FLOPs C (Caballero et al. 2023)."""
 
     def f(p: np.ndarray, x: Variables) -> np.ndarray:
@@ -154,9 +191,13 @@ def bnsl_law(breaks: int, sign: int) -> Law:
         return p[0] - sign * value
 
     names = ("a", "b", "c0") + tuple(f"{k}{i + 1}" for i in range(breaks) for k in ("c", "d", "f"))
-    lower = (-np.inf, 0.0, -2.0) + (-2.0, 1e-6, 0.01) * breaks
-    upper = (np.inf, np.inf, 2.0) + (2.0, 1e6, 5.0) * breaks
-    grid = ((0.0, 1.0, 3.0), (0.1, 1.0), (0.0, 0.3)) + ((0.0, 0.5), (0.1, 1.0, 10.0), (0.3, 1.0)) * breaks
+    lower = (asymptote[0], 0.0, -2.0) + (-2.0, 1e-6, 0.01) * breaks
+    upper = (asymptote[1], np.inf, 2.0) + (2.0, 1e6, 5.0) * breaks
+    grid = ((_asymptote_starts(asymptote, (0.0, 1.0, 3.0))), (0.1, 1.0), (0.0, 0.3)) + (
+        (0.0, 0.5),
+        (0.1, 1.0, 10.0),
+        (0.3, 1.0),
+    ) * breaks
     return Law(
         f"bnsl{breaks}",
         "a - b C^{-c0} prod_i (1 + (C/d_i)^{1/f_i})^{-c_i f_i}",
@@ -166,6 +207,7 @@ def bnsl_law(breaks: int, sign: int) -> Law:
         upper,
         grid,
         f,
+        amplitudes=("b",),
     )
 
 

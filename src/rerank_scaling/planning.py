@@ -536,10 +536,18 @@ def cost_model(
 
 
 def joint_fits(fits: pd.DataFrame) -> pd.DataFrame:
-    """Rows of the joint protocol (empty, with the needed columns, when there are no fits at all)."""
+    """Rows of the joint protocol planning uses (empty, with the needed columns, when there are none).
+
+    The fit stage fits two joint protocols (``joint_code``, ``joint_text``) and marks the one named by
+    ``fitting.joint_protocol`` with ``planning = True``; tables without that column (older runs)
+    have a single protocol ``joint``.
+    """
     needed = [*GROUP_KEYS, "protocol", "law", "status", "reason", "params"]
     if fits.empty or any(c not in fits.columns for c in needed):
         return pd.DataFrame(columns=needed)
+    if "planning" in fits.columns:
+        chosen = fits["planning"].fillna(False).astype(bool)
+        return fits[fits["protocol"].astype(str).str.startswith("joint") & chosen]
     return fits[fits["protocol"] == "joint"]
 
 
@@ -606,7 +614,9 @@ def unusable_fit(fit: pd.DataFrame, law: str) -> tuple[str, str] | None:
     if status == "ok":
         return None
     reason = fit["reason"].iloc[0]
-    return status, f"not identifiable: {reason if isinstance(reason, str) and reason else status}"
+    reason = reason if isinstance(reason, str) and reason else status
+    prefix = "not identifiable: "
+    return status, reason if reason.startswith(prefix) else prefix + reason
 
 
 def make_plan(

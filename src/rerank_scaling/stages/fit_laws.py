@@ -1,10 +1,12 @@
-"""Stage: fit every law with every held-out protocol; allocation and paper tables.
+"""Stage: fit every law with every held-out protocol; backtests, allocation and paper tables.
 
     python -m rerank_scaling.stages.fit_laws --metrics all.parquet --settings JSON --out-dir DIR
 
-Writes into DIR: fits.parquet, forecasts.parquet, allocation.parquet, equal_compute.parquet and
-tables/<name>.{csv,md,tex} for each name in TABLES. A group whose fit fails yields a row with
-status "failed" and its reason; the stage itself does not fail.
+Writes into DIR: fits.parquet, forecasts.parquet, backtests.parquet, allocation.parquet,
+equal_compute.parquet, tables/<name>.{csv,md,tex} for each name in TABLES and
+figures/calibration.{png,pdf} (nominal vs empirical coverage of the rolling-origin backtests).
+A group whose fit fails yields a row with status "failed" and its reason, one whose parameters are
+not identified a row with status "degenerate" and its reason; the stage itself does not fail.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rerank_scaling import law_tables
+from rerank_scaling import backtests, law_tables
 from rerank_scaling.allocation import allocation_table, equal_compute
 from rerank_scaling.atomic import write_table
 from rerank_scaling.protocols import FitSettings, prepare, run_protocols
@@ -23,42 +25,49 @@ from rerank_scaling.settings import parse_json_arg, settings_from_dict
 
 TABLES = (
     "forecast_errors",
-    "diagnostics",
-    "observed_vs_forecast",
     "exponents",
-    "allocation",
     "equal_compute",
+    "table01_02_model_errors",
+    "table03_allocation_exponents",
+    "table04_n_over_n_star",
+    "table06_07_joint_errors",
+    "table08_final_checkpoint",
+    "table09_10_goodness_of_fit",
+    "table11_12_multiplicative_errors",
+    "table13_14_data_errors",
+    "backtests",
+    "calibration",
 )
 log = logging.getLogger(__name__)
 
 
 def fit_everything(table: pd.DataFrame, settings: FitSettings, out_dir: Path, workers: int = 1) -> None:
-    fits, forecasts = run_protocols(table, settings, workers)
-    allocation = allocation_table(fits, forecasts) if not forecasts.empty else pd.DataFrame()
+    from rerank_scaling import figures  # matplotlib only where the figure is drawn
+
+    fits, forecasts, points = run_protocols(table, settings, workers)
+    allocation = allocation_table(fits, forecasts) if len(fits) else pd.DataFrame()
     pair = settings.equal_compute
     compared = equal_compute(prepare(table, settings), *pair, settings.step_axis) if pair else pd.DataFrame()
-    failed = fits[fits["status"] != "ok"] if len(fits) else fits
-    log.info("%d fits (%d failed), %d forecast rows", len(fits), len(failed), len(forecasts))
+    if len(fits):
+        counts = fits["status"].value_counts().to_dict()
+        log.info(
+            "%d fits %s, %d forecast rows, %d backtest points", len(fits), counts, len(forecasts), len(points)
+        )
+    calibration = backtests.calibration(points)
     for name, frame in (
         ("fits", fits),
         ("forecasts", forecasts),
+        ("backtests", points),
         ("allocation", allocation),
         ("equal_compute", compared),
     ):
         write_table(frame, out_dir / f"{name}.parquet")
-    law_tables.write_all(
-        {
-            "forecast_errors": law_tables.forecast_errors_by_axis(fits) if len(fits) else pd.DataFrame(),
-            "diagnostics": law_tables.diagnostics(fits) if len(fits) else pd.DataFrame(),
-            "observed_vs_forecast": law_tables.observed_vs_forecast(forecasts)
-            if len(forecasts)
-            else pd.DataFrame(),
-            "exponents": law_tables.exponents(fits) if len(fits) else pd.DataFrame(),
-            "allocation": allocation,
-            "equal_compute": compared,
-        },
-        out_dir / "tables",
+    tables = law_tables.all_tables(
+        fits, forecasts, allocation, compared, backtests.summary(points), calibration
     )
+    assert tuple(tables) == TABLES, "law_tables.all_tables and TABLES name the same tables"
+    law_tables.write_all(tables, out_dir / "tables")
+    figures.save_figure(figures.calibration(calibration), out_dir / "figures" / "calibration")
 
 
 def main(argv: list[str] | None = None) -> None:
