@@ -365,7 +365,7 @@ def test_plan_stage_end_to_end(tmp_path):
     assert len(failed) == 1 and failed["reason"].iloc[0] == "not identifiable: synthetic failure"
     roi = result[result["kind"] == "roi"]
     assert set(roi["law"]) == {"additive", "bnsl1"}
-    assert set(roi["status"]) <= {"ok", "infeasible", "failed"}
+    assert set(roi["status"]) <= {"ok", "infeasible", "failed", "degenerate"}
     assert (roi[roi["status"] == "ok"]["roi"] >= 1.0).all()
     assert "ROI-constrained choice" in (tmp_path / "planning" / "plan.md").read_text()
     # Second run, without a value per metric point: the profile comes from the cache, and no ROI
@@ -380,7 +380,13 @@ def test_plan_stage_end_to_end(tmp_path):
     usable = fits["planning"] & fits["law"].isin(["additive", "bnsl1"]) & (fits["status"] == "ok")
     assert (roi["status"] == "no_choice").sum() == usable.sum() > 0
     assert set(roi["status"]) <= {"no_choice", "failed", "degenerate"}
-    assert again[again["kind"] == "frontier"]["break_even_value_per_point"].notna().any()
+    frontier = again[again["kind"] == "frontier"]
+    assert len(frontier) == usable.sum() * frontier["model"].nunique() > 0
+    sign = np.where(frontier["metric"].str.startswith("CE@"), -1.0, 1.0)
+    beats = sign * (frontier["predicted"] - frontier["value_reference"]) > 0
+    # a break-even value exactly where the size beats the reference, and then a positive one
+    assert (frontier["break_even_value_per_point"].notna() == beats).all()
+    assert (frontier.loc[beats, "break_even_value_per_point"] > 0).all()
     saved = json.loads((tmp_path / "planning" / "profiles.json").read_text())
     assert saved["profiles"][0]["cached"] is True and saved["settings"]["budgets"] == [0.01, 1.0, 100.0]
 

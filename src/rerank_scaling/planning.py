@@ -376,6 +376,7 @@ PLAN_COLUMNS = [
     "cost_scope",
     "roi_lambda",
     "value_per_point",
+    "value_reference",
     "size",
     "examples",
     "steps",
@@ -782,6 +783,7 @@ def _roi_rows(
                         "model": model,
                         "status": "ok",
                         "currency": settings.currency,
+                        "value_reference": reference,
                     }
                     | {k: point[k] for k in fields}
                 )
