@@ -20,6 +20,7 @@ wildcard_constraints:
 
 
 
+include: "rules/prefetch.smk"
 include: "rules/data.smk"
 include: "rules/retrieve.smk"
 include: "rules/train.smk"

@@ -28,7 +28,13 @@ STAGE_CODE = {
             "allocation.py", "law_tables.py"],
     "report": ["stages/report.py", "figures.py", "scaling_evidence.py"],
     "plan": ["stages/plan.py", "planning.py", "costs.py", "models.py", "laws.py", "figures.py"],
+    "prefetch": ["stages/prefetch.py", "hub.py"],
 }
+
+# Compute jobs never touch the network: models come from the Hugging Face cache that the local
+# rule `prefetch` (./run.sh --prefetch) fills on the submitting node; a missing one fails early,
+# naming the model and that command (rerank_scaling.hub.ModelNotCached).
+OFFLINE = "HF_HUB_OFFLINE=1 "
 
 
 def stage_code(stage):

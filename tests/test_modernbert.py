@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from tiny_modernbert import save_tiny_modernbert
 
+from rerank_scaling.config import ConfigError, validate_config
 from rerank_scaling.models import build_cross_encoder
 from rerank_scaling.sparse_encoder import (
     AttentionVariant,
@@ -161,3 +163,28 @@ def test_patched_model_saves_a_plain_checkpoint(tiny_path: Path, head: str, tmp_
     apply_window_attention(loaded.model, attention_variant_from_name("window2"))
     with torch.inference_mode():
         torch.testing.assert_close(_scores(loaded, features), expected)
+
+
+def _config_with(model_path: Path, attention: list[str]) -> dict:
+    config = yaml.safe_load((Path(__file__).parent / "configs" / "tiny.yaml").read_text())
+    config["models"] = [{"name": "m", "family": "hf", "path": str(model_path), "head": "mean", "role": "fit"}]
+    config["training"]["attention"] = attention
+    return config
+
+
+def test_config_check_accepts_modernbert_and_rejects_families_without_the_registry(
+    tiny_path: Path, tmp_path: Path
+) -> None:
+    validate_config(_config_with(tiny_path, ["full", "window4"]))
+    mpnet = tmp_path / "mpnet"  # computes attention inline: no registry, no pattern
+    mpnet.mkdir()
+    (mpnet / "config.json").write_text(json.dumps({"model_type": "mpnet", "sep_token_id": 2}))
+    validate_config(_config_with(mpnet, ["full"]))  # full attention needs nothing
+    with pytest.raises(ConfigError, match=r"models\[0\]' \(m\).*window4.*'mpnet' family.*AttentionInterface"):
+        validate_config(_config_with(mpnet, ["full", "window4"]))
+    no_separator = tmp_path / "nosep"
+    no_separator.mkdir()
+    settings = json.loads((tiny_path / "config.json").read_text())
+    (no_separator / "config.json").write_text(json.dumps({**settings, "sep_token_id": None}))
+    with pytest.raises(ConfigError, match="neither token types nor a sep_token_id to find"):
+        validate_config(_config_with(no_separator, ["window2"]))

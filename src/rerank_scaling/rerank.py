@@ -8,14 +8,11 @@ bfloat16 autocast on GPUs that support it.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
 from rerank_scaling.collection import Queries
 from rerank_scaling.trec import Run, ranked
-
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 @dataclass(frozen=True)
