@@ -31,10 +31,9 @@ STAGE_CODE = {
     "prefetch": ["stages/prefetch.py", "hub.py"],
 }
 
-# Compute jobs never touch the network: models come from the Hugging Face cache that the local
-# rule `prefetch` (./run.sh --prefetch) fills on the submitting node; a missing one fails early,
-# naming the model and that command (rerank_scaling.hub.ModelNotCached).
-OFFLINE = "HF_HUB_OFFLINE=1 "
+# Compute jobs (train, evaluate, plan) run with HF_HUB_OFFLINE=1 in their shell: models come from
+# the Hugging Face cache that the local rule `prefetch` (./run.sh --prefetch) fills on the
+# submitting node; a missing one fails early, naming the model and that command.
 
 
 def stage_code(stage):

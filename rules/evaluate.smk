@@ -55,7 +55,7 @@ rule evaluate_run:
     conda:
         f"{ENVS}/training.yaml"
     shell:
-        OFFLINE + "python -m rerank_scaling.stages.evaluate run --checkpoints {params.checkpoints}"
+        "HF_HUB_OFFLINE=1 python -m rerank_scaling.stages.evaluate run --checkpoints {params.checkpoints}"
         " --collection {params.collection} --bm25-dir {params.bm25_dir} --splits {params.splits}"
         " --settings {params.evaluation:q} --max-length {params.max_length} --device {params.device}"
         " --threads {threads} --work {params.work} --out {output.metrics} > {log} 2>&1"
