@@ -89,8 +89,44 @@ def checkpoint_sidecars(wildcards):
     ]
 
 
+def eval_unit():
+    """evaluation.unit: what one evaluation job covers (run | checkpoint | checkpoint_split)."""
+    return config["evaluation"].get("unit", "run")
+
+
+def eval_parts():
+    """A run's evaluation jobs below unit run: ckpt-XX, or ckpt-XX.<split>."""
+    ckpts = [f"ckpt-{k:02d}" for k in GRID.checkpoint_indices()]
+    if eval_unit() == "checkpoint":
+        return ckpts
+    return [f"{ckpt}.{split}" for ckpt in ckpts for split in eval_splits()]
+
+
+def part_splits(wildcards):
+    """The splits of an evaluation part: the one after the dot, else every evaluation split."""
+    split = wildcards.part.partition(".")[2]
+    return [split] if split else eval_splits()
+
+
+def part_sidecar(wildcards):
+    ckpt = wildcards.part.partition(".")[0]
+    return f"{RESULTS}/checkpoints/{wildcards.run}/{ckpt}/checkpoint.json"
+
+
+def part_split_files(pattern):
+    """An input function: ``pattern`` (under RESULTS, with {split}) for each split of the part."""
+
+    def files(wildcards):
+        return expand(f"{RESULTS}/{pattern}", split=part_splits(wildcards))
+
+    return files
+
+
 def run_metric_tables(wildcards=None):
-    return [f"{RESULTS}/eval/{run}/metrics.parquet" for run in GRID.run_ids()]
+    """The per-job metric tables merged into metrics/all.parquet, by evaluation.unit."""
+    if eval_unit() == "run":
+        return [f"{RESULTS}/eval/{run}/metrics.parquet" for run in GRID.run_ids()]
+    return [f"{RESULTS}/eval/{run}/parts/{part}.parquet" for run in GRID.run_ids() for part in eval_parts()]
 
 
 def fitted_metrics():

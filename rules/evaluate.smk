@@ -82,3 +82,30 @@ rule merge_metrics:
     shell:
         "python -m rerank_scaling.stages.merge_metrics --inputs {input.bm25} {input.runs}"
         " --out {output.parquet} --csv {output.csv} > {log} 2>&1"
+
+
+# evaluation.unit checkpoint | checkpoint_split: one job per checkpoint, or per (checkpoint, split),
+# so a cluster spreads a large model's evaluation over many GPUs. Same program and cache as
+# evaluate_run (the cache key ignores the unit); merge_metrics takes the parts (run_metric_tables).
+use rule evaluate_run as evaluate_part with:
+    input:
+        code=stage_code("evaluate"),
+        checkpoints=part_sidecar,
+        runs=part_split_files("bm25/runs/{split}.trec"),
+        corpus=rules.prepare_data.output.corpus,
+        qrels=part_split_files("data/collection/qrels/{split}.txt"),
+    output:
+        metrics=f"{RESULTS}/eval/{{run}}/parts/{{part}}.parquet",
+    params:
+        evaluation=section_json("evaluation"),
+        collection=directory_of("input", "corpus"),
+        bm25_dir=directory_of("input", "runs"),
+        splits=part_splits,
+        max_length=config["training"]["max_length"],
+        device=config["device"],
+        checkpoints=directory_of("input", "checkpoints"),
+        work=lambda wildcards: run_dir("work/eval", wildcards),
+    log:
+        log_path("eval", "{run}/{part}"),
+    benchmark:
+        benchmark_path("eval", "{run}/{part}")
