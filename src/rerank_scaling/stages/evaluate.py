@@ -59,8 +59,10 @@ def main(argv: list[str] | None = None) -> None:
 
         if args.threads:
             torch.set_num_threads(args.threads)
-        single = Path(args.checkpoints) / "checkpoint.json"
-        checkpoints = [single] if single.exists() else sorted(Path(args.checkpoints).glob("ckpt-*/checkpoint.json"))
+        single = Path(args.checkpoints) / "checkpoint.json"  # one checkpoint (evaluation.unit)
+        checkpoints = (
+            [single] if single.exists() else sorted(Path(args.checkpoints).glob("ckpt-*/checkpoint.json"))
+        )
         work = Path(args.work)
         table = evaluate_checkpoints(
             [c.parent for c in checkpoints],
