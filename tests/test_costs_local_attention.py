@@ -27,6 +27,7 @@ def test_local_layers_count_their_band_only() -> None:
     )  # window < band
 
 
+@pytest.mark.slow  # two short profiles: a few seconds each on a quiet machine
 @pytest.mark.parametrize("head", ["cls", "mean"])
 def test_profile_flops_agree_with_the_counter_and_explain_the_band(tmp_path: Path, head: str) -> None:
     model = save_tiny_modernbert(tmp_path / "tiny")
