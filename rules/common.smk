@@ -56,6 +56,12 @@ def section_json(name):
     return json.dumps(config.get(name, {}), sort_keys=True)
 
 
+def evaluation_json():
+    """The evaluation section without `unit`: how the work is cut into jobs changes no result, so
+    switching units re-runs no finished job (Snakemake re-runs a rule when its params change)."""
+    return json.dumps({k: v for k, v in config["evaluation"].items() if k != "unit"}, sort_keys=True)
+
+
 def run_dir(stage, wildcards):
     """Per-run directory of a stage, e.g. results/default/checkpoints/<run>."""
     return f"{RESULTS}/{stage}/{wildcards.run}"

@@ -6,7 +6,7 @@ rule evaluate_bm25:
     output:
         metrics=f"{RESULTS}/eval/bm25/metrics.parquet",
     params:
-        evaluation=section_json("evaluation"),
+        evaluation=evaluation_json(),
         collection=directory_of("input", "qrels", levels=2),
         bm25_dir=directory_of("input", "runs"),
         splits=eval_splits(),
@@ -35,7 +35,7 @@ rule evaluate_run:
     output:
         metrics=f"{RESULTS}/eval/{{run}}/metrics.parquet",
     params:
-        evaluation=section_json("evaluation"),
+        evaluation=evaluation_json(),
         collection=directory_of("input", "corpus"),
         bm25_dir=directory_of("input", "runs"),
         splits=eval_splits(),
@@ -97,7 +97,7 @@ use rule evaluate_run as evaluate_part with:
     output:
         metrics=f"{RESULTS}/eval/{{run}}/parts/{{part}}.parquet",
     params:
-        evaluation=section_json("evaluation"),
+        evaluation=evaluation_json(),
         collection=directory_of("input", "corpus"),
         bm25_dir=directory_of("input", "runs"),
         splits=part_splits,
