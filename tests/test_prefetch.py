@@ -118,3 +118,31 @@ def test_prefetch_rule_finds_the_cache_and_reports_what_is_missing(hub_home: Pat
     log = (workdir / "results" / "tiny" / "logs" / "prefetch" / "prefetch.log").read_text()
     assert "test-org/not-downloaded" in log and "run.sh --prefetch" in log
     assert REPO_ID not in log.split("missing from the local caches")[1]  # only the missing one is named
+
+
+def _prefetch_stage(tmp_path: Path, dataset: dict, irds_home: Path) -> subprocess.CompletedProcess:
+    """The prefetch stage in a new process (ir_datasets reads IR_DATASETS_HOME at import)."""
+    import json
+    import sys
+
+    env = {**workflow_env(), "IR_DATASETS_HOME": str(irds_home), "HF_HUB_OFFLINE": "1"}
+    command = [sys.executable, "-m", "rerank_scaling.stages.prefetch", "--models", "[]"]
+    command += ["--dataset", json.dumps(dataset), "--out", str(tmp_path / "manifest.tsv")]
+    return subprocess.run(command, capture_output=True, text=True, env=env)
+
+
+def test_prefetch_finds_ir_datasets_files_and_names_missing_ones(tmp_path: Path) -> None:
+    from test_datasets import SMART_DOCS, SMART_QRELS, SMART_QUERIES, _irds_section, _tar_cranfield
+
+    home = tmp_path / "irds"
+    _tar_cranfield(home, SMART_DOCS, SMART_QUERIES, SMART_QRELS)
+    result = _prefetch_stage(tmp_path, _irds_section(), home)
+    assert result.returncode == 0, result.stderr[-3000:]
+    manifest = pd.read_csv(tmp_path / "manifest.tsv", sep="\t")
+    assert manifest[["kind", "name", "status"]].to_dict("records") == [
+        {"kind": "dataset", "name": "cranfield", "status": "available"}
+    ]
+
+    result = _prefetch_stage(tmp_path / "again", _irds_section(), tmp_path / "empty")
+    assert result.returncode != 0
+    assert "dataset cranfield" in result.stderr and "run.sh --prefetch" in result.stderr
