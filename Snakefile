@@ -17,9 +17,11 @@ include: "rules/common.smk"
 wildcard_constraints:
     split="[A-Za-z0-9_.-]+",
     run="[A-Za-z0-9.-]+__[a-z]+__[a-z0-9]+__s[0-9]+",
+    part=r"ckpt-[0-9]+(\.[A-Za-z0-9_.-]+)?",
 
 
 
+include: "rules/prefetch.smk"
 include: "rules/data.smk"
 include: "rules/retrieve.smk"
 include: "rules/train.smk"

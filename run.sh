@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
 # Install, then run the whole workflow on the embedded default (config.yaml) on 2 cores.
 # Extra arguments go to snakemake, e.g. ./run.sh --configfile config.paper.yaml -n
+#   ./run.sh --prefetch --configfile config.paper.yaml
+# downloads every model and dataset the config names into the Hugging Face and ir_datasets caches
+# (run it where there is internet, e.g. a cluster's login node); compute jobs then run offline
+# (their rules set HF_HUB_OFFLINE=1). With HF_HUB_OFFLINE=1 already set it only checks the caches.
 set -euo pipefail
 cd "$(dirname "$0")"
 scripts/install.sh
 # Rule shells call `python`: the venv's, also without an activated venv.
-export PATH="$PWD/.venv/bin:$PATH" HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+export PATH="$PWD/.venv/bin:$PATH" TOKENIZERS_PARALLELISM=false
+if [[ "${1:-}" == "--prefetch" ]]; then
+  shift
+  exec .venv/bin/snakemake prefetch --force --cores 1 "$@"  # the target first: --configfile takes several values
+fi
 .venv/bin/snakemake --cores 2 "$@"
 .venv/bin/snakemake --cores 1 --report results/report.html "$@"

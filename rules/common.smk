@@ -28,7 +28,12 @@ STAGE_CODE = {
             "allocation.py", "law_tables.py", "identifiability.py", "backtests.py", "figures.py"],
     "report": ["stages/report.py", "figures.py", "scaling_evidence.py"],
     "plan": ["stages/plan.py", "planning.py", "costs.py", "models.py", "laws.py", "figures.py"],
+    "prefetch": ["stages/prefetch.py", "hub.py"],
 }
+
+# Compute jobs (train, evaluate, plan) run with HF_HUB_OFFLINE=1 in their shell: models come from
+# the Hugging Face cache that the local rule `prefetch` (./run.sh --prefetch) fills on the
+# submitting node; a missing one fails early, naming the model and that command.
 
 
 def stage_code(stage):
@@ -49,6 +54,12 @@ def directory_of(kind, key, levels=1):
 def section_json(name):
     """A config section as JSON, passed to stage entry points as a param (changes re-run the rule)."""
     return json.dumps(config.get(name, {}), sort_keys=True)
+
+
+def evaluation_json():
+    """The evaluation section without `unit`: how the work is cut into jobs changes no result, so
+    switching units re-runs no finished job (Snakemake re-runs a rule when its params change)."""
+    return json.dumps({k: v for k, v in config["evaluation"].items() if k != "unit"}, sort_keys=True)
 
 
 def run_dir(stage, wildcards):
@@ -84,12 +95,54 @@ def checkpoint_sidecars(wildcards):
     ]
 
 
+def eval_unit():
+    """evaluation.unit: what one evaluation job covers (run | checkpoint | checkpoint_split)."""
+    return config["evaluation"].get("unit", "run")
+
+
+def eval_parts():
+    """A run's evaluation jobs below unit run: ckpt-XX, or ckpt-XX.<split>."""
+    ckpts = [f"ckpt-{k:02d}" for k in GRID.checkpoint_indices()]
+    if eval_unit() == "checkpoint":
+        return ckpts
+    return [f"{ckpt}.{split}" for ckpt in ckpts for split in eval_splits()]
+
+
+def part_splits(wildcards):
+    """The splits of an evaluation part: the one after the dot, else every evaluation split."""
+    split = wildcards.part.partition(".")[2]
+    return [split] if split else eval_splits()
+
+
+def part_sidecar(wildcards):
+    ckpt = wildcards.part.partition(".")[0]
+    return f"{RESULTS}/checkpoints/{wildcards.run}/{ckpt}/checkpoint.json"
+
+
+def part_split_files(pattern):
+    """An input function: ``pattern`` (under RESULTS, with {split}) for each split of the part."""
+
+    def files(wildcards):
+        return expand(f"{RESULTS}/{pattern}", split=part_splits(wildcards))
+
+    return files
+
+
 def run_metric_tables(wildcards=None):
-    return [f"{RESULTS}/eval/{run}/metrics.parquet" for run in GRID.run_ids()]
+    """The per-job metric tables merged into metrics/all.parquet, by evaluation.unit."""
+    if eval_unit() == "run":
+        return [f"{RESULTS}/eval/{run}/metrics.parquet" for run in GRID.run_ids()]
+    return [f"{RESULTS}/eval/{run}/parts/{part}.parquet" for run in GRID.run_ids() for part in eval_parts()]
 
 
 def run_per_query_tables(wildcards=None):
-    return [f"{RESULTS}/eval/{run}/per_query.parquet" for run in GRID.run_ids()]
+    """The per-query tables written beside run_metric_tables, by the same jobs."""
+    return [
+        path.removesuffix("metrics.parquet") + "per_query.parquet"
+        if path.endswith("/metrics.parquet")
+        else path.removesuffix(".parquet") + ".per_query.parquet"
+        for path in run_metric_tables()
+    ]
 
 
 def fitted_metrics():

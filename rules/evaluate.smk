@@ -7,7 +7,7 @@ rule evaluate_bm25:
         metrics=f"{RESULTS}/eval/bm25/metrics.parquet",
         per_query=f"{RESULTS}/eval/bm25/per_query.parquet",
     params:
-        evaluation=section_json("evaluation"),
+        evaluation=evaluation_json(),
         collection=directory_of("input", "qrels", levels=2),
         bm25_dir=directory_of("input", "runs"),
         splits=eval_splits(),
@@ -37,7 +37,7 @@ rule evaluate_run:
         metrics=f"{RESULTS}/eval/{{run}}/metrics.parquet",
         per_query=f"{RESULTS}/eval/{{run}}/per_query.parquet",
     params:
-        evaluation=section_json("evaluation"),
+        evaluation=evaluation_json(),
         collection=directory_of("input", "corpus"),
         bm25_dir=directory_of("input", "runs"),
         splits=eval_splits(),
@@ -57,7 +57,7 @@ rule evaluate_run:
     conda:
         f"{ENVS}/training.yaml"
     shell:
-        "python -m rerank_scaling.stages.evaluate run --checkpoints {params.checkpoints}"
+        "HF_HUB_OFFLINE=1 python -m rerank_scaling.stages.evaluate run --checkpoints {params.checkpoints}"
         " --collection {params.collection} --bm25-dir {params.bm25_dir} --splits {params.splits}"
         " --settings {params.evaluation:q} --max-length {params.max_length} --device {params.device}"
         " --threads {threads} --work {params.work} --out {output.metrics}"
@@ -90,3 +90,31 @@ rule merge_metrics:
         " --out {output.parquet} --csv {output.csv}"
         " --per-query-inputs {input.per_query_bm25} {input.per_query_runs}"
         " --per-query-out {output.per_query} > {log} 2>&1"
+
+
+# evaluation.unit checkpoint | checkpoint_split: one job per checkpoint, or per (checkpoint, split),
+# so a cluster spreads a large model's evaluation over many GPUs. Same program and cache as
+# evaluate_run (the cache key ignores the unit); merge_metrics takes the parts (run_metric_tables).
+use rule evaluate_run as evaluate_part with:
+    input:
+        code=stage_code("evaluate"),
+        checkpoints=part_sidecar,
+        runs=part_split_files("bm25/runs/{split}.trec"),
+        corpus=rules.prepare_data.output.corpus,
+        qrels=part_split_files("data/collection/qrels/{split}.txt"),
+    output:
+        metrics=f"{RESULTS}/eval/{{run}}/parts/{{part}}.parquet",
+        per_query=f"{RESULTS}/eval/{{run}}/parts/{{part}}.per_query.parquet",
+    params:
+        evaluation=evaluation_json(),
+        collection=directory_of("input", "corpus"),
+        bm25_dir=directory_of("input", "runs"),
+        splits=part_splits,
+        max_length=config["training"]["max_length"],
+        device=config["device"],
+        checkpoints=directory_of("input", "checkpoints"),
+        work=lambda wildcards: run_dir("work/eval", wildcards),
+    log:
+        log_path("eval", "{run}/{part}"),
+    benchmark:
+        benchmark_path("eval", "{run}/{part}")

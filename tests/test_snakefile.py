@@ -26,7 +26,8 @@ def test_paper_config_plans_the_full_grid_offline():
     counts = dict(re.findall(r"^(\w+)\s+(\d+)$", result.stdout + result.stderr, re.M))
     sizes, objectives = 6, 3
     assert int(counts["train"]) == sizes * objectives
-    assert int(counts["evaluate_run"]) == sizes * objectives
+    assert int(counts["evaluate_part"]) == sizes * objectives * 20  # evaluation.unit: checkpoint
+    assert "evaluate_run" not in counts
     assert int(counts["bm25_search"]) == 5  # train, dev, dl19, dl20, dlhard
     checkpoints = _snakemake("-n", "--configfile", "config.paper.yaml", "--summary")
     # Every run declares every checkpoint (20 each in the paper config) as an output.

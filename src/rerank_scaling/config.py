@@ -15,6 +15,8 @@ from typing import Any
 import jsonschema
 import yaml
 
+from rerank_scaling.attention_support import check_attention_support
+
 
 class ConfigError(ValueError):
     """A configuration value is wrong; the message names the field and the fix."""
@@ -96,6 +98,7 @@ def _cross_field_problems(config: dict[str, Any]) -> list[str]:
     for name in extra.get("models", []):
         if name not in names:
             problems.append(f"config field 'training.extra_seeds.models': {name!r} is not a model name")
+    problems += check_attention_support(config)
     return problems
 
 

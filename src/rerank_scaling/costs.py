@@ -25,6 +25,16 @@ edges), and the R dense rows ([CLS], or the whole query segment when the query s
 document) are recomputed against all s keys, R s scores spread over s tokens: k = G + 2w + 1 + R.
 A window w >= s - 1 counts as full attention.
 
+Local layers (ModernBERT / Ettin: every layer but each ``global_attn_every_n_layers``-th attends
+only to keys at most r = ``local_attention // 2`` positions away): a token scores at most
+2r + 1 keys, on average ``band_keys(s, r) = (s (2r + 1) - r (r + 1)) / s`` (fewer at the edges),
+and never more than the pattern's own k. That is the count the architecture needs and what a
+sliding-window kernel (FlashAttention) computes; SDPA and eager attention compute the masked
+dense s x s product instead (``dense_local=True``). ``torch.utils.flop_counter`` sees the
+attention only in eager mode (in eval mode on CPU the fused SDPA kernel is invisible to it), so
+the profiles count FLOPs with eager attention and :func:`flop_check` compares that count with
+the dense-local analytic count; the band-vs-dense gap is reported next to it, per model.
+
 Measured cost profiles (the machine-cost simulation of seed 003 §3.3): for one model configuration
 a few timed training steps (binary cross-entropy, AdamW) and inference batches on the configured
 device give seconds per example, achieved FLOP/s (analytic FLOPs / time), peak memory, and the
@@ -56,7 +66,8 @@ from rerank_scaling.atomic import write_json
 log = logging.getLogger(__name__)
 
 #: Bump when the profiling procedure changes, so that old cache entries are not reused.
-PROFILE_VERSION = 1
+PROFILE_VERSION = 2  # 2: eager attention while counting FLOPs; ModernBERT local layers
+FLOP_RATIO_RANGE = (0.9, 1.1)  # analytic / counted outside this range is flagged
 
 
 # --- analytic FLOPs ------------------------------------------------------------------------------
@@ -71,6 +82,8 @@ class EncoderShape:
     intermediate: int
     ffn_matrices: int = 2  # 3 for a gated (GLU) FFN, e.g. ModernBERT
     head: str = "cls"  # "cls": pooler + classifier; "mean": mean pooling + linear
+    local_layers: int = 0  # layers with local (sliding-window) attention, e.g. ModernBERT's
+    local_reach: int | None = None  # r: a local layer's token sees keys at most r positions away
 
     @property
     def matrix_params(self) -> int:
@@ -82,27 +95,46 @@ class EncoderShape:
         h = self.hidden
         return 2.0 * h * h + 2.0 * h if self.head == "cls" else 2.0 * h
 
-    def forward_flops(self, seq_len: float, keys: float | None = None) -> float:
-        """Forward FLOPs of one sequence of ``seq_len`` tokens, each attending to ``keys`` keys."""
+    def attention_keys(self, seq_len: float, keys: float | None = None, dense_local: bool = False) -> float:
+        """Keys per token summed over layers: global layers ``keys`` (default s), local layers
+        at most the band (:func:`band_keys`); ``dense_local``: local layers as SDPA computes them."""
         keys = seq_len if keys is None else keys
-        per_token = 2.0 * self.matrix_params + 4.0 * self.layers * self.hidden * keys
-        return seq_len * per_token + self.head_flops()
+        local = keys
+        if self.local_layers and self.local_reach is not None and not dense_local:
+            local = min(keys, band_keys(seq_len, self.local_reach))
+        return (self.layers - self.local_layers) * keys + self.local_layers * local
 
-    def train_flops(self, seq_len: float, keys: float | None = None) -> float:
+    def forward_flops(self, seq_len: float, keys: float | None = None, dense_local: bool = False) -> float:
+        """Forward FLOPs of one sequence of ``seq_len`` tokens, each attending to ``keys`` keys."""
+        attention = 4.0 * self.hidden * self.attention_keys(seq_len, keys, dense_local)
+        return seq_len * (2.0 * self.matrix_params + attention) + self.head_flops()
+
+    def train_flops(self, seq_len: float, keys: float | None = None, dense_local: bool = False) -> float:
         """Forward + backward FLOPs of one sequence (backward = 2 x forward)."""
-        return 3.0 * self.forward_flops(seq_len, keys)
+        return 3.0 * self.forward_flops(seq_len, keys, dense_local)
 
     @classmethod
     def from_hf_config(cls, config: Any, head: str = "cls") -> EncoderShape:
         """Shape of a Hugging Face encoder config (BERT-like; ModernBERT's gated FFN recognised)."""
         gated = getattr(config, "model_type", "") == "modernbert"
+        layer_types = list(getattr(config, "layer_types", None) or [])
+        local_layers = sum(kind == "sliding_attention" for kind in layer_types)
         return cls(
             layers=int(config.num_hidden_layers),
             hidden=int(config.hidden_size),
             intermediate=int(config.intermediate_size),
             ffn_matrices=3 if gated else 2,
             head=head,
+            local_layers=local_layers,
+            local_reach=int(config.sliding_window) if local_layers else None,
         )
+
+
+def band_keys(seq_len: float, reach: int) -> float:
+    """Mean keys per token of a band |i - j| <= r over s tokens: (s (2r + 1) - r (r + 1)) / s."""
+    if reach >= seq_len - 1:
+        return float(seq_len)
+    return (seq_len * (2 * reach + 1) - reach * (reach + 1)) / seq_len
 
 
 def keys_per_token(
@@ -136,13 +168,49 @@ def flops_per_token(
     return 3.0 * forward if training else forward
 
 
-def measured_flops(fn: Callable[[], Any]) -> int:
-    """FLOPs of running ``fn`` once, counted by ``torch.utils.flop_counter.FlopCounterMode``."""
+def measured_flops(fn: Callable[[], Any], model: Any = None) -> int:
+    """FLOPs of running ``fn`` once, counted by ``torch.utils.flop_counter.FlopCounterMode``.
+
+    With ``model`` (a Hugging Face model), attention runs eagerly while counting, so that the
+    counter sees the score and value products (it cannot see inside fused SDPA kernels).
+    """
     from torch.utils.flop_counter import FlopCounterMode
 
-    with FlopCounterMode(display=False) as counter:
-        fn()
+    previous = getattr(getattr(model, "config", None), "_attn_implementation", None)
+    if previous is not None:
+        model.set_attn_implementation("eager")
+    try:
+        with FlopCounterMode(display=False) as counter:
+            fn()
+    finally:
+        if previous is not None:
+            model.set_attn_implementation(previous)
     return int(counter.get_total_flops())
+
+
+def flop_check(profile: CostProfile) -> str:
+    """One line for plan.md: analytic / counted FLOPs of a profile, flagged outside
+    :data:`FLOP_RATIO_RANGE`, with the local-attention gap explained where there is one.
+
+    The counter runs with eager attention, which computes local layers as masked dense products,
+    so it is compared with the dense-local analytic count; the planner's own count (local layers
+    as bands) is lower by the printed factor, which is not an error.
+    """
+    shape = EncoderShape(**profile.shape)
+    dense = profile.batch * shape.train_flops(profile.seq_len, dense_local=True)
+    ratio = dense / max(profile.train_flops_measured, 1.0)
+    low, high = FLOP_RATIO_RANGE
+    verdict = "ok" if low <= ratio <= high else f"FLAGGED: outside [{low}, {high}]"
+    line = (
+        f"{profile.model}: analytic / counted training FLOPs {ratio:.3f} at s = {profile.seq_len} ({verdict})"
+    )
+    band = profile.train_flops_analytic / dense
+    if band < 0.999:
+        line += (
+            f"; {shape.local_layers} of {shape.layers} layers attend locally (reach {shape.local_reach}):"
+            f" the planner counts their band, {band:.3f} x the dense count the counter sees"
+        )
+    return line
 
 
 # --- measured profiles ---------------------------------------------------------------------------
@@ -360,7 +428,8 @@ def measure_profile(
             model(features)["scores"]
 
     model.train()
-    train_counted = measured_flops(train_step)  # also the warm-up (allocator, optimizer state)
+    hf_model = model.model  # eager attention while counting (the counter cannot see fused SDPA)
+    train_counted = measured_flops(train_step, hf_model)  # also the warm-up (allocator, optimizer state)
     train_times = _timed(train_step, steps, device)
     if device == "cuda":
         peak_mb = torch.cuda.max_memory_allocated() / 2**20
@@ -368,7 +437,7 @@ def measure_profile(
         peak_mb = _proc_status_mb("VmHWM") - baseline_mb
 
     model.eval()
-    infer_counted = measured_flops(infer)  # also the warm-up
+    infer_counted = measured_flops(infer, hf_model)  # also the warm-up
     infer_times = _timed(infer, steps, device)
     profile = CostProfile(
         key=profile_key(name, spec, max_length, batch),

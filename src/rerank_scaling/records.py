@@ -25,6 +25,7 @@ METRIC_COLUMNS: tuple[str, ...] = (
     "tokens",  # training tokens seen (non-padding)
     "flops",  # training FLOPs ~= 6 * non_embedding_params * tokens
     "split",  # evaluation split, e.g. "dev", "test", "dl19"
+    "queries",  # queries the value averages over (fewer than the split's with evaluation.max_queries)
     "metric",  # "nDCG@10", "AP", "RR@10", "R@10", "P@10", "CE@64", "RBP@k", "RRstar@m"
     "value",
 )

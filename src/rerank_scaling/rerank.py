@@ -8,14 +8,11 @@ bfloat16 autocast on GPUs that support it.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
 from rerank_scaling.collection import Queries
 from rerank_scaling.trec import Run, ranked
-
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 @dataclass(frozen=True)
@@ -24,7 +21,7 @@ class TokenizedPairs:
 
     keys: list[tuple[str, str]]  # (qid, docid) per pair, in the sorted order
     input_ids: list[list[int]]
-    token_type_ids: list[list[int]]
+    token_type_ids: list[list[int]] | None  # None: the tokenizer has none (ModernBERT/Ettin)
 
 
 def candidate_pairs(run: Run, depth: int) -> list[tuple[str, str]]:
@@ -39,31 +36,35 @@ def tokenize_pairs(
     encoded = tokenizer(
         [queries[q] for q, _ in pairs], [texts[d] for _, d in pairs], truncation=True, max_length=max_length
     )
-    token_types = encoded.get("token_type_ids") or [[0] * len(ids) for ids in encoded["input_ids"]]
+    token_types = encoded.get("token_type_ids")
     order = sorted(range(len(pairs)), key=lambda i: len(encoded["input_ids"][i]))
     return TokenizedPairs(
-        [pairs[i] for i in order], [encoded["input_ids"][i] for i in order], [token_types[i] for i in order]
+        [pairs[i] for i in order],
+        [encoded["input_ids"][i] for i in order],
+        None if token_types is None else [token_types[i] for i in order],
     )
 
 
-def _batches(tokens: TokenizedPairs, batch_size: int, pad_id: int) -> Any:
+def _padded(rows: list[list[int]], width: int, pad: int) -> Any:
     import torch
 
+    out = torch.full((len(rows), width), pad, dtype=torch.long)
+    for row, values in enumerate(rows):
+        out[row, : len(values)] = torch.tensor(values)
+    return out
+
+
+def _batches(tokens: TokenizedPairs, batch_size: int, pad_id: int) -> Any:
     for start in range(0, len(tokens.keys), batch_size):
         ids = tokens.input_ids[start : start + batch_size]
-        types = tokens.token_type_ids[start : start + batch_size]
         width = max(len(row) for row in ids)
-        input_ids = torch.full((len(ids), width), pad_id, dtype=torch.long)
-        token_type_ids = torch.zeros((len(ids), width), dtype=torch.long)
-        attention_mask = torch.zeros((len(ids), width), dtype=torch.long)
-        for row, (row_ids, row_types) in enumerate(zip(ids, types, strict=True)):
-            input_ids[row, : len(row_ids)] = torch.tensor(row_ids)
-            token_type_ids[row, : len(row_types)] = torch.tensor(row_types)
-            attention_mask[row, : len(row_ids)] = 1
-        yield (
-            start,
-            {"input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": attention_mask},
-        )
+        batch = {
+            "input_ids": _padded(ids, width, pad_id),
+            "attention_mask": _padded([[1] * len(row) for row in ids], width, 0),
+        }
+        if tokens.token_type_ids is not None:
+            batch["token_type_ids"] = _padded(tokens.token_type_ids[start : start + batch_size], width, 0)
+        yield start, batch
 
 
 def score_pairs(model: Any, tokens: TokenizedPairs, batch_size: int, pad_id: int, device: str) -> Run:

@@ -34,7 +34,6 @@ from rerank_scaling.atomic import write_json
 from rerank_scaling.models import ModelStats, build_cross_encoder, model_stats
 from rerank_scaling.schedule import checkpoint_steps
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
 log = logging.getLogger(__name__)
 
 OBJECTIVES = ("pointwise", "pairwise", "listwise")

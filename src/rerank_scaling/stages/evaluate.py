@@ -31,7 +31,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--settings", required=True, help="JSON of the config's evaluation section")
     parser.add_argument("--out", required=True)
     parser.add_argument("--per-query", required=True, help="per-query metric table (parquet)")
-    parser.add_argument("--checkpoints", help="run mode: directory of ckpt-XX/ checkpoints")
+    parser.add_argument(
+        "--checkpoints", help="run mode: directory of ckpt-XX/ checkpoints, or one ckpt-XX (evaluation.unit)"
+    )
     parser.add_argument("--max-length", type=int, default=512)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--threads", type=int, default=None)
@@ -39,8 +41,16 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = settings_from_dict(EvalSettings, parse_json_arg(args.settings), "evaluation")
+    limits = settings.max_queries or {}
     splits = [
-        load_split(args.collection, str(Path(args.bm25_dir) / f"{s}.trec"), s, settings.rerank_depth)
+        load_split(
+            args.collection,
+            str(Path(args.bm25_dir) / f"{s}.trec"),
+            s,
+            settings.rerank_depth,
+            limits.get(s),
+            settings.seed,
+        )
         for s in args.splits
     ]
     if args.mode == "bm25":
@@ -50,7 +60,10 @@ def main(argv: list[str] | None = None) -> None:
 
         if args.threads:
             torch.set_num_threads(args.threads)
-        checkpoints = sorted(Path(args.checkpoints).glob("ckpt-*/checkpoint.json"))
+        single = Path(args.checkpoints) / "checkpoint.json"  # one checkpoint (evaluation.unit)
+        checkpoints = (
+            [single] if single.exists() else sorted(Path(args.checkpoints).glob("ckpt-*/checkpoint.json"))
+        )
         work = Path(args.work)
         table, per_query = evaluate_checkpoints(
             [c.parent for c in checkpoints],

@@ -1,0 +1,20 @@
+# Run on the submitting node (internet), never as a cluster job: fills the caches compute jobs read offline.
+localrules:
+    prefetch,
+
+
+rule prefetch:
+    input:
+        code=stage_code("prefetch"),
+    output:
+        manifest=f"{RESULTS}/prefetch/manifest.tsv",
+    params:
+        models=section_json("models"),
+        dataset=section_json("dataset"),
+    log:
+        log_path("prefetch", "prefetch"),
+    conda:
+        f"{ENVS}/training.yaml"
+    shell:
+        "python -m rerank_scaling.stages.prefetch --models {params.models:q} --dataset {params.dataset:q}"
+        " --out {output.manifest} > {log} 2>&1"
