@@ -137,10 +137,9 @@ def run_metric_tables(wildcards=None):
 
 def run_per_query_tables(wildcards=None):
     """The per-query tables written beside run_metric_tables, by the same jobs."""
+    per_run = eval_unit() == "run"  # eval/<run>/per_query.parquet, else parts/<part>.per_query.parquet
     return [
-        path.removesuffix("metrics.parquet") + "per_query.parquet"
-        if path.endswith("/metrics.parquet")
-        else path.removesuffix(".parquet") + ".per_query.parquet"
+        str(Path(path).with_name("per_query.parquet") if per_run else Path(path).with_suffix(".per_query.parquet"))
         for path in run_metric_tables()
     ]
 
