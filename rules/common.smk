@@ -21,7 +21,7 @@ STAGE_CODE = {
     "prepare_data": ["stages/prepare_data.py", "datasets.py", "ict.py", "collection.py"],
     "bm25": ["stages/bm25_retrieve.py", "bm25.py"],
     "examples": ["stages/build_examples.py", "training_examples.py"],
-    "train": ["stages/train.py", "training.py", "models.py", "schedule.py"],
+    "train": ["stages/train.py", "training.py", "checkpoint_store.py", "models.py", "schedule.py"],
     "evaluate": ["stages/evaluate.py", "evaluation.py", "rerank.py", "metrics.py"],
     "merge": ["stages/merge_metrics.py", "records.py"],
     "fit": ["stages/fit_laws.py", "laws.py", "fitting.py", "fit_statistics.py", "protocols.py",
