@@ -226,6 +226,7 @@ def test_the_workflow_stops_in_prepare_data_on_bad_data_and_in_examples_on_binar
     """`snakemake` on a local collection: a malformed corpus line stops prepare_data (no BM25 job
     runs); binary qrels with positive_threshold 2 stop the examples job (no training job runs)."""
     workdir = tmp_path / "w"
+    workdir.mkdir()
     for name in ("Snakefile", "config.yaml", "rules", "envs", "report", "src"):
         source = REPO / name
         (shutil.copytree if source.is_dir() else shutil.copy)(source, workdir / name)
