@@ -6,68 +6,15 @@ point the workflow runs; the workflow-level tests at the end run `snakemake` on 
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 import yaml
+from bad_inputs import DOCS, QRELS, QUERIES, build_examples, local_section, prepare, write_local
 from conftest import REPO, snakemake_command, workflow_env
 
-from rerank_scaling.stages import build_examples, prepare_data
 from rerank_scaling.trec import read_qrels, read_run
-
-WORDS = "river bridge castle forest harbour mountain valley meadow canyon island glacier desert".split()
-DOCS = [
-    json.dumps({"id": f"d{i}", "contents": f"{word} {WORDS[(i + 1) % 12]} notes {i}"})
-    for i, word in enumerate(WORDS)
-]
-QUERIES = {
-    "train": ["t1\triver bridge", "t2\tcastle forest", "t3\tharbour mountain"],
-    "dev": ["v1\tvalley meadow"],
-}
-QRELS = {"train": ["t1 0 d0 2", "t2 0 d2 2", "t3 0 d4 2"], "dev": ["v1 0 d6 2"]}
-
-
-def write_local(root: Path, corpus=None, queries=None, qrels=None) -> Path:
-    """A local collection (splits train, dev); any file's lines can be replaced."""
-    (root / "queries").mkdir(parents=True)
-    (root / "qrels").mkdir()
-    (root / "corpus.jsonl").write_text("\n".join(corpus if corpus is not None else DOCS) + "\n")
-    for split in ("train", "dev"):
-        lines = (queries or {}).get(split, QUERIES[split])
-        (root / "queries" / f"{split}.tsv").write_text("".join(f"{line}\n" for line in lines))
-        lines = (qrels or {}).get(split, QRELS[split])
-        (root / "qrels" / f"{split}.txt").write_text("".join(f"{line}\n" for line in lines))
-    return root
-
-
-def section(root: Path, **extra) -> dict:
-    return {
-        "name": "x",
-        "source": "local",
-        "train_split": "train",
-        "eval_splits": ["dev"],
-        "local": {"path": str(root)},
-        **extra,
-    }
-
-
-def prepare(tmp_path: Path, root: Path, **extra) -> dict:
-    out = tmp_path / "data"
-    prepare_data.main(
-        [
-            "--dataset",
-            json.dumps(section(root, **extra)),
-            "--out",
-            str(out / "collection"),
-            "--checks",
-            str(out / "checks.json"),
-        ]
-    )
-    return json.loads((out / "checks.json").read_text())
-
 
 BAD_DATA = [
     pytest.param(
@@ -110,12 +57,12 @@ BAD_DATA = [
     pytest.param({"qrels": {"dev": []}}, "qrels/dev.txt: split 'dev' has no judgements", id="no-judgements"),
     pytest.param(
         {"qrels": {"train": [*QRELS["train"], "t1 0 ghostdoc 2"]}},
-        "1 of 4 judgements (25.0%) name documents not in corpus.jsonl (1: 'ghostdoc')",
+        "1 of 4 judgements (25.0%) name unknown ids: 1 name documents not in corpus.jsonl ('ghostdoc')",
         id="unknown-document",
     ),
     pytest.param(
         {"qrels": {"dev": [*QRELS["dev"], "v9 0 d1 1"]}},
-        "or queries not in queries/dev.tsv (1: 'v9')",
+        "1 of 2 judgements (50.0%) name unknown ids: 1 name queries not in queries/dev.tsv ('v9')",
         id="unknown-query",
     ),
 ]
@@ -135,7 +82,7 @@ def test_a_few_unknown_judgements_are_dropped_with_a_warning_and_counted(tmp_pat
         tmp_path / "local", qrels={"dev": [*QRELS["dev"], "v1 0 ghostdoc 1", "v1 0 d7 1", "v1 0 d8 1"]}
     )
     checks = prepare(tmp_path, root, max_unknown_qrels_share=0.3)
-    assert "dev.txt: 1 of 4 judgements (25.0%) name documents not in corpus.jsonl" in caplog.text
+    assert "dev.txt: 1 of 4 judgements (25.0%) name unknown ids: 1 name documents" in caplog.text
     dev = [row for row in checks["splits"] if row["split"] == "dev"][0]
     assert (dev["judgements"], dev["unknown_documents"], dev["unknown_queries"]) == (4, 1, 0)
     assert dev["dropped_share"] == 0.25
@@ -157,44 +104,23 @@ def test_a_run_file_with_a_non_numeric_score_names_file_and_line(tmp_path):
         read_run(run)
 
 
-def _examples(tmp_path: Path, root: Path, settings: dict, training: dict | None = None) -> None:
-    """The examples job on the prepared collection, with a BM25-like run ranking every document."""
-    prepare(tmp_path, root)
-    collection = tmp_path / "data" / "collection"
-    run = tmp_path / "train.trec"
-    lines = [f"{q} Q0 d{i} {i + 1} {20 - i} bm25" for q in ("t1", "t2", "t3") for i in range(12)]
-    run.write_text("\n".join(lines) + "\n")
-    argv = [
-        "--collection",
-        str(collection),
-        "--split",
-        "train",
-        "--run",
-        str(run),
-        "--settings",
-        json.dumps(settings),
-    ]
-    argv += ["--pointwise", str(tmp_path / "pw.parquet"), "--groups", str(tmp_path / "gr.parquet")]
-    if training is not None:
-        argv += ["--training", json.dumps(training)]
-    build_examples.main(argv)
-
-
 def test_binary_qrels_with_the_default_threshold_name_positive_threshold_and_the_grades(tmp_path):
     binary = {"train": ["t1 0 d0 1", "t1 0 d1 0", "t2 0 d2 1", "t3 0 d4 1"]}
     root = write_local(tmp_path / "local", qrels=binary)
     with pytest.raises(SystemExit) as err:
-        _examples(tmp_path, root, {"positive_threshold": 2, "pointwise_negatives": 2, "group_negatives": 2})
+        build_examples(
+            tmp_path, root, {"positive_threshold": 2, "pointwise_negatives": 2, "group_negatives": 2}
+        )
     message = str(err.value)
     assert "examples.positive_threshold = 2" in message and "{0: 1, 1: 3}" in message, message
-    assert "set examples.positive_threshold to 1" in message
+    assert "Set examples.positive_threshold to at most 1" in message
     assert not (tmp_path / "pw.parquet").exists()
 
 
 def test_too_few_negatives_name_the_negatives_setting(tmp_path):
     root = write_local(tmp_path / "local")
     with pytest.raises(SystemExit, match=r"fewer than examples.group_negatives = 20"):
-        _examples(
+        build_examples(
             tmp_path, root, {"pointwise_negatives": 2, "group_negatives": 20}, {"objectives": ["listwise"]}
         )
 
@@ -209,14 +135,14 @@ def test_the_examples_job_checks_the_steps_for_the_checkpoints(tmp_path):
     }
     # 3 queries x (1 + 2) = 9 pairs -> 3 steps of 4; 3 groups -> 2 steps of 2
     with pytest.raises(SystemExit) as err:
-        _examples(tmp_path, root, {"pointwise_negatives": 2, "group_negatives": 2}, training)
+        build_examples(tmp_path, root, {"pointwise_negatives": 2, "group_negatives": 2}, training)
     message = str(err.value)
     assert (
         "'training.checkpoints': listwise training has 2 optimizer steps "
         "(3 rows / training.group_queries_per_batch 2" in message
     )
     assert "pointwise" not in message.split("listwise")[0], "pointwise has its 3 steps"
-    _examples(
+    build_examples(
         tmp_path / "ok", root, {"pointwise_negatives": 2, "group_negatives": 2}, {**training, "max_steps": 3}
     )
 
@@ -231,7 +157,7 @@ def test_the_workflow_stops_in_prepare_data_on_bad_data_and_in_examples_on_binar
         source = REPO / name
         (shutil.copytree if source.is_dir() else shutil.copy)(source, workdir / name)
     config = yaml.safe_load((REPO / "tests" / "configs" / "tiny.yaml").read_text())
-    config["dataset"] = section(tmp_path / "local")
+    config["dataset"] = local_section(tmp_path / "local")
     config["retrieval"]["depth"] = 12
     config["examples"].update(negative_depth=12, pointwise_negatives=2, group_negatives=2)
     config["evaluation"]["rerank_depth"] = 8

@@ -77,11 +77,15 @@ def check_split(
     share = bad / judgements if judgements else 0.0
     where = f"{collection.qrels(split)}"
     if bad:
-        found = (
-            f"{bad} of {judgements} judgements ({share:.1%}) name documents not in corpus.jsonl "
-            f"({len(unknown_docs)}: {_examples(unknown_docs)}) or queries not in queries/{split}.tsv "
-            f"({len(unknown_queries)}: {_examples(unknown_queries)})"
-        )
+        parts = []
+        if unknown_docs:
+            parts.append(
+                f"{len(unknown_docs)} name documents not in corpus.jsonl ({_examples(unknown_docs)})"
+            )
+        if unknown_queries:
+            named = _examples(unknown_queries)
+            parts.append(f"{bad - len(unknown_docs)} name queries not in queries/{split}.tsv ({named})")
+        found = f"{bad} of {judgements} judgements ({share:.1%}) name unknown ids: " + "; ".join(parts)
         if share > max_unknown_share:
             raise DataError(
                 f"{where}: {found}, more than dataset.max_unknown_qrels_share = {max_unknown_share}. Fix the "

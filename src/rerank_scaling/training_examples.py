@@ -137,12 +137,11 @@ def no_examples_reason(
     if not selected:
         usable = [g for g in grades if g >= 1]
         hint = (
-            f"set examples.positive_threshold to {max(usable)} or lower" if usable else "judge some documents"
+            f"Set examples.positive_threshold to at most {max(usable)}" if usable else "Judge some documents"
         )
         return (
             f"no training examples: no train judgement reaches examples.positive_threshold = "
-            f"{settings.positive_threshold}; the grades found (grade: judgements) are {grades}. {hint} "
-            "(e.g. 1 for binary 0/1 qrels)"
+            f"{settings.positive_threshold}; the grades found (grade: judgements) are {grades}. {hint}."
         )
     key = "pointwise_negatives" if objective == "pointwise" else "group_negatives"
     needed = getattr(settings, key)
