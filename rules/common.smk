@@ -20,7 +20,7 @@ ENVS = "../envs"
 STAGE_CODE = {
     "prepare_data": ["stages/prepare_data.py", "datasets.py", "ict.py", "collection.py",
                      "collection_checks.py", "trec.py"],
-    "bm25": ["stages/bm25_retrieve.py", "bm25.py"],
+    "bm25": ["stages/bm25_retrieve.py", "bm25.py", "collection.py"],
     "examples": ["stages/build_examples.py", "training_examples.py"],
     "train": ["stages/train.py", "training.py", "checkpoint_store.py", "models.py", "schedule.py"],
     "evaluate": ["stages/evaluate.py", "evaluation.py", "rerank.py", "metrics.py"],
