@@ -166,3 +166,19 @@ def test_killing_snakemake_and_the_job_together_then_rerun_incomplete(prepared, 
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     assert "re-published checkpoints [1, 2]" in train_log(workdir)
     assert_same_checkpoints(checkpoints(workdir), uninterrupted)
+
+
+def test_a_rerun_with_other_settings_starts_afresh_instead_of_resuming(prepared, uninterrupted, tmp_path):
+    workdir = copy_of(prepared, tmp_path / "w")
+    assert snakemake(workdir, fault="published:2").returncode != 0
+    config = yaml.safe_load((workdir / "resume.yaml").read_text())
+    config["training"]["lr"] = 3.0e-4
+    (workdir / "resume.yaml").write_text(yaml.safe_dump(config))
+    result = snakemake(workdir)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    log = train_log(workdir)
+    assert "holds state of other settings or data: starting afresh" in log and "resuming from" not in log
+    got = checkpoints(workdir)
+    assert [got[k]["step"] for k in sorted(got)] == [2, 4, 6]
+    reference = uninterrupted[1]["tensors"]
+    assert any(not got[1]["tensors"][name].equal(tensor) for name, tensor in reference.items())
