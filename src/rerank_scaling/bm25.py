@@ -83,9 +83,12 @@ def check_indexed(corpus_jsonl: str | os.PathLike[str], output: str) -> int:
     if not found:
         raise RuntimeError(f"IndexCollection did not report how many documents of {corpus_jsonl} it indexed")
     indexed = int(found[-1].replace(",", ""))
-    documents = sum(1 for _ in iter_corpus_lines(corpus_jsonl))  # raises naming file:line if malformed
+    # raises naming file:line if a line is malformed; documents with empty text are skipped by design
+    documents = sum(1 for _, _, text in iter_corpus_lines(corpus_jsonl) if text.strip())
     if indexed != documents:
-        raise RuntimeError(f"Lucene indexed {indexed} of the {documents} documents of {corpus_jsonl}")
+        raise RuntimeError(
+            f"Lucene indexed {indexed} of the {documents} non-empty documents of {corpus_jsonl}"
+        )
     return indexed
 
 
