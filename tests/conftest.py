@@ -36,8 +36,6 @@ def snakemake_command(workdir: Path, configfile: str, *args: str) -> list[str]:
 def workflow_env() -> dict[str, str]:
     """Environment for a Snakemake subprocess: rule shells call ``python``, which must be this one."""
     return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-
-
 CRANFIELD = REPO.parent / "shared" / "data" / "cranfield"
 
 
