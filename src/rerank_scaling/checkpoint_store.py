@@ -90,8 +90,10 @@ class RunStore:
     def prepare(self, fingerprint: dict[str, Any]) -> None:
         """Create the work directory; discard its contents if they belong to other settings or data."""
         marker = self.work / "fingerprint.json"
-        if marker.exists() and json.loads(marker.read_text()) != fingerprint:
-            log.warning("%s holds state of other settings or data: starting afresh", self.work)
+        # no marker: nothing saved yet, or a state of an older layout that cannot be resumed
+        if not marker.exists() or json.loads(marker.read_text()) != fingerprint:
+            if self.trainer_dir.exists() or self.exports_dir.exists():
+                log.warning("%s holds state of other settings or data: starting afresh", self.work)
             for sub in (self.trainer_dir, self.exports_dir):
                 shutil.rmtree(sub, ignore_errors=True)
         self.trainer_dir.mkdir(parents=True, exist_ok=True)
