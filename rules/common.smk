@@ -18,10 +18,11 @@ ENVS = "../envs"
 # Library modules behind each stage, listed as inputs so that editing a stage's code re-runs
 # that stage and its dependants (Snakemake tracks shell text and params, not imported modules).
 STAGE_CODE = {
-    "prepare_data": ["stages/prepare_data.py", "datasets.py", "ict.py", "collection.py"],
-    "bm25": ["stages/bm25_retrieve.py", "bm25.py"],
+    "prepare_data": ["stages/prepare_data.py", "datasets.py", "ict.py", "collection.py",
+                     "collection_checks.py", "trec.py"],
+    "bm25": ["stages/bm25_retrieve.py", "bm25.py", "collection.py"],
     "examples": ["stages/build_examples.py", "training_examples.py"],
-    "train": ["stages/train.py", "training.py", "models.py", "schedule.py"],
+    "train": ["stages/train.py", "training.py", "checkpoint_store.py", "models.py", "schedule.py"],
     "evaluate": ["stages/evaluate.py", "evaluation.py", "rerank.py", "metrics.py"],
     "merge": ["stages/merge_metrics.py", "records.py"],
     "fit": ["stages/fit_laws.py", "laws.py", "fitting.py", "fit_statistics.py", "protocols.py",
@@ -195,3 +196,13 @@ def model_json(wildcards):
 
 def training_json():
     return section_json("training")
+
+
+# The training keys that set how many optimizer steps a run has: the examples job checks them
+# against the examples it builds (only these, so that other training changes do not re-run it).
+STEP_KEYS = ("objectives", "checkpoints", "max_steps", "epochs", "pointwise_batch_size", "group_queries_per_batch")
+
+
+def training_steps_json():
+    training = config["training"]
+    return json.dumps({key: training[key] for key in STEP_KEYS if key in training}, sort_keys=True)

@@ -5,6 +5,7 @@ rule prepare_data:
         corpus=f"{RESULTS}/data/collection/corpus.jsonl",
         queries=expand(f"{RESULTS}/data/collection/queries/{{split}}.tsv", split=all_splits()),
         qrels=expand(f"{RESULTS}/data/collection/qrels/{{split}}.txt", split=all_splits()),
+        checks=f"{RESULTS}/data/checks.json",
     params:
         dataset=section_json("dataset"),
         out=directory_of("output", "corpus"),
@@ -15,4 +16,5 @@ rule prepare_data:
     conda:
         f"{ENVS}/retrieval.yaml"
     shell:
-        "python -m rerank_scaling.stages.prepare_data --dataset {params.dataset:q} --out {params.out} > {log} 2>&1"
+        "python -m rerank_scaling.stages.prepare_data --dataset {params.dataset:q} --out {params.out}"
+        " --checks {output.checks} > {log} 2>&1"

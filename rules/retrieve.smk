@@ -55,6 +55,7 @@ rule training_examples:
         groups=f"{RESULTS}/examples/groups.parquet",
     params:
         examples=section_json("examples"),
+        training=training_steps_json(),
         collection=directory_of("input", "collection"),
         split=config["dataset"]["train_split"],
     resources:
@@ -69,4 +70,4 @@ rule training_examples:
     shell:
         "python -m rerank_scaling.stages.build_examples --collection {params.collection} --split {params.split}"
         " --run {input.run} --settings {params.examples:q} --pointwise {output.pointwise}"
-        " --groups {output.groups} > {log} 2>&1"
+        " --groups {output.groups} --training {params.training:q} > {log} 2>&1"

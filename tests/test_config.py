@@ -50,6 +50,52 @@ BAD = [
         "validation",
         id="unknown-split",
     ),
+    pytest.param(["fitting", "bootstrapp"], 10, "fitting", "bootstrapp", id="fitting-unknown-key"),
+    pytest.param(["fitting", "metrics"], ["nDCG@11"], "fitting.metrics[0]", "CE@16", id="unproduced-metric"),
+    pytest.param(
+        ["fitting", "metrics"], ["CE@64"], "fitting.metrics[0]", "evaluation.ce_sizes", id="ce-size"
+    ),
+    pytest.param(["fitting", "uncertainty"], "boot", "fitting.uncertainty", "one of", id="fitting-enum"),
+    pytest.param(["fitting", "splits"], ["train"], "fitting.splits", "eval_splits", id="fitting-split"),
+    pytest.param(
+        ["evaluation", "rerank_depth"],
+        500,
+        "evaluation.rerank_depth",
+        "raise retrieval.depth",
+        id="rerank-depth",
+    ),
+    pytest.param(
+        ["examples", "negative_depth"], 500, "examples.negative_depth", "retrieval.depth", id="negative-depth"
+    ),
+    pytest.param(
+        ["training", "max_steps"], 3, "training.max_steps", "training.checkpoints", id="too-few-steps"
+    ),
+    pytest.param(
+        ["dataset", "builtin", "train_queries"],
+        2,
+        "training.checkpoints",
+        "at most 1 optimizer",
+        id="few-examples",
+    ),
+    pytest.param(["models", 0, "layers"], 12, "models[0].layers", "has 6", id="ladder-deeper-than-base"),
+    pytest.param(
+        ["models", 0, "path"], "/no/such/model", "models[0].path", "not a directory", id="model-path"
+    ),
+    pytest.param(
+        ["models", 0, "path"],
+        "package:no_such_package/model",
+        "models[0].path",
+        "not installed",
+        id="model-package",
+    ),
+    pytest.param(["evaluation", "unit"], "query", "evaluation.unit", "one of", id="evaluation-unit"),
+    pytest.param(
+        ["dataset", "max_unknown_qrels_share"],
+        2,
+        "dataset.max_unknown_qrels_share",
+        "maximum",
+        id="share-range",
+    ),
 ]
 
 
@@ -63,13 +109,20 @@ def test_bad_config_names_the_field(default_config, path, value, field, hint):
     assert hint in message, message
 
 
-def test_bad_config_fails_snakemake_before_any_job(repo, tmp_path, default_config):
+@pytest.mark.parametrize(
+    ("path", "value", "field"),
+    [
+        (["training", "objectives"], ["pointwise", "pairwize"], "training.objectives[1]"),
+        (["evaluation", "rerank_depth"], 500, "evaluation.rerank_depth"),
+    ],
+)
+def test_bad_config_fails_snakemake_before_any_job(repo, tmp_path, default_config, path, value, field):
     import subprocess
     import sys
 
     import yaml
 
-    bad = _break(default_config, ["training", "objectives"], ["pointwise", "pairwize"])
+    bad = _break(default_config, path, value)
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(bad))
     result = subprocess.run(
@@ -79,4 +132,23 @@ def test_bad_config_fails_snakemake_before_any_job(repo, tmp_path, default_confi
         text=True,
     )
     assert result.returncode != 0
-    assert "training.objectives[1]" in result.stdout + result.stderr
+    assert field in result.stdout + result.stderr
+
+
+def test_a_local_collection_that_does_not_exist_is_named(default_config, tmp_path):
+    default_config["dataset"].update(source="local", local={"path": str(tmp_path / "nowhere")})
+    with pytest.raises(ConfigError, match=r"'dataset.local.path': .*nowhere is not a directory"):
+        validate_config(default_config)
+    (tmp_path / "nowhere").mkdir()
+    with pytest.raises(ConfigError, match=r"'dataset.local.path': .*missing .*corpus.jsonl"):
+        validate_config(default_config)
+
+
+def test_fitted_metrics_follow_the_evaluation_settings(default_config):
+    from rerank_scaling.config_checks import evaluation_metrics
+
+    produced = evaluation_metrics({"rerank_depth": 10, "ce_sizes": [4, 8], "rbp_k": [2], "rr_m": [3]})
+    assert produced == ["nDCG@10", "AP", "RR@10", "R@10", "P@10", "CE@4", "CE@8", "RBP@2", "RRstar@3"]
+    default_config["evaluation"]["ce_sizes"] = [64]
+    default_config["fitting"]["metrics"] = ["nDCG@10", "CE@64", "RRstar@10", "RBP@3", "AP"]
+    assert validate_config(default_config)

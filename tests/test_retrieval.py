@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 import ir_measures
+import pytest
 
 from rerank_scaling import bm25
 from rerank_scaling.ict import IctSettings, build_ict_collection
@@ -51,3 +54,13 @@ def test_ict_collection_is_deterministic_and_splits_are_disjoint():
         assert text not in docs[passage]
     changed = build_ict_collection(IctSettings(train_queries=50, dev_queries=10, test_queries=10, seed=8))
     assert changed[1] != first[1]
+
+
+def test_indexing_a_corpus_with_a_malformed_line_fails_naming_it(tmp_path):
+    """Anserini skips a line it cannot parse and exits 0; build_index must not."""
+    corpus = tmp_path / "corpus.jsonl"
+    good = [json.dumps({"id": f"d{i}", "contents": f"text number {i}"}) for i in range(4)]
+    corpus.write_text("\n".join([*good[:2], "not json", *good[2:]]) + "\n")
+    with pytest.raises(ValueError, match=r"corpus.jsonl:3: expected a JSON object"):
+        bm25.build_index(corpus, tmp_path / "index")
+    assert not (tmp_path / "index").exists()

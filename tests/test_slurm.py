@@ -227,8 +227,8 @@ def cluster(tmp_path_factory) -> SlurmCluster:
         cluster.stop()
 
 
-def snakemake_on_slurm(cluster: SlurmCluster, workdir: Path, configfile: str, *args: str):
-    command = snakemake_command(
+def slurm_command(workdir: Path, configfile: str, *args: str) -> list[str]:
+    return snakemake_command(
         workdir,
         configfile,
         "--profile",
@@ -246,6 +246,10 @@ def snakemake_on_slurm(cluster: SlurmCluster, workdir: Path, configfile: str, *a
         "--slurm-keep-successful-logs",
         *args,
     )
+
+
+def snakemake_on_slurm(cluster: SlurmCluster, workdir: Path, configfile: str, *args: str):
+    command = slurm_command(workdir, configfile, *args)
     return subprocess.run(command, env=cluster.env, capture_output=True, text=True, cwd=workdir, timeout=900)
 
 
@@ -319,3 +323,50 @@ def test_a_cuda_config_asks_slurm_for_one_gpu_per_training_job(cluster, slurm_ru
     submissions = [line for line in output.splitlines() if line.strip().startswith("sbatch --parsable")]
     assert submissions and all("--comment rule_train_" in line for line in submissions), output[-3000:]
     assert all(" --gpus=1 " in line for line in submissions), submissions
+
+
+def test_a_cancelled_training_job_is_retried_and_resumes_from_the_state_saved_on_sigterm(
+    cluster, slurm_run, tmp_path
+):
+    """scancel a running `train` job: the trainer saves its state on SLURM's SIGTERM, the profile's
+    retry resubmits the job, and the retry resumes from that state instead of starting over."""
+    workdir = tmp_path / "cancel"
+    shutil.copytree(slurm_run["workdir"], workdir, symlinks=True)
+    results = workdir / "results" / "slurm"
+    shutil.rmtree(results / "checkpoints")
+    shutil.rmtree(results / "work" / "train")  # train from scratch
+    run = "L1__pointwise__full__s13"
+    log = results / "logs" / "train" / f"{run}.log"
+    log.unlink()
+    before = {job["id"] for job in cluster.jobs()}
+    # The trainer holds after its first checkpoint (step 2 of 4) until a SIGTERM arrives.
+    env = {**cluster.env, "RERANK_SCALING_FAULT": "published:1:hold"}
+    # the checkpoints as targets: the products downstream of them are still up to date
+    targets = [f"results/slurm/checkpoints/{run}/ckpt-0{k}/checkpoint.json" for k in (1, 2)]
+    command = slurm_command(workdir, "slurm.yaml", *targets)
+    with open(tmp_path / "snakemake.out", "w") as out:
+        process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=workdir)
+        try:
+            deadline = time.monotonic() + 300
+            while "hold at published 1" not in (log.read_text() if log.exists() else ""):
+                assert process.poll() is None, (tmp_path / "snakemake.out").read_text()[-3000:]
+                assert time.monotonic() < deadline, "the train job never reached its first checkpoint"
+                time.sleep(0.5)
+            (first,) = [job for job in cluster.jobs() if job["id"] not in before]
+            assert first["state"] == "RUNNING" and first["comment"].startswith("rule_train_"), first
+            assert cluster.client("scancel", first["id"]).returncode == 0
+            process.wait(timeout=600)
+        finally:
+            if process.poll() is None:
+                process.kill()
+    output = (tmp_path / "snakemake.out").read_text()
+    assert process.returncode == 0, output[-4000:] + "\n" + cluster.logs()
+    jobs = sorted((job for job in cluster.jobs() if job["id"] not in before), key=lambda job: int(job["id"]))
+    assert [job["state"] for job in jobs] == ["CANCELLED", "COMPLETED"], jobs
+    # the retry's log: it resumed from the state saved on SIGTERM at step 3, after checkpoint 1
+    assert re.search(r"resuming from \S+checkpoint-3 \(step 3\)", log.read_text()), log.read_text()[-3000:]
+    steps = [
+        yaml.safe_load(path.read_text())["step"]
+        for path in sorted((results / "checkpoints" / run).glob("ckpt-*/checkpoint.json"))
+    ]
+    assert steps == [2, 4]

@@ -2,7 +2,9 @@
 
 Every stage writes through :func:`atomic_path` (write to a temporary sibling,
 then ``os.replace``), so a job killed mid-write leaves no output that Snakemake
-or a later stage could mistake for a complete one.
+or a later stage could mistake for a complete one. Files and directories get the permissions the
+user's umask gives a newly created one (``mkstemp`` alone would leave files at 0600, unreadable for
+a group sharing a project directory on a cluster).
 """
 
 from __future__ import annotations
@@ -10,12 +12,25 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+
+def _umask() -> int:
+    # os.umask can only be read by setting it; set it straight back.
+    current = os.umask(0o022)
+    os.umask(current)
+    return current
+
+
+def follow_umask(path: str | os.PathLike[str]) -> None:
+    """Give a file created by ``mkstemp`` (mode 0600) the mode ``open()`` would have given it."""
+    os.chmod(path, 0o666 & ~_umask())
 
 
 @contextlib.contextmanager
@@ -28,10 +43,34 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     tmp = Path(tmp_name)
     try:
         yield tmp
+        follow_umask(tmp)
         os.replace(tmp, target)
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+@contextlib.contextmanager
+def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield an empty staging directory next to ``path``; it replaces ``path`` only if the block succeeds.
+
+    A kill inside the block leaves ``path`` as it was (absent or complete) and a ``.<name>.partial``
+    sibling, which the next call removes. The swap itself is two renames, never a half-copied tree.
+    """
+    target = Path(path)
+    staging = target.with_name(f".{target.name}.partial")
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    yield staging
+    if target.exists():
+        # rename the old tree aside first: removing it in place could be cut short by a kill
+        stale = target.with_name(f".{target.name}.stale")
+        if stale.exists():
+            shutil.rmtree(stale)
+        os.replace(target, stale)
+        shutil.rmtree(stale)
+    os.replace(staging, target)
 
 
 def write_text(path: str | os.PathLike[str], text: str) -> None:

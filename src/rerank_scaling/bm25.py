@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rerank_scaling.atomic import atomic_path
-from rerank_scaling.collection import Queries, write_queries
+from rerank_scaling.collection import Queries, iter_corpus_lines, write_queries
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ def anserini_jar() -> str:
     return sorted(jars)[-1]
 
 
-def _run_anserini(main_class: str, args: list[str], memory_mb: int, log: Path | None) -> None:
+def _run_anserini(main_class: str, args: list[str], memory_mb: int, log: Path | None) -> str:
     command = [java_executable(), f"-Xmx{memory_mb}m", "-cp", anserini_jar(), main_class, *args]
     result = subprocess.run(command, capture_output=True, text=True)
     if log is not None:
@@ -70,6 +71,25 @@ def _run_anserini(main_class: str, args: list[str], memory_mb: int, log: Path | 
     if result.returncode != 0:
         tail = "\n".join((result.stdout + result.stderr).splitlines()[-20:])
         raise RuntimeError(f"{main_class} failed with exit code {result.returncode}:\n{tail}")
+    return result.stdout + result.stderr
+
+
+def check_indexed(corpus_jsonl: str | os.PathLike[str], output: str) -> int:
+    """Anserini skips a document it cannot parse and still exits 0: compare its count with the corpus.
+
+    Returns the number of documents indexed; a shortfall raises naming the first bad line.
+    """
+    found = re.findall(r"Total ([\d,]+) documents indexed", output)
+    if not found:
+        raise RuntimeError(f"IndexCollection did not report how many documents of {corpus_jsonl} it indexed")
+    indexed = int(found[-1].replace(",", ""))
+    # raises naming file:line if a line is malformed; documents with empty text are skipped by design
+    documents = sum(1 for _, _, text in iter_corpus_lines(corpus_jsonl) if text.strip())
+    if indexed != documents:
+        raise RuntimeError(
+            f"Lucene indexed {indexed} of the {documents} non-empty documents of {corpus_jsonl}"
+        )
+    return indexed
 
 
 def build_index(
@@ -85,7 +105,7 @@ def build_index(
         docs_dir.mkdir()
         os.symlink(Path(corpus_jsonl).resolve(), docs_dir / "corpus.jsonl")
         staging = Path(tmp) / "index"
-        _run_anserini(
+        output = _run_anserini(
             "io.anserini.index.IndexCollection",
             [
                 "-collection",
@@ -105,6 +125,7 @@ def build_index(
             settings.memory_mb,
             log,
         )
+        check_indexed(corpus_jsonl, output)
         if index_dir.exists():
             shutil.rmtree(index_dir)
         index_dir.parent.mkdir(parents=True, exist_ok=True)

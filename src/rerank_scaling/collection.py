@@ -62,7 +62,13 @@ class CollectionDir:
 
 
 def iter_corpus(path: str | os.PathLike[str]) -> Iterator[tuple[str, str]]:
-    """Yield (docid, text) from a JSONL corpus; a ``title`` field, if present, is prepended."""
+    """Yield (docid, text) from a JSONL corpus."""
+    for _, docid, text in iter_corpus_lines(path):
+        yield docid, text
+
+
+def iter_corpus_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, str, str]]:
+    """Yield (line number, docid, text) from a JSONL corpus; a malformed line raises naming file:line."""
     with open(path, encoding="utf-8") as handle:
         for line_no, line in enumerate(handle, 1):
             if not line.strip():
@@ -70,11 +76,14 @@ def iter_corpus(path: str | os.PathLike[str]) -> Iterator[tuple[str, str]]:
             try:
                 record = json.loads(line)
                 docid, text = str(record["id"]), record["contents"]
-            except (json.JSONDecodeError, KeyError) as err:
+            except (json.JSONDecodeError, KeyError, TypeError) as err:
                 raise ValueError(
-                    f"{path}:{line_no}: expected a JSON object with 'id' and 'contents' ({err})"
+                    f"{path}:{line_no}: expected a JSON object with 'id' and 'contents' ({err}); "
+                    "fix or remove the line"
                 ) from err
-            yield docid, text
+            if not isinstance(text, str):
+                raise ValueError(f"{path}:{line_no}: 'contents' of document {docid!r} is not a string")
+            yield line_no, docid, text
 
 
 def load_texts(path: str | os.PathLike[str], docids: Iterable[str] | None = None) -> dict[str, str]:
@@ -86,6 +95,7 @@ def load_texts(path: str | os.PathLike[str], docids: Iterable[str] | None = None
 def read_queries(path: str | os.PathLike[str]) -> Queries:
     """Read a ``qid<TAB>text`` query file."""
     queries: Queries = {}
+    first_line: dict[str, int] = {}
     with open(path, encoding="utf-8") as handle:
         for line_no, line in enumerate(handle, 1):
             line = line.rstrip("\n")
@@ -94,6 +104,12 @@ def read_queries(path: str | os.PathLike[str]) -> Queries:
             qid, sep, text = line.partition("\t")
             if not sep:
                 raise ValueError(f"{path}:{line_no}: expected 'qid<TAB>query text', got {line!r}")
+            if qid in first_line:
+                raise ValueError(
+                    f"{path}:{line_no}: duplicate query id {qid!r} (first on line {first_line[qid]}); "
+                    "query ids must be unique"
+                )
+            first_line[qid] = line_no
             queries[qid] = text
     return queries
 

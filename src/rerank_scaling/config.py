@@ -1,9 +1,9 @@
 """Load and validate the workflow configuration before any job runs.
 
 Two layers: the JSON schema (``schemas/config.schema.yaml``: types, enums, closed objects) and
-cross-field checks the schema cannot express (the chosen dataset source has its section, every
-evaluation split exists, model names are unique, ...). Every error names the offending field
-and says how to fix it.
+cross-field checks the schema cannot express (:mod:`.config_checks`: depths, steps for the
+checkpoints, model and collection directories, fitted metrics, ...). Every error names the
+offending field and says how to fix it.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from rerank_scaling.attention_support import check_attention_support
+from rerank_scaling.config_checks import cross_field_problems
 
 
 class ConfigError(ValueError):
@@ -61,45 +61,10 @@ def validate_config(config: dict[str, Any]) -> dict[str, Any]:
         _describe(e) for e in sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
     ]
     if not problems:
-        problems = _cross_field_problems(config)
+        problems = cross_field_problems(config)
     if problems:
         raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(problems))
     return config
-
-
-def _cross_field_problems(config: dict[str, Any]) -> list[str]:
-    problems = []
-    dataset = config["dataset"]
-    source = dataset["source"]
-    if source not in dataset:
-        problems.append(
-            f"config field 'dataset.{source}': missing; dataset.source is {source!r}, so the "
-            f"'dataset.{source}' section must describe the dataset (see README, 'Datasets')"
-        )
-    elif source == "ir_datasets":
-        known = set(dataset["ir_datasets"]["splits"])
-        for split in [dataset["train_split"], *dataset["eval_splits"]]:
-            if split not in known:
-                problems.append(f"config field 'dataset.ir_datasets.splits': no entry for split {split!r}")
-    elif source == "builtin":
-        for split in [dataset["train_split"], *dataset["eval_splits"]]:
-            if split not in ("train", "dev", "test"):
-                problems.append(
-                    f"config field 'dataset.eval_splits': the builtin dataset has splits "
-                    f"train/dev/test, not {split!r}"
-                )
-    names = [m["name"] for m in config["models"]]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        problems.append(f"config field 'models': duplicate model names {duplicates}; names must be unique")
-    if not any(m["role"] == "fit" for m in config["models"]):
-        problems.append("config field 'models': no model has role 'fit'; the laws need sizes to fit on")
-    extra = config["training"].get("extra_seeds", {})
-    for name in extra.get("models", []):
-        if name not in names:
-            problems.append(f"config field 'training.extra_seeds.models': {name!r} is not a model name")
-    problems += check_attention_support(config)
-    return problems
 
 
 def load_config(path: str | os.PathLike[str]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rerank_scaling.collection import CollectionDir, Queries, read_queries, write_collection
+from rerank_scaling.collection_checks import DEFAULT_MAX_UNKNOWN_SHARE, check_collection
 from rerank_scaling.ict import IctSettings, build_ict_collection
 from rerank_scaling.settings import settings_from_dict
 from rerank_scaling.trec import Qrels, read_qrels
@@ -79,6 +80,18 @@ def ir_datasets_docs(dataset_id: str) -> Iterator[tuple[str, str]]:
     dataset = ir_datasets.load(dataset_id)
     for doc in _guarded(dataset_id, dataset.docs_iter):
         yield doc.doc_id, doc.default_text()
+
+
+def prepare_dataset(section: dict[str, Any], out_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Materialise the configured dataset in ``out_dir`` and check it (:mod:`.collection_checks`).
+
+    Returns the per-split counts of the checks; bad data raise naming file:line and the fix.
+    """
+    out = materialise_dataset(section, out_dir)
+    source = CollectionDir(Path(section["local"]["path"])) if section["source"] == "local" else out
+    splits = [section["train_split"], *section["eval_splits"]]
+    share = section.get("max_unknown_qrels_share", DEFAULT_MAX_UNKNOWN_SHARE)
+    return check_collection(source, splits, share, out)
 
 
 def materialise_dataset(section: dict[str, Any], out_dir: str | os.PathLike[str]) -> CollectionDir:

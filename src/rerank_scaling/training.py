@@ -11,18 +11,29 @@ Objectives (sentence-transformers cross-encoder losses):
 Checkpoints: at K steps (:func:`schedule.checkpoint_steps`) the model is exported to
 ``<checkpoints>/ckpt-XX/`` (safetensors, loadable by ``CrossEncoder(path)``) with a
 ``checkpoint.json`` sidecar written last (step, examples, tokens, FLOPs ~= 6*N*tokens, wall time,
-loss). The trainer's own state (optimizer, scheduler, RNG) is kept only for the latest step, in
-``<work>/trainer``; a killed job re-run with the same arguments resumes from it and ends with the
-same checkpoint steps as an uninterrupted run.
+loss). The trainer's own state (optimizer, scheduler, RNG) is kept only for the latest step, and a
+copy of every exported checkpoint is kept, both in ``<work>`` (:mod:`.checkpoint_store`), so a job
+killed at any moment and re-run with the same arguments resumes from its latest state, re-publishes
+the checkpoints Snakemake removed, and ends with the same checkpoint steps and bit-identical
+tensors as an uninterrupted run. SIGTERM (SLURM's notice before a time-limit kill or a preemption)
+saves the state at the end of the current step, then the job exits non-zero, so a retry loses at
+most one step.
+
+Points of the fault-injection hook (``RERANK_SCALING_FAULT=<point>:<k>[:kill|term|hold]``, tests
+only; :func:`.checkpoint_store.fault_point`): ``state:k`` trainer state of checkpoint k written but
+not marked complete; ``export:k`` inside the export of checkpoint k; ``exported:k`` exported, state
+not marked complete; ``completed:k`` state complete, checkpoint not yet published; ``published:k``
+between checkpoints k and k+1; ``step:s`` the end of optimizer step s.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
 import os
-import shutil
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,21 +41,23 @@ from typing import Any
 
 import pandas as pd
 
-from rerank_scaling.atomic import write_json
+from rerank_scaling.checkpoint_store import (
+    PROGRESS,
+    SIDECAR,
+    RunStore,
+    checkpoint_name,
+    fault_point,
+    file_digest,
+)
 from rerank_scaling.models import ModelStats, build_cross_encoder, model_stats
 from rerank_scaling.schedule import checkpoint_steps
 
 log = logging.getLogger(__name__)
 
 OBJECTIVES = ("pointwise", "pairwise", "listwise")
-TRAINER_STATE_FILES = (
-    "optimizer.pt",
-    "scheduler.pt",
-    "trainer_state.json",
-    "training_args.bin",
-    "rng_state.pth",
-    "progress.json",
-)
+# Settings that change what is trained; the others (threads, memory, time limit) may change between
+# attempts without discarding the saved state.
+RESOURCE_SETTINGS = ("threads", "mem_mb", "runtime")
 
 
 @dataclass(frozen=True)
@@ -139,21 +152,33 @@ def make_loss(objective: str, model: Any) -> Any:
     return losses.ListNetLoss(model)
 
 
-def _latest_trainer_checkpoint(trainer_dir: Path) -> Path | None:
-    found = sorted(trainer_dir.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
-    return found[-1] if found else None
+class TrainingStopped(RuntimeError):
+    """Training stopped early on request (SIGTERM); the state is saved for a resume."""
 
 
-def export_checkpoint(source: Path, target: Path, sidecar: dict[str, Any]) -> None:
-    """Copy model files (not optimizer state) to ``target`` atomically, then write the sidecar."""
-    staging = target.with_name(f".{target.name}.partial")
-    if staging.exists():
-        shutil.rmtree(staging)
-    shutil.copytree(source, staging, ignore=shutil.ignore_patterns(*TRAINER_STATE_FILES))
-    if target.exists():
-        shutil.rmtree(target)
-    os.replace(staging, target)
-    write_json(target / "checkpoint.json", sidecar)
+class StopRequest:
+    """Set by SIGTERM: save the trainer state at the end of the current step, then stop."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        log.warning("SIGTERM: saving the trainer state after this step, then exiting to be resumed")
+        self.requested = True
+
+
+def run_fingerprint(
+    spec: dict[str, Any], run: str, settings: TrainSettings, device: str, data: list[str]
+) -> dict[str, Any]:
+    """What a saved trainer state belongs to: the run, model, settings and a digest of its examples."""
+    trained = {k: v for k, v in dataclasses.asdict(settings).items() if k not in RESOURCE_SETTINGS}
+    return {
+        "run": run,
+        "model": spec,
+        "training": json.loads(json.dumps(trained, default=list)),
+        "device": device,
+        "examples_sha256": file_digest(data),
+    }
 
 
 def train_run(
@@ -177,11 +202,11 @@ def train_run(
     device = resolve_device(device)
     if settings.threads:
         torch.set_num_threads(settings.threads)
-    checkpoints_dir, work_dir = Path(checkpoints_dir), Path(work_dir)
-    trainer_dir = work_dir / "trainer"
-    trainer_dir.mkdir(parents=True, exist_ok=True)
+    run = f"{spec['name']}__{objective}__{attention}__s{seed}"
+    store = RunStore(Path(work_dir), Path(checkpoints_dir))
+    store.prepare(run_fingerprint(spec, run, settings, device, [pointwise, groups]))
 
-    model = build_cross_encoder(spec, settings.max_length, seed, corpus_texts, work_dir)
+    model = build_cross_encoder(spec, settings.max_length, seed, corpus_texts, store.work)
     if attention != "full":
         from rerank_scaling.sparse_encoder import apply_window_attention, attention_variant_from_name
 
@@ -195,12 +220,16 @@ def train_run(
     steps_per_epoch = math.ceil(len(dataset) / batch)
     total = settings.max_steps or max(1, math.ceil(steps_per_epoch * settings.epochs))
     save_at = checkpoint_steps(total, settings.checkpoints, settings.checkpoint_spacing)
+    if len(save_at) != settings.checkpoints:
+        raise ValueError(
+            f"training.checkpoints: {settings.checkpoints} checkpoints need at least as many optimizer "
+            f"steps, but {run} has {total} ({len(dataset)} {objective} rows / batch {batch}); lower "
+            "training.checkpoints, raise training.max_steps or epochs, or add examples"
+        )
+    indices = range(1, len(save_at) + 1)
     log.info(
-        "%s %s %s s%d: %d rows, batch %d, %d steps, checkpoints at %s, %s",
-        spec["name"],
-        objective,
-        attention,
-        seed,
+        "%s: %d rows, batch %d, %d steps, checkpoints at %s, %s",
+        run,
         len(dataset),
         batch,
         total,
@@ -209,22 +238,26 @@ def train_run(
     )
 
     loss = TokenCountingLoss(make_loss(objective, model), model.tokenizer, settings.max_length)
-    resume_from = _latest_trainer_checkpoint(trainer_dir)
+    resume_from = store.latest_state()
     clock = {"start": time.perf_counter(), "offset": 0.0, "loss": float("nan")}
     if resume_from is not None:
-        previous = json.loads((resume_from / "progress.json").read_text())
+        previous = json.loads((resume_from / PROGRESS).read_text())
         loss.tokens, loss.examples, clock["offset"] = (
             previous["tokens"],
             previous["examples"],
             previous["wall_s"],
         )
         log.info("resuming from %s (step %d)", resume_from, previous["step"])
+    store.republish_missing(indices)
 
-    sidecars: list[dict[str, Any]] = []
+    stop = StopRequest()
 
     class CheckpointCallback(TrainerCallback):
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
-            control.should_save = state.global_step in save_at
+            fault_point("step", state.global_step)
+            control.should_save = state.global_step in save_at or stop.requested
+            if stop.requested:
+                control.should_training_stop = True
             return control
 
         def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
@@ -233,16 +266,17 @@ def train_run(
 
         def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             step = state.global_step
-            source = trainer_dir / f"checkpoint-{step}"
+            saved = store.trainer_dir / f"checkpoint-{step}"
+            index = save_at.index(step) + 1 if step in save_at else None
             progress = {
-                "run": f"{spec['name']}__{objective}__{attention}__s{seed}",
+                "run": run,
                 "model": spec["name"],
                 "family": spec["family"],
                 "role": spec["role"],
                 "objective": objective,
                 "attention": attention,
                 "seed": seed,
-                "checkpoint": save_at.index(step) + 1,
+                "checkpoint": index,
                 "step": step,
                 "total_steps": total,
                 "examples": loss.examples,
@@ -253,20 +287,22 @@ def train_run(
                 "device": device,
                 **stats.as_dict(),
             }
-            write_json(source / "progress.json", progress)
-            export_checkpoint(source, checkpoints_dir / f"ckpt-{progress['checkpoint']:02d}", progress)
-            sidecars.append(progress)
-            log.info(
-                "checkpoint %d/%d at step %d (loss %.4f)",
-                progress["checkpoint"],
-                len(save_at),
-                step,
-                clock["loss"],
-            )
+            if index is None:  # a state saved on SIGTERM between checkpoints
+                store.complete_state(saved, progress)
+                return
+            # The order keeps every kill recoverable (see checkpoint_store's invariants).
+            fault_point("state", index)
+            store.export(saved, index, progress)
+            fault_point("exported", index)
+            store.complete_state(saved, progress)
+            fault_point("completed", index)
+            store.publish(index)
+            log.info("checkpoint %d/%d at step %d (loss %.4f)", index, len(save_at), step, clock["loss"])
+            fault_point("published", index, released=lambda: stop.requested)
 
     use_bf16 = device == "cuda" and torch.cuda.is_bf16_supported()
     args = CrossEncoderTrainingArguments(
-        output_dir=str(trainer_dir),
+        output_dir=str(store.trainer_dir),
         num_train_epochs=settings.epochs,
         max_steps=total,
         per_device_train_batch_size=batch,
@@ -277,7 +313,7 @@ def train_run(
         data_seed=seed,
         save_strategy="steps",
         save_steps=10**9,
-        save_total_limit=1,
+        save_total_limit=None,  # the store removes old states, only once a newer one is complete
         logging_steps=max(1, min(save_at[0], 10)),
         report_to="none",
         use_cpu=device == "cpu",
@@ -288,5 +324,15 @@ def train_run(
     trainer = CrossEncoderTrainer(
         model=model, args=args, train_dataset=dataset, loss=loss, callbacks=[CheckpointCallback()]
     )
-    trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
-    return sidecars
+    previous_handler = signal.signal(signal.SIGTERM, stop)
+    try:
+        trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+    finally:
+        signal.signal(signal.SIGTERM, previous_handler)
+    if stop.requested and trainer.state.global_step < total:
+        raise TrainingStopped(
+            f"{run}: stopped by SIGTERM at step {trainer.state.global_step} of {total}; its state is saved "
+            f"in {store.trainer_dir}, and re-running the job resumes from it"
+        )
+    store.republish_missing(indices)
+    return [json.loads((store.checkpoints / checkpoint_name(k) / SIDECAR).read_text()) for k in indices]

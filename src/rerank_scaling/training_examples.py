@@ -118,3 +118,36 @@ def group_examples(
 def needed_docids(selected: list[QueryExamples]) -> set[str]:
     """Every document an example may use (to load only those texts from a large corpus)."""
     return {d for example in selected for d in (*example.positives, *example.negative_pool)}
+
+
+def grade_counts(qrels: Qrels) -> dict[int, int]:
+    """How many judgements have each grade."""
+    counts: dict[int, int] = {}
+    for judged in qrels.values():
+        for grade in judged.values():
+            counts[grade] = counts.get(grade, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def no_examples_reason(
+    qrels: Qrels, selected: list[QueryExamples], settings: ExampleSettings, objective: str
+) -> str:
+    """Why ``objective`` got no training examples, naming the config field to change."""
+    grades = grade_counts(qrels)
+    if not selected:
+        usable = [g for g in grades if g >= 1]
+        hint = (
+            f"Set examples.positive_threshold to at most {max(usable)}" if usable else "Judge some documents"
+        )
+        return (
+            f"no training examples: no train judgement reaches examples.positive_threshold = "
+            f"{settings.positive_threshold}; the grades found (grade: judgements) are {grades}. {hint}."
+        )
+    key = "pointwise_negatives" if objective == "pointwise" else "group_negatives"
+    needed = getattr(settings, key)
+    most = max(len(example.negative_pool) for example in selected)
+    return (
+        f"no {objective} training examples: {len(selected)} queries have positives, but at most {most} "
+        f"BM25 negatives each, fewer than examples.{key} = {needed}; lower examples.{key} or raise "
+        "examples.negative_depth (and retrieval.depth)"
+    )

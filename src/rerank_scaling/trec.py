@@ -23,7 +23,14 @@ def read_run(path: str | os.PathLike[str]) -> Run:
                 raise ValueError(
                     f"{path}:{line_no}: expected 6 fields 'qid Q0 docid rank score tag', got {line!r}"
                 )
-            run[parts[0]][parts[2]] = float(parts[4])
+            qid, docid = parts[0], parts[2]
+            try:
+                score = float(parts[4])
+            except ValueError:
+                raise ValueError(f"{path}:{line_no}: score {parts[4]!r} is not a number") from None
+            if docid in run[qid]:
+                raise ValueError(f"{path}:{line_no}: document {docid!r} is ranked twice for query {qid!r}")
+            run[qid][docid] = score
     return dict(run)
 
 
@@ -50,7 +57,19 @@ def read_qrels(path: str | os.PathLike[str]) -> Qrels:
                 continue
             if len(parts) != 4:
                 raise ValueError(f"{path}:{line_no}: expected 4 fields 'qid 0 docid relevance', got {line!r}")
-            qrels[parts[0]][parts[2]] = int(parts[3])
+            qid, docid = parts[0], parts[2]
+            try:
+                grade = int(parts[3])
+            except ValueError:
+                raise ValueError(
+                    f"{path}:{line_no}: relevance {parts[3]!r} is not an integer grade"
+                ) from None
+            if docid in qrels[qid]:
+                raise ValueError(
+                    f"{path}:{line_no}: duplicate judgement of document {docid!r} for query {qid!r}; "
+                    "keep one line per (query, document)"
+                )
+            qrels[qid][docid] = grade
     return dict(qrels)
 
 

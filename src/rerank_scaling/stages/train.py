@@ -13,7 +13,7 @@ import logging
 from rerank_scaling.collection import iter_corpus
 from rerank_scaling.grid import RunSpec
 from rerank_scaling.settings import parse_json_arg, settings_from_dict
-from rerank_scaling.training import TrainSettings, train_run
+from rerank_scaling.training import TrainingStopped, TrainSettings, train_run
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -35,19 +35,22 @@ def main(argv: list[str] | None = None) -> None:
     model = parse_json_arg(args.model)
     settings = settings_from_dict(TrainSettings, parse_json_arg(args.training), "training")
     texts = [text for _, text in iter_corpus(args.corpus)] if model["family"] == "scratch" else None
-    train_run(
-        model,
-        spec.objective,
-        spec.attention,
-        spec.seed,
-        settings,
-        args.pointwise,
-        args.groups,
-        args.checkpoints,
-        args.work,
-        device=args.device,
-        corpus_texts=texts,
-    )
+    try:
+        train_run(
+            model,
+            spec.objective,
+            spec.attention,
+            spec.seed,
+            settings,
+            args.pointwise,
+            args.groups,
+            args.checkpoints,
+            args.work,
+            device=args.device,
+            corpus_texts=texts,
+        )
+    except TrainingStopped as stopped:
+        raise SystemExit(f"{stopped}") from stopped
 
 
 if __name__ == "__main__":

@@ -1,0 +1,292 @@
+"""Cross-field checks of the workflow config: what the JSON schema cannot express.
+
+Each check returns a list of problems, each naming the config field and the fix; they run at
+parse time (rules/common.smk, through :func:`rerank_scaling.config.validate_config`), before any
+job. Checks that need the data (the number of training examples) run where the data appear:
+:func:`training_steps_problems` is called again by the examples job with the real counts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+Problems = list[str]
+
+
+def _problem(field: str, text: str) -> str:
+    return f"config field '{field}': {text}"
+
+
+def dataset_problems(config: dict[str, Any]) -> Problems:
+    """The chosen source has its section; every split exists; a local collection is complete."""
+    from rerank_scaling.collection import CollectionDir
+
+    problems = []
+    dataset = config["dataset"]
+    source = dataset["source"]
+    splits = [dataset["train_split"], *dataset["eval_splits"]]
+    if source not in dataset:
+        return [
+            _problem(
+                f"dataset.{source}",
+                f"missing; dataset.source is {source!r}, so the 'dataset.{source}' section must "
+                "describe the dataset (see README, 'Datasets')",
+            )
+        ]
+    if source == "ir_datasets":
+        known = set(dataset["ir_datasets"]["splits"])
+        for split in splits:
+            if split not in known:
+                problems.append(_problem("dataset.ir_datasets.splits", f"no entry for split {split!r}"))
+    elif source == "builtin":
+        for split in splits:
+            if split not in ("train", "dev", "test"):
+                problems.append(
+                    _problem(
+                        "dataset.eval_splits", f"the builtin dataset has splits train/dev/test, not {split!r}"
+                    )
+                )
+    elif source == "local":
+        root = Path(os.path.expanduser(dataset["local"]["path"]))
+        if not root.is_dir():
+            problems.append(
+                _problem(
+                    "dataset.local.path",
+                    f"{root} is not a directory; point it to a collection in the local format",
+                )
+            )
+        else:
+            try:
+                CollectionDir(root).check(splits)
+            except FileNotFoundError as err:
+                problems.append(_problem("dataset.local.path", f"{err}"))
+    return problems
+
+
+def depth_problems(config: dict[str, Any]) -> Problems:
+    """BM25 retrieves ``retrieval.depth`` candidates: nothing may ask for more."""
+    depth = config["retrieval"]["depth"]
+    problems = []
+    rerank = config["evaluation"]["rerank_depth"]
+    if rerank > depth:
+        problems.append(
+            _problem(
+                "evaluation.rerank_depth",
+                f"{rerank} is more than retrieval.depth {depth}, the candidates BM25 retrieves; "
+                f"raise retrieval.depth to at least {rerank} or lower evaluation.rerank_depth",
+            )
+        )
+    negative = config["examples"].get("negative_depth")
+    if negative is not None and negative > depth:
+        problems.append(
+            _problem(
+                "examples.negative_depth",
+                f"{negative} is more than retrieval.depth {depth}, the BM25 ranking negatives are drawn "
+                f"from; raise retrieval.depth to at least {negative} or lower examples.negative_depth",
+            )
+        )
+    return problems
+
+
+def training_steps_problems(training: dict[str, Any], rows: dict[str, int], exact: bool) -> Problems:
+    """Every objective has at least ``training.checkpoints`` optimizer steps.
+
+    ``rows``: objective -> training rows (pointwise pairs, or groups); ``exact`` False when they are
+    an upper bound estimated from the config, so only a sure shortfall is reported.
+    """
+    wanted = training["checkpoints"]
+    if training.get("max_steps") is not None:
+        if training["max_steps"] < wanted:
+            return [
+                _problem(
+                    "training.max_steps",
+                    f"{training['max_steps']} steps cannot hold training.checkpoints = {wanted} checkpoints; "
+                    f"raise training.max_steps to at least {wanted} or lower training.checkpoints",
+                )
+            ]
+        return []
+    problems = []
+    for objective in training["objectives"]:
+        if objective not in rows:
+            continue
+        key = "pointwise_batch_size" if objective == "pointwise" else "group_queries_per_batch"
+        batch = training.get(key, 128 if objective == "pointwise" else 16)
+        steps = math.ceil(math.ceil(rows[objective] / batch) * training.get("epochs", 1.0))
+        if steps < wanted:
+            bound = "at most " if not exact else ""
+            problems.append(
+                _problem(
+                    "training.checkpoints",
+                    f"{objective} training has {bound}{steps} optimizer steps ({bound}{rows[objective]} "
+                    f"rows / training.{key} {batch} x training.epochs), fewer than the {wanted} "
+                    f"checkpoints asked for; lower training.checkpoints or training.{key}, raise "
+                    "training.epochs, or set training.max_steps",
+                )
+            )
+    return problems
+
+
+def estimated_rows(config: dict[str, Any]) -> dict[str, int] | None:
+    """Upper bound of the training rows per objective, where the config alone tells (builtin data)."""
+    dataset = config["dataset"]
+    if dataset["source"] != "builtin":
+        return None
+    from rerank_scaling.ict import IctSettings
+    from rerank_scaling.training_examples import ExampleSettings
+
+    queries = dataset.get("builtin", {}).get("train_queries", IctSettings.train_queries)
+    examples = config["examples"]
+    if examples.get("max_queries") is not None:
+        queries = min(queries, examples["max_queries"])
+    negatives = examples.get("pointwise_negatives", ExampleSettings.pointwise_negatives)
+    # one positive per ICT query: its own passage
+    return {"pointwise": queries * (1 + negatives), "pairwise": queries, "listwise": queries}
+
+
+def _base_layers(path: str) -> int | None:
+    from rerank_scaling.models import resolve_path
+
+    config = Path(resolve_path(path)) / "config.json"
+    if not config.exists():
+        return None
+    values = json.loads(config.read_text())
+    for key in ("num_hidden_layers", "n_layer", "num_layers"):
+        if key in values:
+            return int(values[key])
+    return None
+
+
+def _looks_local(path: str) -> bool:
+    return path.startswith(("/", "./", "../", "~")) or os.path.isdir(os.path.expanduser(path))
+
+
+def model_problems(config: dict[str, Any]) -> Problems:
+    """Unique names, a model to fit; local and packaged model paths exist; ladders fit their base."""
+    from rerank_scaling.models import resolve_path
+
+    problems = []
+    models = config["models"]
+    names = [m["name"] for m in models]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        problems.append(_problem("models", f"duplicate model names {duplicates}; names must be unique"))
+    if not any(m["role"] == "fit" for m in models):
+        problems.append(_problem("models", "no model has role 'fit'; the laws need sizes to fit on"))
+    for i, model in enumerate(models):
+        path = model.get("path")
+        if path is None:
+            continue
+        field = f"models[{i}].path"
+        try:
+            resolved = resolve_path(path)
+        except FileNotFoundError as err:
+            problems.append(_problem(field, f"{err}"))
+            continue
+        local = path.startswith("package:") or model["family"] == "ladder" or _looks_local(path)
+        if local and not Path(os.path.expanduser(resolved)).is_dir():
+            problems.append(
+                _problem(field, f"{resolved} is not a directory; give an existing model directory")
+            )
+            continue
+        if model["family"] == "ladder":
+            base = _base_layers(path)
+            if base is not None and model["layers"] > base:
+                problems.append(
+                    _problem(
+                        f"models[{i}].layers",
+                        f"{model['layers']} layers, but the base checkpoint {path} has {base}; a ladder "
+                        f"keeps the first layers of its base, so use at most {base}",
+                    )
+                )
+    extra = config["training"].get("extra_seeds", {})
+    for name in extra.get("models", []):
+        if name not in names:
+            problems.append(_problem("training.extra_seeds.models", f"{name!r} is not a model name"))
+    return problems
+
+
+def attention_problems(config: dict[str, Any]) -> Problems:
+    """Every ``training.attention`` variant is supported by every model's architecture
+    (:func:`rerank_scaling.attention_support.check_attention_support`)."""
+    from rerank_scaling.attention_support import check_attention_support
+
+    return check_attention_support(config)
+
+
+def evaluation_metrics(evaluation: dict[str, Any]) -> list[str]:
+    """The metric names the evaluation stage writes with these ``evaluation`` settings.
+
+    Taken from :func:`rerank_scaling.metrics.evaluate` itself (on an empty run), so the list
+    cannot drift from what the evaluation produces.
+    """
+    from rerank_scaling.evaluation import EvalSettings
+    from rerank_scaling.metrics import evaluate
+    from rerank_scaling.settings import settings_from_dict
+
+    known = {f for f in EvalSettings.__dataclass_fields__}
+    settings = settings_from_dict(
+        EvalSettings, {k: v for k, v in evaluation.items() if k in known}, "evaluation"
+    )
+    return evaluate({}, {}, {}, settings.metric_settings())["metric"].tolist()
+
+
+def fitting_problems(config: dict[str, Any]) -> Problems:
+    """Fitted metrics are evaluated ones; fitted splits are evaluated; compared models exist."""
+    problems = []
+    fitting = config["fitting"]
+    produced = evaluation_metrics(config["evaluation"])
+    for i, metric in enumerate(fitting.get("metrics", [])):
+        if metric not in produced:
+            problems.append(
+                _problem(
+                    f"fitting.metrics[{i}]",
+                    f"{metric!r} is not a metric the evaluation produces; with these evaluation settings "
+                    f"it writes {produced} (CE@n from evaluation.ce_sizes, RBP@k from evaluation.rbp_k, "
+                    "RRstar@m from evaluation.rr_m)",
+                )
+            )
+    for split in fitting.get("splits") or []:
+        if split not in config["dataset"]["eval_splits"]:
+            problems.append(
+                _problem(
+                    "fitting.splits",
+                    f"{split!r} is not in dataset.eval_splits {config['dataset']['eval_splits']}",
+                )
+            )
+    names = [m["name"] for m in config["models"]]
+    for name in fitting.get("equal_compute") or []:
+        if name not in names:
+            problems.append(
+                _problem("fitting.equal_compute", f"{name!r} is not a model name; use one of {names}")
+            )
+    metric = (config.get("planning") or {}).get("metric")
+    if metric is not None and metric not in fitting.get("metrics", ["nDCG@10"]):
+        problems.append(
+            _problem("planning.metric", f"{metric!r} is not one of fitting.metrics; add it there")
+        )
+    return problems
+
+
+def training_problems(config: dict[str, Any]) -> Problems:
+    rows = estimated_rows(config)
+    return training_steps_problems(config["training"], rows or {}, exact=False)
+
+
+CHECKS: tuple[Callable[[dict[str, Any]], Problems], ...] = (
+    dataset_problems,
+    depth_problems,
+    model_problems,
+    attention_problems,
+    training_problems,
+    fitting_problems,
+)
+
+
+def cross_field_problems(config: dict[str, Any]) -> Problems:
+    """Every cross-field problem of a schema-valid config."""
+    return [problem for check in CHECKS for problem in check(config)]

@@ -1,0 +1,248 @@
+"""The bad inputs of issue 13 and the message each now gets, by running the real checks.
+
+``python tests/bad_inputs.py`` prints the README's table ("What a bad input gets"); the test
+``test_bad_inputs.py`` runs every case and keeps the README's copy equal to this output.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+WORDS = "river bridge castle forest harbour mountain valley meadow canyon island glacier desert".split()
+DOCS = [
+    json.dumps({"id": f"d{i}", "contents": f"{word} {WORDS[(i + 1) % 12]} notes {i}"})
+    for i, word in enumerate(WORDS)
+]
+QUERIES = {
+    "train": ["t1\triver bridge", "t2\tcastle forest", "t3\tharbour mountain"],
+    "dev": ["v1\tvalley meadow"],
+}
+QRELS = {"train": ["t1 0 d0 2", "t2 0 d2 2", "t3 0 d4 2"], "dev": ["v1 0 d6 2"]}
+
+
+def write_local(root: Path, corpus=None, queries=None, qrels=None) -> Path:
+    """A local collection (splits train, dev) of 12 documents; any file's lines can be replaced."""
+    (root / "queries").mkdir(parents=True)
+    (root / "qrels").mkdir()
+    (root / "corpus.jsonl").write_text("\n".join(corpus if corpus is not None else DOCS) + "\n")
+    for split in ("train", "dev"):
+        lines = (queries or {}).get(split, QUERIES[split])
+        (root / "queries" / f"{split}.tsv").write_text("".join(f"{line}\n" for line in lines))
+        lines = (qrels or {}).get(split, QRELS[split])
+        (root / "qrels" / f"{split}.txt").write_text("".join(f"{line}\n" for line in lines))
+    return root
+
+
+def local_section(root: Path, **extra) -> dict:
+    """The config's dataset section for a local collection."""
+    return {
+        "name": "x",
+        "source": "local",
+        "train_split": "train",
+        "eval_splits": ["dev"],
+        "local": {"path": str(root)},
+        **extra,
+    }
+
+
+def prepare(work: Path, root: Path, **extra) -> dict:
+    """The prepare_data job on a local collection; returns checks.json."""
+    from rerank_scaling.stages import prepare_data
+
+    out = work / "data"
+    argv = ["--dataset", json.dumps(local_section(root, **extra)), "--out", str(out / "collection")]
+    prepare_data.main([*argv, "--checks", str(out / "checks.json")])
+    return json.loads((out / "checks.json").read_text())
+
+
+def build_examples(work: Path, root: Path, settings: dict, training: dict | None = None) -> None:
+    """prepare_data, then the examples job with a BM25-like run that ranks every document."""
+    from rerank_scaling.stages import build_examples as stage
+
+    prepare(work, root)
+    run = work / "train.trec"
+    lines = [f"{q} Q0 d{i} {i + 1} {20 - i} bm25" for q in ("t1", "t2", "t3") for i in range(12)]
+    run.write_text("\n".join(lines) + "\n")
+    argv = ["--collection", str(work / "data" / "collection"), "--split", "train", "--run", str(run)]
+    argv += ["--settings", json.dumps(settings), "--pointwise", str(work / "pw.parquet")]
+    argv += ["--groups", str(work / "gr.parquet")]
+    if training is not None:
+        argv += ["--training", json.dumps(training)]
+    stage.main(argv)
+
+
+@dataclass(frozen=True)
+class BadInput:
+    what: str  # the bad input, as a user would describe it
+    where: str  # where it is caught
+    run: Callable[[Path], None]  # raises (or, for warnings, logs) on a fresh work directory
+
+
+def _config(change: Callable[[dict], None]) -> Callable[[Path], None]:
+    def run(work: Path) -> None:
+        from rerank_scaling.config import validate_config
+
+        config = copy.deepcopy(yaml.safe_load((REPO / "config.yaml").read_text()))
+        change(config)
+        validate_config(config)
+
+    return run
+
+
+def _set(*path_and_value) -> Callable[[dict], None]:
+    *path, value = path_and_value
+
+    def change(config: dict) -> None:
+        node = config
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+
+    return change
+
+
+def _local_path(config: dict) -> None:
+    config["dataset"].update(source="local", local={"path": "/data/my-collection"})
+
+
+def _prepare(**files) -> Callable[[Path], None]:
+    return lambda work: prepare(work, write_local(work / "local", **files))
+
+
+def _warned(work: Path) -> None:
+    import logging
+
+    records: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: records.append(record.getMessage())  # type: ignore[method-assign]
+    logging.getLogger("rerank_scaling").addHandler(handler)
+    try:
+        prepare(
+            work,
+            write_local(work / "local", qrels={"dev": [*QRELS["dev"], "v1 0 ghostdoc 1"]}),
+            max_unknown_qrels_share=0.5,
+        )
+    finally:
+        logging.getLogger("rerank_scaling").removeHandler(handler)
+    raise Warning("warning: " + next(r for r in records if "ghostdoc" in r))
+
+
+def _run_file(work: Path) -> None:
+    from rerank_scaling.trec import read_run
+
+    (work / "bm25.trec").write_text("q1 Q0 d1 1 3.5 bm25\nq1 Q0 d2 2 n/a bm25\n")
+    read_run(work / "bm25.trec")
+
+
+BINARY = {"train": ["t1 0 d0 1", "t1 0 d1 0", "t2 0 d2 1", "t3 0 d4 1"]}
+CASES = [
+    BadInput(
+        "`fitting` with a misspelt key", "config (parse time)", _config(_set("fitting", "bootstrapp", 10))
+    ),
+    BadInput(
+        "`fitting.metrics: [nDCG@11]`",
+        "config (parse time)",
+        _config(_set("fitting", "metrics", ["nDCG@11"])),
+    ),
+    BadInput(
+        "`evaluation.rerank_depth` > `retrieval.depth`",
+        "config (parse time)",
+        _config(_set("evaluation", "rerank_depth", 500)),
+    ),
+    BadInput(
+        "`training.max_steps` < `training.checkpoints`",
+        "config (parse time)",
+        _config(_set("training", "max_steps", 3)),
+    ),
+    BadInput(
+        "too few examples (builtin data) for the checkpoints",
+        "config (parse time)",
+        _config(_set("dataset", "builtin", "train_queries", 2)),
+    ),
+    BadInput(
+        "a ladder deeper than its base checkpoint",
+        "config (parse time)",
+        _config(_set("models", 0, "layers", 12)),
+    ),
+    BadInput(
+        "a model directory that does not exist",
+        "config (parse time)",
+        _config(_set("models", 0, "path", "/models/missing")),
+    ),
+    BadInput("a local collection that does not exist", "config (parse time)", _config(_local_path)),
+    BadInput(
+        "a malformed line in `corpus.jsonl`",
+        "prepare_data",
+        _prepare(corpus=[*DOCS[:2], '{"id": "d2", "contents": "unclosed', *DOCS[3:]]),
+    ),
+    BadInput("a duplicate document id", "prepare_data", _prepare(corpus=[*DOCS, DOCS[5]])),
+    BadInput(
+        "a duplicate query id", "prepare_data", _prepare(queries={"train": [*QUERIES["train"], "t1\tagain"]})
+    ),
+    BadInput("a query line without a tab", "prepare_data", _prepare(queries={"train": ["t1 river bridge"]})),
+    BadInput("a non-integer grade in qrels", "prepare_data", _prepare(qrels={"train": ["t1 0 d0 high"]})),
+    BadInput(
+        "train qrels naming a document not in the corpus",
+        "prepare_data",
+        _prepare(qrels={"train": [*QRELS["train"], "t1 0 ghostdoc 2"]}),
+    ),
+    BadInput(
+        "dev qrels naming one, within `dataset.max_unknown_qrels_share`", "prepare_data (warning)", _warned
+    ),
+    BadInput("an empty `queries/dev.tsv`", "prepare_data", _prepare(queries={"dev": []})),
+    BadInput(
+        "binary (0/1) qrels with `examples.positive_threshold: 2`",
+        "training_examples",
+        lambda work: build_examples(
+            work,
+            write_local(work / "local", qrels=BINARY),
+            {"positive_threshold": 2, "pointwise_negatives": 2},
+        ),
+    ),
+    BadInput(
+        "fewer optimizer steps than checkpoints (from the examples)",
+        "training_examples",
+        lambda work: build_examples(
+            work,
+            write_local(work / "local"),
+            {"pointwise_negatives": 2, "group_negatives": 2},
+            {"objectives": ["listwise"], "checkpoints": 3, "group_queries_per_batch": 2},
+        ),
+    ),
+    BadInput("a TREC run with a non-numeric score", "any reader of runs", _run_file),
+]
+
+
+def message(case: BadInput) -> str:
+    """The message ``case`` gets, temporary paths replaced by ``…``, on one line."""
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            case.run(Path(tmp))
+        except (SystemExit, ValueError, Warning) as err:
+            text = str(err)
+        else:
+            raise AssertionError(f"{case.what}: no error")
+        text = text.replace(str(Path(tmp).resolve()), "…").replace(tmp, "…")
+    text = re.sub(r"^invalid configuration:\s*-\s*", "", text)
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def table() -> str:
+    lines = ["| bad input | caught in | message |", "|---|---|---|"]
+    lines += [f"| {case.what} | {case.where} | {message(case)} |" for case in CASES]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(table())
