@@ -167,6 +167,7 @@ def _looks_local(path: str) -> bool:
 
 def model_problems(config: dict[str, Any]) -> Problems:
     """Unique names, a model to fit; local and packaged model paths exist; ladders fit their base."""
+    from rerank_scaling.hub import is_hub_id
     from rerank_scaling.models import resolve_path
 
     problems = []
@@ -182,6 +183,8 @@ def model_problems(config: dict[str, Any]) -> Problems:
         if path is None:
             continue
         field = f"models[{i}].path"
+        if is_hub_id(path):  # downloaded by the prefetch rule; a compute job names it if still missing
+            continue
         try:
             resolved = resolve_path(path)
         except FileNotFoundError as err:
@@ -219,20 +222,22 @@ def attention_problems(config: dict[str, Any]) -> Problems:
 
 
 def evaluation_metrics(evaluation: dict[str, Any]) -> list[str]:
-    """The metric names the evaluation stage writes with these ``evaluation`` settings.
+    """The fittable metric names the evaluation stage writes with these ``evaluation`` settings
+    (not the counts of queries CE drops, ``CE@k_dropped``).
 
     Taken from :func:`rerank_scaling.metrics.evaluate` itself (on an empty run), so the list
     cannot drift from what the evaluation produces.
     """
     from rerank_scaling.evaluation import EvalSettings
-    from rerank_scaling.metrics import evaluate
+    from rerank_scaling.metrics import DROPPED, evaluate
     from rerank_scaling.settings import settings_from_dict
 
     known = {f for f in EvalSettings.__dataclass_fields__}
     settings = settings_from_dict(
         EvalSettings, {k: v for k, v in evaluation.items() if k in known}, "evaluation"
     )
-    return evaluate({}, {}, {}, settings.metric_settings())["metric"].tolist()
+    names = evaluate({}, {}, {}, settings.metric_settings())["metric"].tolist()
+    return [name for name in names if not name.endswith(DROPPED)]
 
 
 def fitting_problems(config: dict[str, Any]) -> Problems:
