@@ -13,6 +13,8 @@ rule prefetch:
         dataset=section_json("dataset"),
     log:
         log_path("prefetch", "prefetch"),
+    benchmark:
+        benchmark_path("prefetch", "prefetch")
     conda:
         f"{ENVS}/training.yaml"
     shell:
