@@ -202,6 +202,14 @@ def _variables(rows: pd.DataFrame, law: laws.Law) -> dict[str, np.ndarray]:
     return {v: rows[v].to_numpy(float) for v in law.variables}
 
 
+#: Columns only a fitted (not failed) record has; see :func:`run_protocols`.
+FITTED_COLUMNS = (
+    "params", "params_low", "params_high", "r2", "adj_r2", "f_stat", "p_value", "significance",
+    "n_dof_units", "bootstrap_ok", "interval_basis", "sigma_run", "sigma_run_dof", "sigma_checkpoint",
+    "coverage",
+)  # fmt: skip
+
+
 @dataclass
 class SplitFit:
     """One law fitted on one protocol split, with its diagnostics and bootstrap draws."""
@@ -395,6 +403,8 @@ def run_protocols(
     else:
         collect(fit_group(*job) for job in jobs)
     fits = pd.DataFrame([record for out in outputs for record in out.fits])
+    # A table whose every fit failed still has the columns of a fitted record (NaN), for the tables.
+    fits = fits.reindex(columns=[*fits.columns, *(c for c in FITTED_COLUMNS if c not in fits.columns)])
     frames = [frame for out in outputs for frame in out.forecasts]
     tests = [frame for out in outputs for frame in out.backtests if len(frame)]
     return (
