@@ -26,6 +26,7 @@ only where a GPU and the CUDA toolkit exist)::
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import shutil
 import sys
@@ -52,6 +53,17 @@ def _cuda_build() -> bool:
     return torch.cuda.is_available() and CUDA_HOME is not None and (Path(CUDA_HOME) / "bin" / "nvcc").exists()
 
 
+def _cpu_tag() -> str:
+    """A short hash of this CPU's instruction-set flags: the build uses ``-march=native``, so a
+    build cached on one CPU must not be loaded on another (CI runners differ)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+        flags = next((line for line in text.splitlines() if line.startswith(("flags", "Features"))), "")
+    except OSError:
+        flags = ""
+    return hashlib.sha1(f"{flags}|{os.uname().machine}".encode()).hexdigest()[:8]
+
+
 _LOADED: list[Any] = []  # the op namespace once loaded (loading twice would re-register the ops)
 
 
@@ -70,9 +82,13 @@ def load_kernels(verbose: bool = False) -> Any:
 
         os.environ["PATH"] = f"{ninja.BIN_DIR}{os.pathsep}{os.environ.get('PATH', '')}"
     with_cuda = _cuda_build()
-    name = "window_attention_cuda" if with_cuda else "window_attention_cpu"
-    sources = [KERNEL_DIR / "window_attention.cpp", KERNEL_DIR / "cpu" / "window_matmul_cpu.cpp"]
-    flags = ["-O3", "-fopenmp"]
+    name = ("window_attention_cuda_" if with_cuda else "window_attention_cpu_") + _cpu_tag()
+    sources = [
+        KERNEL_DIR / "window_attention.cpp",
+        KERNEL_DIR / "cpu" / "window_matmul_cpu.cpp",
+        KERNEL_DIR / "cpu" / "fused_attention_cpu.cpp",
+    ]
+    flags = ["-O3", "-fopenmp", "-march=native"]
     if with_cuda:
         sources.append(KERNEL_DIR / "cuda" / "window_matmul_cuda.cu")
         flags.append("-DWITH_CUDA")
@@ -204,6 +220,9 @@ def window_av(band: torch.Tensor, value: torch.Tensor, window: int) -> torch.Ten
 # --- the cross-encoder attention pattern (seed paper eqs. 1-3) ----------------------------------
 
 
+QUERY_KEY, DOCUMENT, DENSE_KEY, DENSE_ROW = 1, 2, 4, 8  # role bits, as in fused_attention.h
+
+
 @dataclass(frozen=True)
 class WindowLayout:
     """Which keys each token may attend to, derived once per batch (shared by all layers).
@@ -219,6 +238,7 @@ class WindowLayout:
     sparse_blocked: torch.Tensor  # (B, 1, S, G + W): global keys first, then the band
     dense_blocked: torch.Tensor  # (B, 1, 1, S): keys hidden from the dense rows (padding)
     dense_row: torch.Tensor  # (B, 1, R, 1): row i < R attends densely
+    roles: torch.Tensor  # (B, S) uint8 bits for the fused kernel (QUERY_KEY | DOCUMENT | DENSE_KEY | DENSE_ROW)
 
 
 def _token_roles(
@@ -257,6 +277,10 @@ def window_layout(
     band = is_document[:, :, None] & F.pad(doc, (window, window)).unfold(-1, 2 * window + 1, 1).bool()
     sparse = torch.cat([is_query[:, None, :global_keys].expand(batch, length, global_keys), band], dim=-1)
     dense_row = is_query[:, :dense_rows] if query_sees_document else is_query[:, :1]
+    row_is_dense = F.pad(dense_row, (0, length - dense_rows))
+    roles = (
+        is_query * QUERY_KEY + is_document * DOCUMENT + (valid | is_query) * DENSE_KEY + row_is_dense * DENSE_ROW
+    ).to(torch.uint8)
     return WindowLayout(
         window=window,
         global_keys=global_keys,
@@ -264,6 +288,7 @@ def window_layout(
         sparse_blocked=~sparse[:, None],
         dense_blocked=~(valid | is_query)[:, None, None, :],
         dense_row=dense_row[:, None, :, None],
+        roles=roles.contiguous(),
     )
 
 
@@ -297,7 +322,7 @@ def _softmax(scores: torch.Tensor, blocked: torch.Tensor, dtype: torch.dtype, dr
     return F.dropout(probs, dropout) if dropout > 0 else probs
 
 
-def window_attention(
+def window_attention_reference(
     query: torch.Tensor,
     key: torch.Tensor,
     value: torch.Tensor,
@@ -305,12 +330,13 @@ def window_attention(
     scaling: float | None = None,
     dropout: float = 0.0,
 ) -> torch.Tensor:
-    """Sparse cross-encoder attention, (B, H, S, D) x 3 -> (B, H, S, D) (seed paper eqs. 1-3).
+    """The two-product formulation of ``window_attention`` (the reference for the fused kernel).
 
     Every row takes ONE softmax over the concatenation of its global scores (keys ``[0, G)``, the
     query segment) and its band scores (document keys within ``w``), so the probabilities match
     dense attention under ``dense_pattern_mask``. The R dense rows ([CLS], and the query with
-    ``query_sees_document``) are recomputed against all S keys, O(R S). Cost O(S (G + 2w + 1) D).
+    ``query_sees_document``) are recomputed against all S keys, O(R S). Cost O(S (G + 2w + 1) D)
+    time, and the (B, H, S, G + 2w + 1) scores and probabilities are materialised.
     ``dropout`` is applied to the attention probabilities (pass 0 in eval mode).
     """
     scaling = query.size(-1) ** -0.5 if scaling is None else scaling
@@ -323,6 +349,83 @@ def window_attention(
     dense_probs = _softmax(dense_scores, layout.dense_blocked, value.dtype, dropout)
     head = torch.where(layout.dense_row, dense_probs @ value, out[..., :r, :])
     return torch.cat([head, out[..., r:, :]], dim=-2)
+
+
+class FusedWindowAttention(torch.autograd.Function):
+    """``out = fused_attention(q, k, v)`` over the layout's pattern: (B, H, S, D) x 3 -> (B, H, S, D).
+
+    One pass per row tile with an online softmax (FlashAttention, Dao et al. 2022, Alg. 1); saves
+    only q, k, v, the output and one log-sum-exp per row, and the backward recomputes the
+    probabilities (FlashAttention-2 backward). Memory O(S D) beyond the inputs, time O(S (G + 2w + 1) D).
+    """
+
+    @staticmethod
+    def forward(
+        ctx: FunctionCtx,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        roles: torch.Tensor,
+        global_keys: int,
+        window: int,
+        scaling: float,
+    ) -> torch.Tensor:
+        out, logsumexp = load_kernels().fused_attention(query, key, value, roles, global_keys, window, scaling)
+        ctx.save_for_backward(query, key, value, out, logsumexp, roles)
+        ctx.pattern = (global_keys, window, scaling)
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        query, key, value, out, logsumexp, roles = ctx.saved_tensors
+        grads = load_kernels().fused_attention_backward(
+            _unit_stride(grad), query, key, value, out, logsumexp, roles, *ctx.pattern
+        )
+        return (*grads, None, None, None, None)
+
+
+def _unit_stride(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` itself when its last dimension has stride 1 (the kernel's only layout demand)."""
+    return tensor if tensor.stride(-1) == 1 else tensor.contiguous()
+
+
+def fused_window_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    layout: WindowLayout,
+    scaling: float | None = None,
+) -> torch.Tensor:
+    """The compiled fused pass (CPU): same function as ``window_attention_reference`` without dropout."""
+    scaling = query.size(-1) ** -0.5 if scaling is None else scaling
+    dtype = torch.promote_types(torch.promote_types(query.dtype, key.dtype), value.dtype)
+    query, key, value = (_unit_stride(t.to(dtype)) for t in (query, key, value))
+    return FusedWindowAttention.apply(
+        query, key, value, layout.roles, max(layout.global_keys, 1), layout.window, float(scaling)
+    )
+
+
+def window_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    layout: WindowLayout,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+) -> torch.Tensor:
+    """Sparse cross-encoder attention, (B, H, S, D) x 3 -> (B, H, S, D) (seed paper eqs. 1-3).
+
+    [CLS] (and the query, with ``query_sees_document``) attends to every token, query tokens to the
+    query segment, document tokens to the query segment and the document tokens within ``w``; one
+    softmax per row over all its keys, so the result equals dense attention under
+    ``dense_pattern_mask``. On CPU without dropout: the fused kernel (``fused_window_attention``,
+    memory O(S D)); otherwise (CUDA, or ``dropout`` > 0 on the probabilities, as in training with
+    attention dropout) the two-product reference path (``window_attention_reference``).
+    """
+    if dropout == 0.0 and query.device.type == "cpu":
+        return fused_window_attention(query, key, value, layout, scaling)
+    return window_attention_reference(query, key, value, layout, scaling, dropout)
 
 
 def masked_attention(
