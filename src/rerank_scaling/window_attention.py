@@ -88,7 +88,7 @@ def load_kernels(verbose: bool = False) -> Any:
         KERNEL_DIR / "cpu" / "window_matmul_cpu.cpp",
         KERNEL_DIR / "cpu" / "fused_attention_cpu.cpp",
     ]
-    flags = ["-O3", "-fopenmp", "-march=native"]
+    flags = ["-O3", "-fopenmp", "-march=native", "-Wno-psabi"]
     if with_cuda:
         sources.append(KERNEL_DIR / "cuda" / "window_matmul_cuda.cu")
         flags.append("-DWITH_CUDA")

@@ -16,6 +16,7 @@
 #include <ATen/ops/empty.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -33,7 +34,7 @@ constexpr int64_t kChunkKeys = 64;
 // float32). No table and no branch, so loops over it vectorise (libm's expf does not).
 inline float exp_approx(float x) {
   x = std::min(std::max(x, -87.0f), 88.0f);
-  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
+  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest (1.5 * 2^23)
   float r = x - n * 0.693359375f;
   r = r + n * 2.12194440e-4f;
   float y = 1.9875691500e-4f;
@@ -43,10 +44,7 @@ inline float exp_approx(float x) {
   y = y * r + 1.6666665459e-1f;
   y = y * r + 5.0000001201e-1f;
   y = y * r * r + r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  float power;
-  std::memcpy(&power, &bits, sizeof(power));
-  return y * power;
+  return y * std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
 }
 
 inline double exp_approx(double x) { return std::exp(x); }  // float64: gradchecks, exactness first
@@ -69,21 +67,27 @@ struct Pattern {
         return dense;
     }
   }
-  // Keys [first, last) a row of this pass may see (a superset; allowed() decides each key).
+  // Keys [first, last) a row of this pass may see (a superset; mask() decides each key).
   int64_t first(Pass pass, int64_t i) const { return pass == Pass::kBand ? std::max(g, i - w) : 0; }
   int64_t last(Pass pass, int64_t i) const {
     return pass == Pass::kGlobal ? std::min(g, s) : pass == Pass::kBand ? std::min(s, i + w + 1) : s;
   }
-  bool allowed(Pass pass, int64_t i, int64_t t) const {
-    const uint8_t key = roles[t];
-    switch (pass) {
-      case Pass::kGlobal:  // query keys; document keys below G when row i is a nearby document token
-        return (key & kQueryKey) ||
-               ((roles[i] & kDocument) && (key & kDocument) && std::abs(i - t) <= w);
-      case Pass::kBand:  // the row range already holds |i - t| <= w and t >= G
-        return key & kDocument;
-      default:
-        return key & kDenseKey;
+  // scores[j] for keys t = c0 + j, j in [lo, hi): scale * scores[j] where row i sees t, else masked.
+  template <typename acc_t>
+  void mask(Pass pass, int64_t i, int64_t c0, int64_t lo, int64_t hi, acc_t scale, acc_t masked,
+            acc_t* scores) const {
+    const uint8_t* keys = roles + c0;
+    if (pass == Pass::kGlobal) {  // query keys; document keys below G near a document row i
+      const int64_t near_lo = (roles[i] & kDocument) ? i - w - c0 : hi, near_hi = i + w + 1 - c0;
+#pragma omp simd
+      for (int64_t j = lo; j < hi; ++j) {
+        const bool seen = (keys[j] & kQueryKey) || ((keys[j] & kDocument) && j >= near_lo && j < near_hi);
+        scores[j] = seen ? scores[j] * scale : masked;
+      }
+    } else {  // band: the row range already holds |i - t| <= w and t >= G
+      const uint8_t bit = pass == Pass::kBand ? kDocument : kDenseKey;
+#pragma omp simd
+      for (int64_t j = lo; j < hi; ++j) scores[j] = (keys[j] & bit) ? scores[j] * scale : masked;
     }
   }
 };
@@ -131,26 +135,92 @@ struct Rows {
   scalar_t* row(int64_t n, int64_t i) const { return data + (n / heads) * sb + (n % heads) * sh + i * ss; }
 };
 
-// scores[k] = scale * (x . keys[:, k]) for k in [lo, hi); keys_t is (d, kChunkKeys).
+// 64-byte vectors (GCC/Clang vector extensions): 16 floats or 8 doubles; split into narrower
+// registers where the CPU lacks AVX-512. Accumulators are held in such vectors, several
+// independent ones per loop, so the loops run at FMA throughput rather than latency.
+template <typename T>
+struct VecOf;  // spelled out per type: GCC drops vector_size on a dependent alias template
+template <>
+struct VecOf<float> {
+  typedef float type __attribute__((vector_size(64)));
+};
+template <>
+struct VecOf<double> {
+  typedef double type __attribute__((vector_size(64)));
+};
+template <typename T>
+using vec_t = typename VecOf<T>::type;
+template <typename T>
+constexpr int64_t kLanes = 64 / sizeof(T);
+template <typename T>
+inline vec_t<T> load_vec(const T* p) {
+  vec_t<T> v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+template <typename T>
+inline void store_vec(T* p, const vec_t<T>& v) {
+  std::memcpy(p, &v, sizeof(v));
+}
+
+// scores[k0 + u] = x . keys[:, k0 + u] for NB blocks of kLanes keys from k0.
+template <typename acc_t, int NB>
+inline void score_blocks(const acc_t* x, const acc_t* keys_t, acc_t* scores, int64_t k0, int64_t d) {
+  constexpr int64_t L = kLanes<acc_t>;
+  vec_t<acc_t> block[NB] = {};
+  for (int64_t c = 0; c < d; ++c) {
+    const acc_t* kc = keys_t + c * kChunkKeys + k0;
+    for (int b = 0; b < NB; ++b) block[b] += x[c] * load_vec(kc + b * L);
+  }
+  for (int b = 0; b < NB; ++b) store_vec(scores + k0 + b * L, block[b]);
+}
+
+// scores[k] = x . keys[:, k] for k in [lo, hi) (and a few more around them, never read); keys_t is
+// (d, kChunkKeys), zero beyond the chunk.
 template <typename acc_t>
 void row_scores(const acc_t* x, const acc_t* keys_t, acc_t* scores, int64_t lo, int64_t hi, int64_t d) {
-  for (int64_t k = lo; k < hi; ++k) scores[k] = 0;
-  for (int64_t c = 0; c < d; ++c) {
-    const acc_t xc = x[c];
-    const acc_t* kc = keys_t + c * kChunkKeys;
-#pragma omp simd
-    for (int64_t k = lo; k < hi; ++k) scores[k] += xc * kc[k];
+  constexpr int64_t L = kLanes<acc_t>;
+  int64_t k0 = lo - lo % L;
+  for (; k0 + 3 * L < hi; k0 += 4 * L) score_blocks<acc_t, 4>(x, keys_t, scores, k0, d);
+  const int64_t left = (hi - k0 + L - 1) / L;
+  if (left == 1) score_blocks<acc_t, 1>(x, keys_t, scores, k0, d);
+  if (left == 2) score_blocks<acc_t, 2>(x, keys_t, scores, k0, d);
+  if (left == 3) score_blocks<acc_t, 3>(x, keys_t, scores, k0, d);
+}
+
+// out[c0 + ...] += sum_k weights[k] * rows[k, c0 + ...] over NB blocks of features; two
+// accumulators per block (even and odd k).
+template <typename acc_t, int NB>
+inline void weighted_blocks(acc_t* out, const acc_t* weights, const acc_t* rows, int64_t lo, int64_t hi,
+                            int64_t d, int64_t c0) {
+  constexpr int64_t L = kLanes<acc_t>;
+  vec_t<acc_t> even[NB] = {}, odd[NB] = {};
+  int64_t k = lo;
+  for (; k + 1 < hi; k += 2) {
+    const acc_t* row = rows + k * d + c0;
+    for (int b = 0; b < NB; ++b) {
+      even[b] += weights[k] * load_vec(row + b * L);
+      odd[b] += weights[k + 1] * load_vec(row + d + b * L);
+    }
   }
+  if (k < hi) {
+    for (int b = 0; b < NB; ++b) even[b] += weights[k] * load_vec(rows + k * d + c0 + b * L);
+  }
+  for (int b = 0; b < NB; ++b) store_vec(out + c0 + b * L, load_vec(out + c0 + b * L) + even[b] + odd[b]);
 }
 
 // out[c] += sum_k weights[k] * rows[k, c] for k in [lo, hi); rows is (kChunkKeys, d).
 template <typename acc_t>
 void add_weighted_rows(acc_t* out, const acc_t* weights, const acc_t* rows, int64_t lo, int64_t hi, int64_t d) {
-  for (int64_t k = lo; k < hi; ++k) {
-    const acc_t weight = weights[k];
-    const acc_t* row = rows + k * d;
-#pragma omp simd
-    for (int64_t c = 0; c < d; ++c) out[c] += weight * row[c];
+  constexpr int64_t L = kLanes<acc_t>;
+  int64_t c0 = 0;
+  for (; c0 + 2 * L <= d; c0 += 2 * L) weighted_blocks<acc_t, 2>(out, weights, rows, lo, hi, d, c0);
+  if (c0 + L <= d) {
+    weighted_blocks<acc_t, 1>(out, weights, rows, lo, hi, d, c0);
+    c0 += L;
+  }
+  for (int64_t k = lo; k < hi && c0 < d; ++k) {  // features beyond the last full block
+    for (int64_t c = c0; c < d; ++c) out[c] += weights[k] * rows[k * d + c];
   }
 }
 
@@ -165,6 +235,9 @@ void load_chunk(const Rows<scalar_t>& x, int64_t n, int64_t c0, int64_t c1, int6
       if (natural) natural[(t - c0) * d + c] = value;
       if (transposed) transposed[c * kChunkKeys + (t - c0)] = value;
     }
+  }
+  if (transposed) {  // the register-blocked score loop reads up to the chunk's end: keep it finite
+    for (int64_t c = 0; c < d; ++c) std::fill(transposed + c * kChunkKeys + (c1 - c0), transposed + (c + 1) * kChunkKeys, acc_t(0));
   }
 }
 
@@ -212,18 +285,17 @@ void forward_kernel(const at::Tensor& q, const at::Tensor& k, const at::Tensor& 
       const auto visit = [&](Pass pass, int64_t i, int64_t lo, int64_t hi, int64_t c0) {
         const int64_t r = i - i0;
         row_scores(q_tile + r * d, keys_t, scores, lo, hi, d);
+        pattern.mask(pass, i, c0, lo, hi, scale, minus_inf, scores);
         acc_t chunk_max = minus_inf;
-        for (int64_t j = lo; j < hi; ++j) {
-          scores[j] = pattern.allowed(pass, i, c0 + j) ? scores[j] * scale : minus_inf;
-          chunk_max = std::max(chunk_max, scores[j]);
-        }
+#pragma omp simd reduction(max : chunk_max)
+        for (int64_t j = lo; j < hi; ++j) chunk_max = std::max(chunk_max, scores[j]);
         if (chunk_max == minus_inf) return;
         const acc_t new_max = std::max(row_max[r], chunk_max);
         const acc_t correction = row_max[r] == minus_inf ? acc_t(0) : std::exp(row_max[r] - new_max);
         acc_t sum = 0;
 #pragma omp simd reduction(+ : sum)
         for (int64_t j = lo; j < hi; ++j) {
-          const acc_t p = scores[j] == minus_inf ? acc_t(0) : exp_approx(scores[j] - new_max);
+          const acc_t p = exp_approx(scores[j] - new_max);  // masked: -inf -> 0 (float: < 1e-37)
           scores[j] = p;
           sum += p;
         }
@@ -255,6 +327,7 @@ void backward_kernel(const at::Tensor& grad_out, const at::Tensor& q, const at::
   const int64_t heads = q.size(1), s = q.size(2), d = q.size(3);
   const int64_t n_seq = q.size(0) * heads;
   const acc_t scale = static_cast<acc_t>(scale_);
+  const acc_t minus_inf = -std::numeric_limits<acc_t>::infinity();
   const Rows<scalar_t> Q(q), K(k), V(v), O(out), dO(grad_out), dQ(grad_q), dK(grad_k), dV(grad_v);
   const acc_t* lse_ptr = lse.const_data_ptr<acc_t>();
   const uint8_t* roles_ptr = roles.const_data_ptr<uint8_t>();
@@ -307,15 +380,11 @@ void backward_kernel(const at::Tensor& grad_out, const at::Tensor& q, const at::
           const acc_t* do_row = do_tile + r * d;
           row_scores(q_row, keys_t, probs, lo, hi, d);
           row_scores(do_row, values_t, dprobs, lo, hi, d);
-          for (int64_t j = lo; j < hi; ++j) {
-            if (!pattern.allowed(pass, i, c0 + j)) probs[j] = -std::numeric_limits<acc_t>::infinity();
-          }
+          pattern.mask(pass, i, c0, lo, hi, scale, minus_inf, probs);
           const acc_t lse_r = row_lse[r], delta = row_delta[r];
 #pragma omp simd
           for (int64_t j = lo; j < hi; ++j) {
-            const acc_t p = probs[j] == -std::numeric_limits<acc_t>::infinity()
-                                ? acc_t(0)
-                                : exp_approx(probs[j] * scale - lse_r);
+            const acc_t p = exp_approx(probs[j] - lse_r);  // masked: -inf -> 0 (float: < 1e-37)
             probs[j] = p;
             dprobs[j] = p * (dprobs[j] - delta);  // ds: gradient of the scaled score
           }
