@@ -238,7 +238,9 @@ class WindowLayout:
     sparse_blocked: torch.Tensor  # (B, 1, S, G + W): global keys first, then the band
     dense_blocked: torch.Tensor  # (B, 1, 1, S): keys hidden from the dense rows (padding)
     dense_row: torch.Tensor  # (B, 1, R, 1): row i < R attends densely
-    roles: torch.Tensor  # (B, S) uint8 bits for the fused kernel (QUERY_KEY | DOCUMENT | DENSE_KEY | DENSE_ROW)
+    roles: (
+        torch.Tensor
+    )  # (B, S) uint8 bits for the fused kernel (QUERY_KEY | DOCUMENT | DENSE_KEY | DENSE_ROW)
 
 
 def _token_roles(
@@ -279,7 +281,10 @@ def window_layout(
     dense_row = is_query[:, :dense_rows] if query_sees_document else is_query[:, :1]
     row_is_dense = F.pad(dense_row, (0, length - dense_rows))
     roles = (
-        is_query * QUERY_KEY + is_document * DOCUMENT + (valid | is_query) * DENSE_KEY + row_is_dense * DENSE_ROW
+        is_query * QUERY_KEY
+        + is_document * DOCUMENT
+        + (valid | is_query) * DENSE_KEY
+        + row_is_dense * DENSE_ROW
     ).to(torch.uint8)
     return WindowLayout(
         window=window,
@@ -370,7 +375,9 @@ class FusedWindowAttention(torch.autograd.Function):
         window: int,
         scaling: float,
     ) -> torch.Tensor:
-        out, logsumexp = load_kernels().fused_attention(query, key, value, roles, global_keys, window, scaling)
+        out, logsumexp = load_kernels().fused_attention(
+            query, key, value, roles, global_keys, window, scaling
+        )
         ctx.save_for_backward(query, key, value, out, logsumexp, roles)
         ctx.pattern = (global_keys, window, scaling)
         return out
@@ -426,6 +433,36 @@ def window_attention(
     if dropout == 0.0 and query.device.type == "cpu":
         return fused_window_attention(query, key, value, layout, scaling)
     return window_attention_reference(query, key, value, layout, scaling, dropout)
+
+
+def flex_block_mask(layout: WindowLayout) -> Any:
+    """The layout's pattern as a FlexAttention block mask (``torch.nn.attention.flex_attention``),
+    the formulation a PyTorch user would write today; built once per batch like the layout."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    roles, window = layout.roles.int(), layout.window
+    batch, length = roles.shape
+
+    def seen(b: torch.Tensor, h: torch.Tensor, q: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
+        row, key = roles[b, q], roles[b, kv]
+        band = ((row & DOCUMENT) != 0) & ((key & DOCUMENT) != 0) & ((q - kv).abs() <= window)
+        return torch.where((row & DENSE_ROW) != 0, (key & DENSE_KEY) != 0, ((key & QUERY_KEY) != 0) | band)
+
+    return create_block_mask(seen, batch, None, length, length, device=roles.device)
+
+
+_FLEX: list[Any] = []
+
+
+def flex_window_attention(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, block_mask: Any, scaling: float | None = None
+) -> torch.Tensor:
+    """FlexAttention (compiled once per process) over ``flex_block_mask(layout)``: the baseline."""
+    if not _FLEX:
+        from torch.nn.attention.flex_attention import flex_attention
+
+        _FLEX.append(torch.compile(flex_attention))
+    return _FLEX[0](query, key, value, block_mask=block_mask, scale=scaling)
 
 
 def masked_attention(
