@@ -291,7 +291,8 @@ def readme_block(levels: dict[str, list[dict]], source: str, loaded: bool) -> st
         + (" (**LOADED machine: preliminary, not for quoting**)" if loaded else "")
         + "; ratios are baseline / windowed (> 1: the windowed version is faster or smaller).",
         "",
-        "| level | s | w | vs SDPA masked: time | memory | vs SDPA full: time | memory | vs FlexAttention: time |",
+        "| level | s | w | vs SDPA masked: time | memory | vs SDPA full: time | memory "
+        "| vs FlexAttention: time |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for level, rows in levels.items():
@@ -353,8 +354,8 @@ def main() -> None:
     lines = [
         "# Windowed attention benchmark" + (" — LOADED MACHINE, PRELIMINARY" if loaded else ""),
         "",
-        f"{machine}, torch {torch.__version__}, {str(args.dtype)[6:]}, batch 1, {QUERY_TOKENS}-token query "
-        f"segment, {HEADS} heads x {HEAD_DIM} dims; median [interquartile range] of {args.repeats} "
+        f"{machine}, torch {torch.__version__}, {str(args.dtype)[6:]}, batch 1, "
+        f"{QUERY_TOKENS}-token query segment, {HEADS} heads x {HEAD_DIM} dims; median [interquartile range] of {args.repeats} "
         f"interleaved rounds after {args.warmup} warm-up rounds; memory = peak allocation during one call above "
         "what was allocated before it (profiler allocator events, kernel scratch included).",
         "",
