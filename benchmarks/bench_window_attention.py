@@ -355,8 +355,9 @@ def main() -> None:
         "# Windowed attention benchmark" + (" — LOADED MACHINE, PRELIMINARY" if loaded else ""),
         "",
         f"{machine}, torch {torch.__version__}, {str(args.dtype)[6:]}, batch 1, "
-        f"{QUERY_TOKENS}-token query segment, {HEADS} heads x {HEAD_DIM} dims; median [interquartile range] of {args.repeats} "
-        f"interleaved rounds after {args.warmup} warm-up rounds; memory = peak allocation during one call above "
+        f"{QUERY_TOKENS}-token query segment, {HEADS} heads x {HEAD_DIM} dims; "
+        f"median [interquartile range] of {args.repeats} interleaved rounds after {args.warmup} "
+        "warm-up rounds; memory = peak allocation during one call above "
         "what was allocated before it (profiler allocator events, kernel scratch included).",
         "",
         f"{'**LOADED**: ' if loaded else 'Quiet: '}{load_text}.",
