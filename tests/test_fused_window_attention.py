@@ -139,11 +139,13 @@ def test_fused_rejects_bad_inputs() -> None:
     layout = wa.window_layout(types, mask, 2)
     query = torch.randn(1, 2, 9, 4)
     with pytest.raises(RuntimeError, match="shapes differ"):
-        ops.fused_attention(query, query[..., :8, :], query, layout.roles, 3, 2, 0.5)
+        ops.fused_attention(query, query[..., :8, :], query, layout.roles, 3, 2, 0.5, 0.0, 0)
     with pytest.raises(RuntimeError, match="roles must be"):
-        ops.fused_attention(query, query, query, layout.roles.long(), 3, 2, 0.5)
+        ops.fused_attention(query, query, query, layout.roles.long(), 3, 2, 0.5, 0.0, 0)
     with pytest.raises(RuntimeError, match="window must be >= 0"):
-        ops.fused_attention(query, query, query, layout.roles, 3, -1, 0.5)
+        ops.fused_attention(query, query, query, layout.roles, 3, -1, 0.5, 0.0, 0)
+    with pytest.raises(RuntimeError, match="dropout must lie in"):
+        ops.fused_attention(query, query, query, layout.roles, 3, 2, 0.5, 1.0, 0)
 
 
 @pytest.mark.slow
@@ -156,3 +158,34 @@ def test_flex_baseline_matches_fused() -> None:
         valid = mask.bool()[:, None, :, None]
         flex = wa.flex_window_attention(query, key, value, wa.flex_block_mask(layout))
         torch.testing.assert_close(flex * valid, wa.window_attention(query, key, value, layout) * valid)
+
+
+def test_fused_dropout_drops_probabilities_and_rescales() -> None:
+    """With one-hot values the output row is the (dropped, rescaled) probability row: each entry is
+    0 or p / (1 - rate), about ``rate`` of the seen keys are dropped, the seed fixes the mask."""
+    types, mask = _batch([(6, 90)], 96)
+    layout = wa.window_layout(types, mask, 8)
+    generator = torch.Generator().manual_seed(3)
+    query, key = torch.randn(2, 1, 2, 96, 96, dtype=torch.float64, generator=generator).unbind(0)
+    value = torch.eye(96, dtype=torch.float64).expand(1, 2, 96, 96)
+    rate = 0.3  # dropout
+    probs = wa.window_attention_reference(query, key, value, layout)
+    dropped = wa.fused_window_attention(query, key, value, layout, dropout=rate, seed=7)
+    seen = probs > 0
+    kept = dropped[seen] > 0
+    torch.testing.assert_close(dropped[seen][kept], probs[seen][kept] / (1 - rate))
+    assert abs((~kept).float().mean().item() - rate) < 0.03  # ~3000 seen entries: 3 sigma ~ 0.025
+    again, other = (wa.fused_window_attention(query, key, value, layout, None, rate, n) for n in (7, 8))
+    assert torch.equal(dropped, again) and not torch.equal(dropped, other)
+
+
+def test_fused_dropout_gradcheck() -> None:
+    types, mask = _batch([(3, 6), (4, 2)], 11)
+    layout = wa.window_layout(types, mask, 2, False)
+    inputs = [t.requires_grad_() for t in torch.randn(3, 2, 2, 11, 4, dtype=torch.float64)]
+    valid = mask.bool()[:, None, :, None]
+
+    def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return wa.fused_window_attention(q, k, v, layout, dropout=0.4, seed=11) * valid
+
+    assert torch.autograd.gradcheck(attend, inputs)

@@ -11,6 +11,8 @@
 //   kDenseRow  the row attends to every kDenseKey key ([CLS]; the query too with query_sees_document)
 // A sparse row i sees key t when t < G and t is a query key, or when both i and t are document
 // tokens and |i - t| <= w. q, k, v: (B, H, s, d) with unit stride over d (any other strides).
+// dropout: probability of dropping an attention probability (0: none); the mask is a hash of
+// (seed, sequence, row, key), regenerated in the backward.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -28,12 +30,12 @@ constexpr uint8_t kDenseRow = 8;
 std::tuple<at::Tensor, at::Tensor> fused_attention_forward_cpu(const at::Tensor& q, const at::Tensor& k,
                                                               const at::Tensor& v, const at::Tensor& roles,
                                                               int64_t global_keys, int64_t window,
-                                                              double scale);
+                                                              double scale, double dropout, int64_t seed);
 
 // -> (grad_q, grad_k, grad_v), each (B, H, s, d)
 std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_attention_backward_cpu(
     const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
     const at::Tensor& out, const at::Tensor& logsumexp, const at::Tensor& roles, int64_t global_keys,
-    int64_t window, double scale);
+    int64_t window, double scale, double dropout, int64_t seed);
 
 }  // namespace window_attention

@@ -5,8 +5,9 @@
 //   window_qk_backward(grad, a, b, w)        -> (grad_a, grad_b)
 //   window_av(band, b, w)                    (..., s, W) x (..., s, d) -> (..., s, d)
 //   window_av_backward(grad, band, b, w)     -> (grad_band, grad_b)
-//   fused_attention(q, k, v, roles, G, w, scale)               -> (out, logsumexp)
-//   fused_attention_backward(grad, q, k, v, out, lse, roles, G, w, scale) -> (grad_q, grad_k, grad_v)
+//   fused_attention(q, k, v, roles, G, w, scale, dropout, seed)  -> (out, logsumexp)
+//   fused_attention_backward(grad, q, k, v, out, lse, roles, G, w, scale, dropout, seed)
+//                                                                -> (grad_q, grad_k, grad_v)
 // The fused op (fused_attention.h) is CPU-only: on CUDA the Python side uses the banded products.
 // Shape checks live here once; cpu/ and cuda/ implement two primitives with the same signature
 // (window_qk_<dev>, window_av_<dev>); both backward passes are compositions of them.
@@ -137,19 +138,22 @@ void check_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, 
 
 std::tuple<at::Tensor, at::Tensor> fused_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                                    const at::Tensor& roles, int64_t global_keys, int64_t window,
-                                                   double scale) {
+                                                   double scale, double dropout, int64_t seed) {
   check_fused(q, k, v, roles, global_keys, window);
-  return fused_attention_forward_cpu(q, k, v, roles, global_keys, window, scale);
+  TORCH_CHECK(dropout >= 0 && dropout < 1, "fused_attention: dropout must lie in [0, 1), got ", dropout);
+  return fused_attention_forward_cpu(q, k, v, roles, global_keys, window, scale, dropout, seed);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_attention_backward(
     const at::Tensor& grad, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out,
-    const at::Tensor& logsumexp, const at::Tensor& roles, int64_t global_keys, int64_t window, double scale) {
+    const at::Tensor& logsumexp, const at::Tensor& roles, int64_t global_keys, int64_t window, double scale,
+    double dropout, int64_t seed) {
   check_fused(q, k, v, roles, global_keys, window);
   check_fused(grad, out, out, roles, global_keys, window);
   TORCH_CHECK(logsumexp.is_contiguous() && logsumexp.numel() == q.size(0) * q.size(1) * q.size(2),
               "fused_attention_backward: logsumexp must be a contiguous (B, H, s) tensor");
-  return fused_attention_backward_cpu(grad, q, k, v, out, logsumexp, roles, global_keys, window, scale);
+  return fused_attention_backward_cpu(grad, q, k, v, out, logsumexp, roles, global_keys, window, scale, dropout,
+                                      seed);
 }
 
 }  // namespace
@@ -160,10 +164,10 @@ TORCH_LIBRARY(window_attention, m) {
   m.def("window_qk_backward(Tensor grad, Tensor a, Tensor b, int window) -> (Tensor, Tensor)");
   m.def("window_av(Tensor band, Tensor b, int window) -> Tensor");
   m.def("window_av_backward(Tensor grad, Tensor band, Tensor b, int window) -> (Tensor, Tensor)");
-  m.def("fused_attention(Tensor q, Tensor k, Tensor v, Tensor roles, int global_keys, int window, float scale)"
-        " -> (Tensor, Tensor)");
+  m.def("fused_attention(Tensor q, Tensor k, Tensor v, Tensor roles, int global_keys, int window, float scale, "
+        "float dropout, int seed) -> (Tensor, Tensor)");
   m.def("fused_attention_backward(Tensor grad, Tensor q, Tensor k, Tensor v, Tensor out, Tensor logsumexp, "
-        "Tensor roles, int global_keys, int window, float scale) -> (Tensor, Tensor, Tensor)");
+        "Tensor roles, int global_keys, int window, float scale, float dropout, int seed) -> (Tensor, Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(window_attention, CPU, m) {

@@ -361,7 +361,9 @@ class FusedWindowAttention(torch.autograd.Function):
 
     One pass per row tile with an online softmax (FlashAttention, Dao et al. 2022, Alg. 1); saves
     only q, k, v, the output and one log-sum-exp per row, and the backward recomputes the
-    probabilities (FlashAttention-2 backward). Memory O(S D) beyond the inputs, time O(S (G + 2w + 1) D).
+    probabilities (FlashAttention-2 backward). Memory O(S D) beyond the inputs, time
+    O(S (G + 2w + 1) D). Dropout on the probabilities uses a hashed mask, regenerated in the
+    backward from ``seed``.
     """
 
     @staticmethod
@@ -371,15 +373,11 @@ class FusedWindowAttention(torch.autograd.Function):
         key: torch.Tensor,
         value: torch.Tensor,
         roles: torch.Tensor,
-        global_keys: int,
-        window: int,
-        scaling: float,
+        pattern: tuple[int, int, float, float, int],  # G, w, scaling, dropout, seed
     ) -> torch.Tensor:
-        out, logsumexp = load_kernels().fused_attention(
-            query, key, value, roles, global_keys, window, scaling
-        )
+        out, logsumexp = load_kernels().fused_attention(query, key, value, roles, *pattern)
         ctx.save_for_backward(query, key, value, out, logsumexp, roles)
-        ctx.pattern = (global_keys, window, scaling)
+        ctx.pattern = pattern
         return out
 
     @staticmethod
@@ -389,7 +387,7 @@ class FusedWindowAttention(torch.autograd.Function):
         grads = load_kernels().fused_attention_backward(
             _unit_stride(grad), query, key, value, out, logsumexp, roles, *ctx.pattern
         )
-        return (*grads, None, None, None, None)
+        return (*grads, None, None)
 
 
 def _unit_stride(tensor: torch.Tensor) -> torch.Tensor:
@@ -403,14 +401,21 @@ def fused_window_attention(
     value: torch.Tensor,
     layout: WindowLayout,
     scaling: float | None = None,
+    dropout: float = 0.0,
+    seed: int | None = None,
 ) -> torch.Tensor:
-    """The compiled fused pass (CPU): same function as ``window_attention_reference`` without dropout."""
+    """The compiled fused pass (CPU): the function of ``window_attention_reference``.
+
+    With ``dropout`` > 0 the mask is drawn from a hash of ``seed`` (default: drawn from torch's
+    generator, so ``torch.manual_seed`` makes it reproducible), not from torch's dropout stream.
+    """
     scaling = query.size(-1) ** -0.5 if scaling is None else scaling
+    if seed is None:
+        seed = int(torch.randint(0, 2**62, (1,))) if dropout > 0 else 0
     dtype = torch.promote_types(torch.promote_types(query.dtype, key.dtype), value.dtype)
     query, key, value = (_unit_stride(t.to(dtype)) for t in (query, key, value))
-    return FusedWindowAttention.apply(
-        query, key, value, layout.roles, max(layout.global_keys, 1), layout.window, float(scaling)
-    )
+    pattern = (max(layout.global_keys, 1), layout.window, float(scaling), float(dropout), seed)
+    return FusedWindowAttention.apply(query, key, value, layout.roles, pattern)
 
 
 def window_attention(
@@ -426,12 +431,12 @@ def window_attention(
     [CLS] (and the query, with ``query_sees_document``) attends to every token, query tokens to the
     query segment, document tokens to the query segment and the document tokens within ``w``; one
     softmax per row over all its keys, so the result equals dense attention under
-    ``dense_pattern_mask``. On CPU without dropout: the fused kernel (``fused_window_attention``,
-    memory O(S D)); otherwise (CUDA, or ``dropout`` > 0 on the probabilities, as in training with
-    attention dropout) the two-product reference path (``window_attention_reference``).
+    ``dense_pattern_mask``. ``dropout``: on the attention probabilities (pass 0 in eval mode).
+    On CPU: the fused kernel (``fused_window_attention``, memory O(S D)); on CUDA the two-product
+    path (``window_attention_reference``; a fused CUDA kernel is not written).
     """
-    if dropout == 0.0 and query.device.type == "cpu":
-        return fused_window_attention(query, key, value, layout, scaling)
+    if query.device.type == "cpu":
+        return fused_window_attention(query, key, value, layout, scaling, dropout)
     return window_attention_reference(query, key, value, layout, scaling, dropout)
 
 

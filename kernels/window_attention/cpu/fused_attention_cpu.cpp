@@ -49,6 +49,27 @@ inline float exp_approx(float x) {
 
 inline double exp_approx(double x) { return std::exp(x); }  // float64: gradchecks, exactness first
 
+// Attention dropout (on the probabilities, as in BERT): key t of row i of sequence n is kept
+// when a counter-based hash of (seed, n, i, t) clears the drop probability, so the backward
+// regenerates the same mask from the seed instead of storing it (FlashAttention does the same
+// with Philox).
+struct Dropout {
+  float probability;  // 0: no dropout
+  uint64_t seed;
+  // 1 / (1 - p) where (n, i, t) is kept, else 0
+  template <typename acc_t>
+  acc_t factor(int64_t n, int64_t s, int64_t i, int64_t t) const {
+    uint64_t x = seed ^ (static_cast<uint64_t>((n * s + i) * s + t) * 0x9E3779B97F4A7C15ULL);
+    x ^= x >> 33;
+    x *= 0xFF51AFD7ED558CCDULL;
+    x ^= x >> 33;
+    x *= 0xC4CEB9FE1A85EC53ULL;
+    x ^= x >> 33;
+    const float uniform = static_cast<float>(x >> 40) * (1.0f / 16777216.0f);  // 24 bits in [0, 1)
+    return uniform >= probability ? acc_t(1) / acc_t(1 - probability) : acc_t(0);
+  }
+};
+
 enum class Pass { kGlobal, kBand, kDense };
 
 // The key pattern of one sequence.
@@ -243,7 +264,7 @@ void load_chunk(const Rows<scalar_t>& x, int64_t n, int64_t c0, int64_t c1, int6
 
 template <typename scalar_t>
 void forward_kernel(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& roles,
-                    at::Tensor& out, at::Tensor& lse, int64_t g, int64_t w, double scale_) {
+                    at::Tensor& out, at::Tensor& lse, int64_t g, int64_t w, double scale_, const Dropout& dropout) {
   using acc_t = at::opmath_type<scalar_t>;
   const int64_t heads = q.size(1), s = q.size(2), d = q.size(3);
   const int64_t n_seq = q.size(0) * heads, tiles = (s + kTileRows - 1) / kTileRows;
@@ -301,6 +322,9 @@ void forward_kernel(const at::Tensor& q, const at::Tensor& k, const at::Tensor& 
         }
         row_sum[r] = row_sum[r] * correction + sum;
         row_max[r] = new_max;
+        if (dropout.probability > 0) {  // the normaliser keeps every key; the weighted sum does not
+          for (int64_t j = lo; j < hi; ++j) scores[j] *= dropout.factor<acc_t>(n, s, i, c0 + j);
+        }
         acc_t* acc_row = acc + r * d;
         if (correction != acc_t(1)) {
           for (int64_t c = 0; c < d; ++c) acc_row[c] *= correction;
@@ -322,7 +346,8 @@ void forward_kernel(const at::Tensor& q, const at::Tensor& k, const at::Tensor& 
 template <typename scalar_t>
 void backward_kernel(const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                      const at::Tensor& out, const at::Tensor& lse, const at::Tensor& roles, at::Tensor& grad_q,
-                     at::Tensor& grad_k, at::Tensor& grad_v, int64_t g, int64_t w, double scale_) {
+                     at::Tensor& grad_k, at::Tensor& grad_v, int64_t g, int64_t w, double scale_,
+                     const Dropout& dropout) {
   using acc_t = at::opmath_type<scalar_t>;
   const int64_t heads = q.size(1), s = q.size(2), d = q.size(3);
   const int64_t n_seq = q.size(0) * heads;
@@ -382,11 +407,19 @@ void backward_kernel(const at::Tensor& grad_out, const at::Tensor& q, const at::
           row_scores(do_row, values_t, dprobs, lo, hi, d);
           pattern.mask(pass, i, c0, lo, hi, scale, minus_inf, probs);
           const acc_t lse_r = row_lse[r], delta = row_delta[r];
+          if (dropout.probability > 0) {  // p -> p z (z: 1 / (1 - p_drop) or 0); ds = p (z dP - delta)
+            for (int64_t j = lo; j < hi; ++j) {
+              const acc_t p = exp_approx(probs[j] - lse_r), z = dropout.factor<acc_t>(n, s, i, c0 + j);
+              probs[j] = p * z;
+              dprobs[j] = p * (z * dprobs[j] - delta);
+            }
+          } else {
 #pragma omp simd
-          for (int64_t j = lo; j < hi; ++j) {
-            const acc_t p = exp_approx(probs[j] - lse_r);  // masked: -inf -> 0 (float: < 1e-37)
-            probs[j] = p;
-            dprobs[j] = p * (dprobs[j] - delta);  // ds: gradient of the scaled score
+            for (int64_t j = lo; j < hi; ++j) {
+              const acc_t p = exp_approx(probs[j] - lse_r);  // masked: -inf -> 0 (float: < 1e-37)
+              probs[j] = p;
+              dprobs[j] = p * (dprobs[j] - delta);  // ds: gradient of the scaled score
+            }
           }
           add_weighted_rows(dq_tile + r * d, dprobs, keys, lo, hi, d);
           for (int64_t j = lo; j < hi; ++j) {
@@ -427,11 +460,12 @@ at::Tensor like_heads(const at::Tensor& q) {
 std::tuple<at::Tensor, at::Tensor> fused_attention_forward_cpu(const at::Tensor& q, const at::Tensor& k,
                                                               const at::Tensor& v, const at::Tensor& roles,
                                                               int64_t global_keys, int64_t window,
-                                                              double scale) {
+                                                              double scale, double dropout, int64_t seed) {
   at::Tensor out = like_heads(q);
   at::Tensor lse = at::empty({q.size(0), q.size(1), q.size(2)}, q.options().dtype(at::toOpMathType(q.scalar_type())));
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, q.scalar_type(), "fused_attention_forward_cpu", [&] {
-    forward_kernel<scalar_t>(q, k, v, roles, out, lse, global_keys, window, scale);
+    forward_kernel<scalar_t>(q, k, v, roles, out, lse, global_keys, window, scale,
+                             Dropout{static_cast<float>(dropout), static_cast<uint64_t>(seed)});
   });
   return {out, lse};
 }
@@ -439,11 +473,11 @@ std::tuple<at::Tensor, at::Tensor> fused_attention_forward_cpu(const at::Tensor&
 std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_attention_backward_cpu(
     const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
     const at::Tensor& out, const at::Tensor& logsumexp, const at::Tensor& roles, int64_t global_keys,
-    int64_t window, double scale) {
+    int64_t window, double scale, double dropout, int64_t seed) {
   at::Tensor grad_q = like_heads(q), grad_k = like_heads(k), grad_v = like_heads(v);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, q.scalar_type(), "fused_attention_backward_cpu", [&] {
     backward_kernel<scalar_t>(grad_out, q, k, v, out, logsumexp, roles, grad_q, grad_k, grad_v, global_keys, window,
-                              scale);
+                              scale, Dropout{static_cast<float>(dropout), static_cast<uint64_t>(seed)});
   });
   return {grad_q, grad_k, grad_v};
 }
