@@ -26,6 +26,7 @@ only where a GPU and the CUDA toolkit exist)::
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import os
 import shutil
@@ -229,18 +230,38 @@ class WindowLayout:
 
     B batch, S tokens, G global keys (positions ``[0, G)`` hold every query-segment token),
     R dense rows (``[CLS]``, or the query segment when ``query_sees_document``), W = 2w + 1.
-    Masks are ``True`` where attention is *blocked*.
+    ``roles`` is all the fused kernel reads; the reference path's masks (``True`` where attention
+    is *blocked*) are derived from it on first use, so the fused path never allocates them.
     """
 
     window: int  # w, clamped to S - 1 (a wider band only adds zeros)
     global_keys: int  # G
     dense_rows: int  # R
-    sparse_blocked: torch.Tensor  # (B, 1, S, G + W): global keys first, then the band
-    dense_blocked: torch.Tensor  # (B, 1, 1, S): keys hidden from the dense rows (padding)
-    dense_row: torch.Tensor  # (B, 1, R, 1): row i < R attends densely
-    roles: (
-        torch.Tensor
-    )  # (B, S) uint8 bits for the fused kernel (QUERY_KEY | DOCUMENT | DENSE_KEY | DENSE_ROW)
+    roles: torch.Tensor  # (B, S) uint8: QUERY_KEY | DOCUMENT | DENSE_KEY | DENSE_ROW bits per token
+
+    def _has(self, bit: int) -> torch.Tensor:
+        return (self.roles & bit) != 0
+
+    @functools.cached_property
+    def sparse_blocked(self) -> torch.Tensor:
+        """(B, 1, S, G + W): global keys first, then the band (keys ``i - w ... i + w``)."""
+        is_query, is_document = self._has(QUERY_KEY), self._has(DOCUMENT)
+        batch, length = self.roles.shape
+        g, w = self.global_keys, self.window
+        near = F.pad(is_document.to(torch.uint8), (w, w)).unfold(-1, 2 * w + 1, 1).bool()
+        band = is_document[:, :, None] & near
+        seen = torch.cat([is_query[:, None, :g].expand(batch, length, g), band], dim=-1)
+        return ~seen[:, None]
+
+    @functools.cached_property
+    def dense_blocked(self) -> torch.Tensor:
+        """(B, 1, 1, S): keys hidden from the dense rows (padding)."""
+        return ~self._has(DENSE_KEY)[:, None, None, :]
+
+    @functools.cached_property
+    def dense_row(self) -> torch.Tensor:
+        """(B, 1, R, 1): row i < R attends densely."""
+        return self._has(DENSE_ROW)[:, None, : self.dense_rows, None]
 
 
 def _token_roles(
@@ -275,26 +296,14 @@ def window_layout(
     positions = torch.arange(1, length + 1, device=token_type_ids.device)
     global_keys = int((is_query * positions).amax())  # one host sync per forward pass, not per layer
     dense_rows = global_keys if query_sees_document else 1
-    doc = is_document.to(torch.uint8)
-    band = is_document[:, :, None] & F.pad(doc, (window, window)).unfold(-1, 2 * window + 1, 1).bool()
-    sparse = torch.cat([is_query[:, None, :global_keys].expand(batch, length, global_keys), band], dim=-1)
-    dense_row = is_query[:, :dense_rows] if query_sees_document else is_query[:, :1]
-    row_is_dense = F.pad(dense_row, (0, length - dense_rows))
+    dense_row = is_query if query_sees_document else F.pad(is_query[:, :1], (0, length - 1))
     roles = (
         is_query * QUERY_KEY
         + is_document * DOCUMENT
         + (valid | is_query) * DENSE_KEY
-        + row_is_dense * DENSE_ROW
+        + (dense_row & (positions <= dense_rows)) * DENSE_ROW
     ).to(torch.uint8)
-    return WindowLayout(
-        window=window,
-        global_keys=global_keys,
-        dense_rows=dense_rows,
-        sparse_blocked=~sparse[:, None],
-        dense_blocked=~(valid | is_query)[:, None, None, :],
-        dense_row=dense_row[:, None, :, None],
-        roles=roles.contiguous(),
-    )
+    return WindowLayout(window=window, global_keys=global_keys, dense_rows=dense_rows, roles=roles)
 
 
 def dense_pattern_mask(
