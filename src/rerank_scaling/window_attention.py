@@ -1,4 +1,4 @@
-"""Windowed self-attention for cross-encoders: compiled banded products, references, the pattern.
+"""Windowed self-attention for cross-encoders: the fused kernel, banded products, references, the pattern.
 
 Seed paper: Schlatt, Fröbe, Hagen, "Investigating the Effects of Sparse Attention on
 Cross-Encoders" (ECIR 2024). Attention is the softmax of scaled dot products (eq. 1); the sparse
@@ -10,8 +10,14 @@ cross-encoder restricts which keys each token sees (eqs. 2-3):
 * document tokens attend to the whole query segment and to document tokens at most ``w``
   positions away.
 
-The document-to-document part is a band of ``2w + 1`` diagonals, computed by two compiled
-products (``kernels/window_attention``), each with an explicit backward:
+On CPU, ``window_attention`` runs the fused kernel (``kernels/window_attention/cpu/
+fused_attention_cpu.cpp``): scores over each row's allowed keys, an online softmax and the
+weighted sum in one pass over tiles (FlashAttention, Dao et al. 2022), saving only the output and
+one log-sum-exp per row; the backward recomputes the probabilities. Memory O(S D), time
+O(S (G + 2w + 1) D).
+
+The reference path (and the CUDA path) computes the document-to-document part as a band of
+``2w + 1`` diagonals with two compiled products, each with an explicit backward:
 
 * ``window_qk``: ``(..., s, d) x (..., s, d) -> (..., s, 2w+1)``, ``band[i, j] = q_i . k_{i+j-w}``,
   zero where ``i + j - w`` lies outside ``[0, s)``;
