@@ -27,8 +27,8 @@
 namespace window_attention {
 namespace {
 
-constexpr int64_t kTileRows = 32;
-constexpr int64_t kChunkKeys = 64;
+constexpr int64_t kTileRows = 64;
+constexpr int64_t kChunkKeys = 128;
 
 // Cephes-style exp: e^x = 2^n e^r with |r| <= ln(2)/2 and a degree-6 polynomial (~1 ulp in
 // float32). No table and no branch, so loops over it vectorise (libm's expf does not).
