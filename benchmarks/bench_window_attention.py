@@ -14,7 +14,8 @@ Three levels, windows w in {4, 64}:
   = SDPA without a mask, ``window`` = the model patched by ``sparse_encoder.apply_window_attention``.
 
 The windowed, masked and flex variants compute the same function (checked before timing).
-Time: per implementation the median and the interquartile range of ``--repeats`` interleaved rounds
+Time: per implementation the median and the interquartile range of ``--repeats`` (attention step)
+or ``--model-repeats`` (model levels) interleaved rounds
 (implementations take turns in every round, so load hits all alike) after ``--warmup`` rounds,
 with ``torch.set_num_threads(--threads)``. Memory: peak bytes allocated during one call above what
 was allocated before it, from the profiler's allocator events (every ATen allocation of the call,
@@ -241,7 +242,11 @@ def training_steps(length: int, window: int, device: str, dtype: torch.dtype) ->
 
 
 def measure(
-    make: Callable[..., dict[str, Callable]], lengths: list[int], windows: list[int], args: argparse.Namespace
+    make: Callable[..., dict[str, Callable]],
+    lengths: list[int],
+    windows: list[int],
+    repeats: int,
+    args: argparse.Namespace,
 ) -> list[dict]:
     rows = []
     for length in lengths:
@@ -252,7 +257,7 @@ def measure(
             for name in calls:  # the same function, except the dense cross-encoder (and training's dropout)
                 if name not in ("sdpa_full", "window") and make is not training_steps:
                     torch.testing.assert_close(outputs[name], outputs["window"], rtol=1e-2, atol=1e-3)
-            times = interleaved_times(calls, args.device, args.warmup, args.repeats)
+            times = interleaved_times(calls, args.device, args.warmup, repeats)
             row: dict = {"s": length, "w": window}
             for name, call in calls.items():
                 row[name] = (*median_iqr(times[name]), peak_bytes(call, args.device))
@@ -345,7 +350,8 @@ def main() -> None:
     parser.add_argument("--size", default="quick", choices=sorted(SIZES))
     parser.add_argument("--windows", type=int, nargs="+", default=[4, 64])
     parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--repeats", type=int, default=15, help="rounds for the attention step")
+    parser.add_argument("--model-repeats", type=int, default=7, help="rounds for the model levels")
     parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch.set_num_threads")
     parser.add_argument("--max-load", type=float, default=0.25, help="other processes' cores: above = LOADED")
     parser.add_argument("--require-quiet", action="store_true", help="refuse to run on a loaded machine")
@@ -367,9 +373,9 @@ def main() -> None:
     started = time.monotonic()
     step_lengths, model_lengths = SIZES[args.size]
     levels = {
-        "attention step": measure(attention_steps, step_lengths, args.windows, args),
-        "6-layer forward": measure(model_forwards, model_lengths, args.windows, args),
-        "training step": measure(training_steps, model_lengths, args.windows, args),
+        "attention step": measure(attention_steps, step_lengths, args.windows, args.repeats, args),
+        "6-layer forward": measure(model_forwards, model_lengths, args.windows, args.model_repeats, args),
+        "training step": measure(training_steps, model_lengths, args.windows, args.model_repeats, args),
     }
     loaded, load_text = monitor.summary(args.max_load)
     minutes = (time.monotonic() - started) / 60
@@ -379,14 +385,15 @@ def main() -> None:
         "",
         f"{machine}, torch {torch.__version__}, {str(args.dtype)[6:]}, batch 1, "
         f"{QUERY_TOKENS}-token query segment, {HEADS} heads x {HEAD_DIM} dims; "
-        f"median [interquartile range] of {args.repeats} interleaved rounds after {args.warmup} "
-        "warm-up rounds; memory = peak allocation during one call above "
-        "what was allocated before it (profiler allocator events, kernel scratch included).",
+        f"median [interquartile range] of {args.repeats} (attention step) or {args.model_repeats} (models) "
+        f"interleaved rounds after {args.warmup} warm-up rounds; "
+        "memory = peak allocation during one call above what was allocated before it "
+        "(profiler allocator events, kernel scratch included).",
         "",
         f"{'**LOADED**: ' if loaded else 'Quiet: '}{load_text}.",
         "",
         f"Command: `python benchmarks/bench_window_attention.py --size {args.size} --repeats {args.repeats} "
-        f"--threads {args.threads}` ({minutes:.1f} min).",
+        f"--model-repeats {args.model_repeats} --threads {args.threads}` ({minutes:.1f} min).",
         "",
         *target_lines(levels),
     ]
