@@ -145,6 +145,20 @@ def _run_file(work: Path) -> None:
     read_run(work / "bm25.trec")
 
 
+def _unsupported_attention(work: Path) -> None:
+    """window4 on a family that computes attention inline (MPNet): no attention registry, no pattern."""
+    mpnet = work / "mpnet"
+    mpnet.mkdir()
+    (mpnet / "config.json").write_text(json.dumps({"model_type": "mpnet", "sep_token_id": 2}))
+
+    def change(config: dict) -> None:
+        model = {"name": "L1", "family": "hf", "path": str(mpnet), "head": "mean", "role": "fit"}
+        config["models"][0] = model
+        config["training"]["attention"] = ["full", "window4"]
+
+    _config(change)(work)
+
+
 BINARY = {"train": ["t1 0 d0 1", "t1 0 d1 0", "t2 0 d2 1", "t3 0 d4 1"]}
 CASES = [
     BadInput(
@@ -181,6 +195,11 @@ CASES = [
         _config(_set("models", 0, "path", "/models/missing")),
     ),
     BadInput("a local collection that does not exist", "config (parse time)", _config(_local_path)),
+    BadInput(
+        "`training.attention: [window4]` on a family the pattern does not support",
+        "config (parse time)",
+        _unsupported_attention,
+    ),
     BadInput(
         "a malformed line in `corpus.jsonl`",
         "prepare_data",
