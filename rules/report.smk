@@ -7,6 +7,7 @@ rule report_figures:
         forecasts=rules.fit_laws.output.forecasts,
         allocation=rules.fit_laws.output.allocation,
         equal_compute=rules.fit_laws.output.equal_compute,
+        data_checks=rules.prepare_data.output.checks,
     output:
         figures=figure_reports("png"),
         pdfs=figure_files("pdf"),
@@ -34,4 +35,4 @@ rule report_figures:
         "python -m rerank_scaling.stages.report --metrics {input.metrics} --per-query {input.per_query}"
         " --laws {params.laws}"
         " --metric {params.metrics:q} --split {params.splits} --figures {params.figures}"
-        " --summary {output.summary} > {log} 2>&1"
+        " --summary {output.summary} --data-checks {input.data_checks} > {log} 2>&1"

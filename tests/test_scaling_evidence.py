@@ -160,3 +160,21 @@ def test_the_merged_per_query_table_keeps_what_the_summary_compares(tmp_path):
     merged = pd.read_parquet(out)
     assert sorted(merged["checkpoint"].unique()) == [0, 1, 15] and len(merged) < len(per_query) / 5
     pd.testing.assert_frame_equal(scaling_evidence(metrics, merged), scaling_evidence(metrics, per_query))
+
+
+def test_summary_warns_about_judgements_the_data_checks_dropped(tmp_path):
+    from rerank_scaling.stages.report import summary
+
+    metrics = with_bm25(synthetic_metrics_table(noise=0.0), 0.3)
+    metrics = metrics[metrics["metric"] == "nDCG@10"]
+    row = {"queries": 25, "judged_queries": 25, "judgements": 40, "unknown_queries": 0}
+    checks = {
+        "splits": [
+            {"split": "train", **row, "unknown_documents": 0, "dropped_share": 0.0},
+            {"split": "dev", **row, "unknown_documents": 2, "dropped_share": 0.05},
+        ]
+    }
+    section = summary(metrics, tmp_path, None, checks).split("## Data checks")[1].split("\n## ")[0]
+    assert section.count("**Warning**") == 1 and "dev: 2 judgements name documents" in section
+    assert "5.0% of judgements" in section
+    assert "(no data checks recorded)" in summary(metrics, tmp_path, None, None)

@@ -5,6 +5,10 @@
 //   window_qk_backward(grad, a, b, w)        -> (grad_a, grad_b)
 //   window_av(band, b, w)                    (..., s, W) x (..., s, d) -> (..., s, d)
 //   window_av_backward(grad, band, b, w)     -> (grad_band, grad_b)
+//   fused_attention(q, k, v, roles, G, w, scale, dropout, seed)  -> (out, logsumexp)
+//   fused_attention_backward(grad, q, k, v, out, lse, roles, G, w, scale, dropout, seed)
+//                                                                -> (grad_q, grad_k, grad_v)
+// The fused op (fused_attention.h) is CPU-only: on CUDA the Python side uses the banded products.
 // Shape checks live here once; cpu/ and cuda/ implement two primitives with the same signature
 // (window_qk_<dev>, window_av_<dev>); both backward passes are compositions of them.
 #include <torch/library.h>
@@ -12,6 +16,7 @@
 #include <tuple>
 #include <vector>
 
+#include "fused_attention.h"
 #include "window_matmul.h"
 
 namespace window_attention {
@@ -109,6 +114,48 @@ std::tuple<at::Tensor, at::Tensor> window_av_backward(const at::Tensor& grad, co
           av_rows(rows(band), g, window, true).view(b.sizes())};
 }
 
+// q, k, v: (B, H, s, d), unit stride over d; roles: (B, s) uint8.
+void check_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& roles,
+                 int64_t global_keys, int64_t window) {
+  check_window(window);
+  TORCH_CHECK(q.dim() == 4, "fused_attention: expected (B, H, s, d) tensors, got ", q.sizes());
+  for (const at::Tensor* t : {&k, &v}) {
+    TORCH_CHECK(t->sizes() == q.sizes(), "fused_attention: shapes differ: ", q.sizes(), " vs ", t->sizes());
+    TORCH_CHECK(t->scalar_type() == q.scalar_type(), "fused_attention: dtypes differ: ", q.scalar_type(),
+                " vs ", t->scalar_type());
+  }
+  for (const at::Tensor* t : {&q, &k, &v}) {
+    TORCH_CHECK(t->stride(3) == 1, "fused_attention: the feature dimension must have stride 1, got ",
+                t->strides());
+  }
+  TORCH_CHECK(roles.scalar_type() == at::kByte && roles.dim() == 2 && roles.size(0) == q.size(0) &&
+                  roles.size(1) == q.size(2) && roles.is_contiguous(),
+              "fused_attention: roles must be a contiguous (B, s) uint8 tensor, got ", roles.sizes(), " ",
+              roles.scalar_type());
+  TORCH_CHECK(global_keys >= 1 && global_keys <= q.size(2), "fused_attention: global_keys must lie in [1, s], got ",
+              global_keys);
+}
+
+std::tuple<at::Tensor, at::Tensor> fused_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                                   const at::Tensor& roles, int64_t global_keys, int64_t window,
+                                                   double scale, double dropout, int64_t seed) {
+  check_fused(q, k, v, roles, global_keys, window);
+  TORCH_CHECK(dropout >= 0 && dropout < 1, "fused_attention: dropout must lie in [0, 1), got ", dropout);
+  return fused_attention_forward_cpu(q, k, v, roles, global_keys, window, scale, dropout, seed);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_attention_backward(
+    const at::Tensor& grad, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out,
+    const at::Tensor& logsumexp, const at::Tensor& roles, int64_t global_keys, int64_t window, double scale,
+    double dropout, int64_t seed) {
+  check_fused(q, k, v, roles, global_keys, window);
+  check_fused(grad, out, out, roles, global_keys, window);
+  TORCH_CHECK(logsumexp.is_contiguous() && logsumexp.numel() == q.size(0) * q.size(1) * q.size(2),
+              "fused_attention_backward: logsumexp must be a contiguous (B, H, s) tensor");
+  return fused_attention_backward_cpu(grad, q, k, v, out, logsumexp, roles, global_keys, window, scale, dropout,
+                                      seed);
+}
+
 }  // namespace
 }  // namespace window_attention
 
@@ -117,6 +164,10 @@ TORCH_LIBRARY(window_attention, m) {
   m.def("window_qk_backward(Tensor grad, Tensor a, Tensor b, int window) -> (Tensor, Tensor)");
   m.def("window_av(Tensor band, Tensor b, int window) -> Tensor");
   m.def("window_av_backward(Tensor grad, Tensor band, Tensor b, int window) -> (Tensor, Tensor)");
+  m.def("fused_attention(Tensor q, Tensor k, Tensor v, Tensor roles, int global_keys, int window, float scale, "
+        "float dropout, int seed) -> (Tensor, Tensor)");
+  m.def("fused_attention_backward(Tensor grad, Tensor q, Tensor k, Tensor v, Tensor out, Tensor logsumexp, "
+        "Tensor roles, int global_keys, int window, float scale, float dropout, int seed) -> (Tensor, Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(window_attention, CPU, m) {
@@ -124,6 +175,8 @@ TORCH_LIBRARY_IMPL(window_attention, CPU, m) {
   m.impl("window_qk_backward", &window_attention::window_qk_backward);
   m.impl("window_av", &window_attention::window_av);
   m.impl("window_av_backward", &window_attention::window_av_backward);
+  m.impl("fused_attention", &window_attention::fused_attention);
+  m.impl("fused_attention_backward", &window_attention::fused_attention_backward);
 }
 
 #ifdef WITH_CUDA

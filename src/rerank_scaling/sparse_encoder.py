@@ -198,7 +198,7 @@ def windowed_attention_function(
     state: _PatternState | None = getattr(module, "_window_state", None)
     batch, _, length, _ = query.shape
     layout = None if state is None else state.layout
-    if layout is None or layout.sparse_blocked.shape[0] != batch or layout.sparse_blocked.shape[2] != length:
+    if layout is None or tuple(layout.roles.shape) != (batch, length):  # roles only: no reference masks
         raise RuntimeError(
             f"{ATTENTION_NAME} attention in {type(module).__name__}: no pattern for this batch "
             "(call the encoder, not a layer, after apply_window_attention)"

@@ -1,4 +1,4 @@
-"""Windowed self-attention for cross-encoders: compiled banded products, references, the pattern.
+"""Windowed self-attention for cross-encoders: the fused kernel, banded products, references, the pattern.
 
 Seed paper: Schlatt, Fröbe, Hagen, "Investigating the Effects of Sparse Attention on
 Cross-Encoders" (ECIR 2024). Attention is the softmax of scaled dot products (eq. 1); the sparse
@@ -10,8 +10,14 @@ cross-encoder restricts which keys each token sees (eqs. 2-3):
 * document tokens attend to the whole query segment and to document tokens at most ``w``
   positions away.
 
-The document-to-document part is a band of ``2w + 1`` diagonals, computed by two compiled
-products (``kernels/window_attention``), each with an explicit backward:
+On CPU, ``window_attention`` runs the fused kernel (``kernels/window_attention/cpu/
+fused_attention_cpu.cpp``): scores over each row's allowed keys, an online softmax and the
+weighted sum in one pass over tiles (FlashAttention, Dao et al. 2022), saving only the output and
+one log-sum-exp per row; the backward recomputes the probabilities. Memory O(S D), time
+O(S (G + 2w + 1) D).
+
+The reference path (and the CUDA path) computes the document-to-document part as a band of
+``2w + 1`` diagonals with two compiled products, each with an explicit backward:
 
 * ``window_qk``: ``(..., s, d) x (..., s, d) -> (..., s, 2w+1)``, ``band[i, j] = q_i . k_{i+j-w}``,
   zero where ``i + j - w`` lies outside ``[0, s)``;
@@ -26,6 +32,8 @@ only where a GPU and the CUDA toolkit exist)::
 from __future__ import annotations
 
 import argparse
+import functools
+import hashlib
 import os
 import shutil
 import sys
@@ -52,6 +60,17 @@ def _cuda_build() -> bool:
     return torch.cuda.is_available() and CUDA_HOME is not None and (Path(CUDA_HOME) / "bin" / "nvcc").exists()
 
 
+def _cpu_tag() -> str:
+    """A short hash of this CPU's instruction-set flags: the build uses ``-march=native``, so a
+    build cached on one CPU must not be loaded on another (CI runners differ)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+        flags = next((line for line in text.splitlines() if line.startswith(("flags", "Features"))), "")
+    except OSError:
+        flags = ""
+    return hashlib.sha1(f"{flags}|{os.uname().machine}".encode()).hexdigest()[:8]
+
+
 _LOADED: list[Any] = []  # the op namespace once loaded (loading twice would re-register the ops)
 
 
@@ -70,9 +89,13 @@ def load_kernels(verbose: bool = False) -> Any:
 
         os.environ["PATH"] = f"{ninja.BIN_DIR}{os.pathsep}{os.environ.get('PATH', '')}"
     with_cuda = _cuda_build()
-    name = "window_attention_cuda" if with_cuda else "window_attention_cpu"
-    sources = [KERNEL_DIR / "window_attention.cpp", KERNEL_DIR / "cpu" / "window_matmul_cpu.cpp"]
-    flags = ["-O3", "-fopenmp"]
+    name = ("window_attention_cuda_" if with_cuda else "window_attention_cpu_") + _cpu_tag()
+    sources = [
+        KERNEL_DIR / "window_attention.cpp",
+        KERNEL_DIR / "cpu" / "window_matmul_cpu.cpp",
+        KERNEL_DIR / "cpu" / "fused_attention_cpu.cpp",
+    ]
+    flags = ["-O3", "-fopenmp", "-march=native", "-Wno-psabi"]
     if with_cuda:
         sources.append(KERNEL_DIR / "cuda" / "window_matmul_cuda.cu")
         flags.append("-DWITH_CUDA")
@@ -204,21 +227,47 @@ def window_av(band: torch.Tensor, value: torch.Tensor, window: int) -> torch.Ten
 # --- the cross-encoder attention pattern (seed paper eqs. 1-3) ----------------------------------
 
 
+QUERY_KEY, DOCUMENT, DENSE_KEY, DENSE_ROW = 1, 2, 4, 8  # role bits, as in fused_attention.h
+
+
 @dataclass(frozen=True)
 class WindowLayout:
     """Which keys each token may attend to, derived once per batch (shared by all layers).
 
     B batch, S tokens, G global keys (positions ``[0, G)`` hold every query-segment token),
     R dense rows (``[CLS]``, or the query segment when ``query_sees_document``), W = 2w + 1.
-    Masks are ``True`` where attention is *blocked*.
+    ``roles`` is all the fused kernel reads; the reference path's masks (``True`` where attention
+    is *blocked*) are derived from it on first use, so the fused path never allocates them.
     """
 
     window: int  # w, clamped to S - 1 (a wider band only adds zeros)
     global_keys: int  # G
     dense_rows: int  # R
-    sparse_blocked: torch.Tensor  # (B, 1, S, G + W): global keys first, then the band
-    dense_blocked: torch.Tensor  # (B, 1, 1, S): keys hidden from the dense rows (padding)
-    dense_row: torch.Tensor  # (B, 1, R, 1): row i < R attends densely
+    roles: torch.Tensor  # (B, S) uint8: QUERY_KEY | DOCUMENT | DENSE_KEY | DENSE_ROW bits per token
+
+    def _has(self, bit: int) -> torch.Tensor:
+        return (self.roles & bit) != 0
+
+    @functools.cached_property
+    def sparse_blocked(self) -> torch.Tensor:
+        """(B, 1, S, G + W): global keys first, then the band (keys ``i - w ... i + w``)."""
+        is_query, is_document = self._has(QUERY_KEY), self._has(DOCUMENT)
+        batch, length = self.roles.shape
+        g, w = self.global_keys, self.window
+        near = F.pad(is_document.to(torch.uint8), (w, w)).unfold(-1, 2 * w + 1, 1).bool()
+        band = is_document[:, :, None] & near
+        seen = torch.cat([is_query[:, None, :g].expand(batch, length, g), band], dim=-1)
+        return ~seen[:, None]
+
+    @functools.cached_property
+    def dense_blocked(self) -> torch.Tensor:
+        """(B, 1, 1, S): keys hidden from the dense rows (padding)."""
+        return ~self._has(DENSE_KEY)[:, None, None, :]
+
+    @functools.cached_property
+    def dense_row(self) -> torch.Tensor:
+        """(B, 1, R, 1): row i < R attends densely."""
+        return self._has(DENSE_ROW)[:, None, : self.dense_rows, None]
 
 
 def _token_roles(
@@ -253,18 +302,14 @@ def window_layout(
     positions = torch.arange(1, length + 1, device=token_type_ids.device)
     global_keys = int((is_query * positions).amax())  # one host sync per forward pass, not per layer
     dense_rows = global_keys if query_sees_document else 1
-    doc = is_document.to(torch.uint8)
-    band = is_document[:, :, None] & F.pad(doc, (window, window)).unfold(-1, 2 * window + 1, 1).bool()
-    sparse = torch.cat([is_query[:, None, :global_keys].expand(batch, length, global_keys), band], dim=-1)
-    dense_row = is_query[:, :dense_rows] if query_sees_document else is_query[:, :1]
-    return WindowLayout(
-        window=window,
-        global_keys=global_keys,
-        dense_rows=dense_rows,
-        sparse_blocked=~sparse[:, None],
-        dense_blocked=~(valid | is_query)[:, None, None, :],
-        dense_row=dense_row[:, None, :, None],
-    )
+    dense_row = is_query if query_sees_document else F.pad(is_query[:, :1], (0, length - 1))
+    roles = (
+        is_query * QUERY_KEY
+        + is_document * DOCUMENT
+        + (valid | is_query) * DENSE_KEY
+        + (dense_row & (positions <= dense_rows)) * DENSE_ROW
+    ).to(torch.uint8)
+    return WindowLayout(window=window, global_keys=global_keys, dense_rows=dense_rows, roles=roles)
 
 
 def dense_pattern_mask(
@@ -297,7 +342,7 @@ def _softmax(scores: torch.Tensor, blocked: torch.Tensor, dtype: torch.dtype, dr
     return F.dropout(probs, dropout) if dropout > 0 else probs
 
 
-def window_attention(
+def window_attention_reference(
     query: torch.Tensor,
     key: torch.Tensor,
     value: torch.Tensor,
@@ -305,12 +350,13 @@ def window_attention(
     scaling: float | None = None,
     dropout: float = 0.0,
 ) -> torch.Tensor:
-    """Sparse cross-encoder attention, (B, H, S, D) x 3 -> (B, H, S, D) (seed paper eqs. 1-3).
+    """The two-product formulation of ``window_attention`` (the reference for the fused kernel).
 
     Every row takes ONE softmax over the concatenation of its global scores (keys ``[0, G)``, the
     query segment) and its band scores (document keys within ``w``), so the probabilities match
     dense attention under ``dense_pattern_mask``. The R dense rows ([CLS], and the query with
-    ``query_sees_document``) are recomputed against all S keys, O(R S). Cost O(S (G + 2w + 1) D).
+    ``query_sees_document``) are recomputed against all S keys, O(R S). Cost O(S (G + 2w + 1) D)
+    time, and the (B, H, S, G + 2w + 1) scores and probabilities are materialised.
     ``dropout`` is applied to the attention probabilities (pass 0 in eval mode).
     """
     scaling = query.size(-1) ** -0.5 if scaling is None else scaling
@@ -323,6 +369,120 @@ def window_attention(
     dense_probs = _softmax(dense_scores, layout.dense_blocked, value.dtype, dropout)
     head = torch.where(layout.dense_row, dense_probs @ value, out[..., :r, :])
     return torch.cat([head, out[..., r:, :]], dim=-2)
+
+
+class FusedWindowAttention(torch.autograd.Function):
+    """``out = fused_attention(q, k, v)`` over the layout's pattern: (B, H, S, D) x 3 -> (B, H, S, D).
+
+    One pass per row tile with an online softmax (FlashAttention, Dao et al. 2022, Alg. 1); saves
+    only q, k, v, the output and one log-sum-exp per row, and the backward recomputes the
+    probabilities (FlashAttention-2 backward). Memory O(S D) beyond the inputs, time
+    O(S (G + 2w + 1) D). Dropout on the probabilities uses a hashed mask, regenerated in the
+    backward from ``seed``.
+    """
+
+    @staticmethod
+    def forward(
+        ctx: FunctionCtx,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        roles: torch.Tensor,
+        pattern: tuple[int, int, float, float, int],  # G, w, scaling, dropout, seed
+    ) -> torch.Tensor:
+        out, logsumexp = load_kernels().fused_attention(query, key, value, roles, *pattern)
+        ctx.save_for_backward(query, key, value, out, logsumexp, roles)
+        ctx.pattern = pattern
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        query, key, value, out, logsumexp, roles = ctx.saved_tensors
+        grads = load_kernels().fused_attention_backward(
+            _unit_stride(grad), query, key, value, out, logsumexp, roles, *ctx.pattern
+        )
+        return (*grads, None, None)
+
+
+def _unit_stride(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` itself when its last dimension has stride 1 (the kernel's only layout demand)."""
+    return tensor if tensor.stride(-1) == 1 else tensor.contiguous()
+
+
+def fused_window_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    layout: WindowLayout,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+    seed: int | None = None,
+) -> torch.Tensor:
+    """The compiled fused pass (CPU): the function of ``window_attention_reference``.
+
+    With ``dropout`` > 0 the mask is drawn from a hash of ``seed`` (default: drawn from torch's
+    generator, so ``torch.manual_seed`` makes it reproducible), not from torch's dropout stream.
+    """
+    scaling = query.size(-1) ** -0.5 if scaling is None else scaling
+    if seed is None:
+        seed = int(torch.randint(0, 2**62, (1,))) if dropout > 0 else 0
+    dtype = torch.promote_types(torch.promote_types(query.dtype, key.dtype), value.dtype)
+    query, key, value = (_unit_stride(t.to(dtype)) for t in (query, key, value))
+    pattern = (max(layout.global_keys, 1), layout.window, float(scaling), float(dropout), seed)
+    return FusedWindowAttention.apply(query, key, value, layout.roles, pattern)
+
+
+def window_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    layout: WindowLayout,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+) -> torch.Tensor:
+    """Sparse cross-encoder attention, (B, H, S, D) x 3 -> (B, H, S, D) (seed paper eqs. 1-3).
+
+    [CLS] (and the query, with ``query_sees_document``) attends to every token, query tokens to the
+    query segment, document tokens to the query segment and the document tokens within ``w``; one
+    softmax per row over all its keys, so the result equals dense attention under
+    ``dense_pattern_mask``. ``dropout``: on the attention probabilities (pass 0 in eval mode).
+    On CPU: the fused kernel (``fused_window_attention``, memory O(S D)); on CUDA the two-product
+    path (``window_attention_reference``; a fused CUDA kernel is not written).
+    """
+    if query.device.type == "cpu":
+        return fused_window_attention(query, key, value, layout, scaling, dropout)
+    return window_attention_reference(query, key, value, layout, scaling, dropout)
+
+
+def flex_block_mask(layout: WindowLayout) -> Any:
+    """The layout's pattern as a FlexAttention block mask (``torch.nn.attention.flex_attention``),
+    the formulation a PyTorch user would write today; built once per batch like the layout."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    roles, window = layout.roles.int(), layout.window
+    batch, length = roles.shape
+
+    def seen(b: torch.Tensor, h: torch.Tensor, q: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
+        row, key = roles[b, q], roles[b, kv]
+        band = ((row & DOCUMENT) != 0) & ((key & DOCUMENT) != 0) & ((q - kv).abs() <= window)
+        return torch.where((row & DENSE_ROW) != 0, (key & DENSE_KEY) != 0, ((key & QUERY_KEY) != 0) | band)
+
+    return create_block_mask(seen, batch, None, length, length, device=roles.device)
+
+
+_FLEX: list[Any] = []
+
+
+def flex_window_attention(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, block_mask: Any, scaling: float | None = None
+) -> torch.Tensor:
+    """FlexAttention (compiled once per process) over ``flex_block_mask(layout)``: the baseline."""
+    if not _FLEX:
+        from torch.nn.attention.flex_attention import flex_attention
+
+        _FLEX.append(torch.compile(flex_attention))
+    return _FLEX[0](query, key, value, block_mask=block_mask, scale=scaling)
 
 
 def masked_attention(

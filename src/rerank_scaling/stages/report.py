@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -50,9 +51,33 @@ def claims(evidence: pd.DataFrame) -> list[str]:
     return lines
 
 
-def summary(metrics: pd.DataFrame, laws_dir: Path, per_query: pd.DataFrame | None = None) -> str:
+def data_check_lines(checks: dict | None) -> list[str]:
+    """The prepare_data stage's checks (``data/checks.json``): per split, queries and judgements, and a
+    warning for judgements naming unknown documents or queries (dropped below
+    ``dataset.max_unknown_qrels_share``; above it the job failed)."""
+    if not checks:
+        return ["(no data checks recorded)"]
+    rows = pd.DataFrame(checks["splits"])
+    lines = [rows.to_markdown(index=False), ""]
+    for row in rows.itertuples():
+        if row.unknown_documents or row.unknown_queries:
+            lines.append(
+                f"- **Warning**: {row.split}: {row.unknown_documents} judgements name documents not in the "
+                f"corpus and {row.unknown_queries} name unknown queries ({row.dropped_share:.1%} of "
+                "judgements, dropped); results on this split are scored without them."
+            )
+    return lines
+
+
+def summary(
+    metrics: pd.DataFrame,
+    laws_dir: Path,
+    per_query: pd.DataFrame | None = None,
+    data_checks: dict | None = None,
+) -> str:
     """Key numbers: BM25 vs every run's final checkpoint (with the standard error over queries),
-    the scaling evidence per split with its noise yardsticks and verdicts, forecast errors, exponents."""
+    the scaling evidence per split with its noise yardsticks and verdicts, forecast errors, exponents,
+    and what the data checks found."""
     final = metrics[metrics["step"] == metrics.groupby("run")["step"].transform("max")]
     main = final[final["metric"].isin(["nDCG@10", "RR@10", "CE@16", "CE@64"])]
     pivot = main.pivot_table(
@@ -93,6 +118,10 @@ def summary(metrics: pd.DataFrame, laws_dir: Path, per_query: pd.DataFrame | Non
         "",
         *(claims(evidence) if len(evidence) else ["(no trained runs)"]),
         "",
+        "## Data checks",
+        "",
+        *data_check_lines(data_checks),
+        "",
     ]
     for name, title in (
         ("forecast_errors", "Held-out forecast errors"),
@@ -117,6 +146,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--split", nargs="+", required=True)
     parser.add_argument("--figures", required=True)
     parser.add_argument("--summary", required=True)
+    parser.add_argument("--data-checks", default=None, help="data/checks.json of the prepare_data stage")
     args = parser.parse_args(argv)
     metrics = pd.read_parquet(args.metrics)
     laws_dir, out = Path(args.laws), Path(args.figures)
@@ -142,7 +172,8 @@ def main(argv: list[str] | None = None) -> None:
         figures.equal_compute_bars(pd.read_parquet(laws_dir / "equal_compute.parquet")), out / "equal_compute"
     )
     per_query = pd.read_parquet(args.per_query, filters=[("metric", "==", EVIDENCE_METRIC)])
-    write_text(args.summary, summary(metrics, laws_dir, per_query))
+    checks = json.loads(Path(args.data_checks).read_text()) if args.data_checks else None
+    write_text(args.summary, summary(metrics, laws_dir, per_query, checks))
 
 
 if __name__ == "__main__":
