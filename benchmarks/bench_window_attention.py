@@ -34,6 +34,7 @@ One command regenerates the committed table and the README numbers quoted from i
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import platform
 import re
@@ -202,7 +203,8 @@ def _models(length: int, window: int, device: str, dtype: torch.dtype) -> dict[s
     models = {}
     for name, attention_mask in (("sdpa_masked", pattern), ("sdpa_full", mask), ("window", mask)):
         torch.manual_seed(0)
-        model = BertForSequenceClassification(config).to(device, dtype)
+        # a config of its own: selecting the windowed attention sets it on the model's config
+        model = BertForSequenceClassification(copy.deepcopy(config)).to(device, dtype)
         if name == "window":
             apply_window_attention(model, AttentionVariant(window))
         models[name] = (model, attention_mask, types)

@@ -114,7 +114,6 @@ class _PatternState:
         self.variant = variant
         self.parameters = parameters  # the encoder's forward signature, to read positional arguments
         self.sep_token_id = sep_token_id  # segments from [SEP] when the family has no token types
-        self.layout: WindowLayout | None = None
         self._segments: tuple[torch.Tensor, torch.Tensor | None] | None = None
         self._local: dict[int, torch.Tensor] = {}
 
@@ -144,7 +143,15 @@ class _PatternState:
             token_type_ids = segments_from_separator(input_ids, attention_mask, self.sep_token_id)
         self._segments = (token_type_ids, attention_mask)
         self._local = {}
-        self.layout = window_layout(
+
+    @property
+    def layout(self) -> WindowLayout | None:
+        """This batch's layout, derived again by every layer (O(S) work) rather than kept: nothing
+        of the pattern stays allocated while the feed-forward layers, which set the peak, run."""
+        if self._segments is None:
+            return None
+        token_type_ids, attention_mask = self._segments
+        return window_layout(
             token_type_ids, attention_mask, self.variant.window, self.variant.query_sees_document
         )
 
