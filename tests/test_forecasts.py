@@ -118,22 +118,21 @@ def test_but_last_keeps_the_model_column():
     assert kept.groupby("model")["checkpoint"].max().eq(4).all()
 
 
+def _joint_fit(status: str, reason: str, params: str) -> pd.DataFrame:
+    """One planning (joint_code, additive) fit row of the pointwise dev nDCG@10 group."""
+    keys = {"family": "ladder", "objective": "pointwise", "attention": "full"}
+    keys |= {"metric": "nDCG@10", "split": "dev"}
+    labels = {"protocol": "joint_code", "split_label": "joint_code", "law": "additive", "planning": True}
+    return pd.DataFrame([{**keys, **labels, "status": status, "reason": reason, "params": params}])
+
+
 def test_table4_keeps_one_row_per_model():
     group = _group()
     settings = FitSettings(bootstrap=20)
     ((_, fit_rows, held_rows),) = splits_for("joint_code", group, settings)
     done = fit_split(laws.additive_law(+1, (0.0, 1.0)), fit_rows, held_rows, settings, 0)
     both = done.rows.assign(law="additive", split_label="joint_code", protocol="joint_code")
-    fits = pd.DataFrame(
-        [
-            {
-                "family": "ladder", "objective": "pointwise", "attention": "full", "metric": "nDCG@10",
-                "split": "dev", "protocol": "joint_code", "split_label": "joint_code", "law": "additive",
-                "status": "ok", "reason": "", "planning": True,
-                "params": '{"a": 0.7, "b": 0.2, "alpha": 0.5, "c": 0.05, "beta": 0.4}',
-            }
-        ]
-    )  # fmt: skip
+    fits = _joint_fit("ok", "", '{"a": 0.7, "b": 0.2, "alpha": 0.5, "c": 0.05, "beta": 0.4}')
     table = n_over_n_star(allocation_table(fits, both))
     assert sorted(table["model"]) == ["s1", "s2", "s3", "s4"]
     assert table["n_over_n_star"].notna().all() and (table["status"] == "ok").all()
@@ -142,16 +141,8 @@ def test_table4_keeps_one_row_per_model():
 def test_degenerate_joint_fit_gives_no_allocation():
     group = _group()
     forecasts = group.assign(law="additive", split_label="joint_code", held_out=False)
-    fits = pd.DataFrame(
-        [
-            {
-                "family": "ladder", "objective": "pointwise", "attention": "full", "metric": "nDCG@10",
-                "split": "dev", "protocol": "joint_code", "split_label": "joint_code", "law": "additive",
-                "status": "degenerate", "reason": "term of b = 1e-28 is flat over the data", "planning": True,
-                "params": '{"a": 0.7, "b": 1e-28, "alpha": 5.0, "c": 0.05, "beta": 0.4}',
-            }
-        ]
-    )  # fmt: skip
+    reason = "term of b = 1e-28 is flat over the data"
+    fits = _joint_fit("degenerate", reason, '{"a": 0.7, "b": 1e-28, "alpha": 5.0, "c": 0.05, "beta": 0.4}')
     table = allocation_table(fits, forecasts)
     assert table["n_star"].isna().all() and (table["status"] == "degenerate").all()
     assert table["reason"].eq("not identifiable: term of b = 1e-28 is flat over the data").all()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_window_attention import _batch
 
 from rerank_scaling import window_attention as wa
 
@@ -22,15 +23,6 @@ TOLERANCE = {torch.float64: (1e-7, 1e-9), torch.float32: (1e-4, 1e-5), torch.bfl
 @pytest.fixture(scope="module", autouse=True)
 def kernels() -> None:
     wa.load_kernels()
-
-
-def _batch(pairs: list[tuple[int, int]], width: int) -> tuple[torch.Tensor, torch.Tensor]:
-    types = torch.zeros(len(pairs), width, dtype=torch.long)
-    mask = torch.zeros(len(pairs), width, dtype=torch.long)
-    for row, (query, document) in enumerate(pairs):
-        types[row, query : query + document] = 1
-        mask[row, : query + document] = 1
-    return types, mask
 
 
 def _inputs(dtype: torch.dtype, seed: int, heads: int = 3, dim: int = 32) -> list[torch.Tensor]:
