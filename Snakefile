@@ -31,6 +31,10 @@ include: "rules/report.smk"
 include: "rules/plan.smk"
 
 
+onsuccess:
+    workflow_time.record(RESULTS, WORKFLOW_CLOCK, log, workflow.resource_settings.cores)
+
+
 rule all:
     input:
         final_targets(),

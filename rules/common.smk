@@ -2,6 +2,7 @@
 import json
 from pathlib import Path
 
+from rerank_scaling import workflow_time
 from rerank_scaling.config import validate_config
 from rerank_scaling.grid import Grid, RunSpec
 from rerank_scaling.stages.fit_laws import TABLES as LAW_TABLES
@@ -12,6 +13,7 @@ validate_config(config)
 
 GRID = Grid.from_config(config)
 RESULTS = f"results/{config['run_name']}"
+WORKFLOW_CLOCK = workflow_time.start(RESULTS)  # the Snakefile's onsuccess writes workflow_time.json
 ENVS = "../envs"
 
 
@@ -27,7 +29,7 @@ STAGE_CODE = {
     "merge": ["stages/merge_metrics.py", "records.py"],
     "fit": ["stages/fit_laws.py", "laws.py", "fitting.py", "fit_statistics.py", "protocols.py",
             "allocation.py", "law_tables.py", "identifiability.py", "backtests.py", "figures.py"],
-    "report": ["stages/report.py", "figures.py", "scaling_evidence.py"],
+    "report": ["stages/report.py", "figures.py", "scaling_evidence.py", "held_out_check.py"],
     "plan": ["stages/plan.py", "planning.py", "costs.py", "models.py", "laws.py", "figures.py"],
     "prefetch": ["stages/prefetch.py", "hub.py"],
 }
@@ -102,11 +104,18 @@ def eval_unit():
 
 
 def eval_parts():
-    """A run's evaluation jobs below unit run: ckpt-XX, or ckpt-XX.<split>."""
-    ckpts = [f"ckpt-{k:02d}" for k in GRID.checkpoint_indices()]
+    """A run's evaluation jobs below unit run: ckpt-XX, or ckpt-XX.<split>; a split of
+    evaluation.final_only_splits only at the final checkpoint."""
+    final_only = config["evaluation"].get("final_only_splits", [])
+    last = GRID.checkpoint_indices()[-1]
     if eval_unit() == "checkpoint":
-        return ckpts
-    return [f"{ckpt}.{split}" for ckpt in ckpts for split in eval_splits()]
+        return [f"ckpt-{k:02d}" for k in GRID.checkpoint_indices()]
+    return [
+        f"ckpt-{k:02d}.{split}"
+        for k in GRID.checkpoint_indices()
+        for split in eval_splits()
+        if k == last or split not in final_only
+    ]
 
 
 def part_splits(wildcards):

@@ -3,22 +3,26 @@
     python scripts/readme_default.py results/default README.md
 
 Reads ``metrics/all.parquet``, ``metrics/per_query.parquet`` (scaling evidence with its
-yardsticks, as ``summary.md`` states it), ``laws/tables/table08_final_checkpoint.csv`` (the
-held-out size's final checkpoint), ``laws/tables/calibration.csv`` (backtest coverage),
-``laws/fits.parquet`` (fit statuses) and ``benchmarks/*/*.tsv`` (Snakemake's per-job wall time),
-and replaces the text between ``<!-- default-results:begin -->`` and ``<!-- default-results:end -->``.
+yardsticks, and the held-out check, computed by the same functions as ``summary.md``),
+``laws/tables/table08_final_checkpoint.csv`` (the held-out size's final checkpoint),
+``laws/tables/calibration.csv`` (backtest coverage), ``laws/fits.parquet`` (fit statuses),
+``workflow_time.json`` (the DAG's wall time) and ``benchmarks/*/*.tsv`` (Snakemake's per-job wall
+time), and replaces the text between ``<!-- default-results:begin -->`` and
+``<!-- default-results:end -->``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 from pathlib import Path
 
 import pandas as pd
 
-from rerank_scaling.scaling_evidence import scaling_evidence
-from rerank_scaling.stages.report import EVIDENCE_METRIC
+from rerank_scaling.held_out_check import held_out_check
+from rerank_scaling.scaling_evidence import final_standard_errors, scaling_evidence
+from rerank_scaling.stages.report import EVIDENCE_METRIC, planning_protocol
 
 BEGIN, END = "<!-- default-results:begin -->", "<!-- default-results:end -->"
 
@@ -47,19 +51,75 @@ def evidence_table(metrics: pd.DataFrame, per_query: pd.DataFrame) -> list[str]:
     return rows
 
 
-def final_checkpoint_table(tables: Path) -> list[str]:
-    table = pd.read_csv(tables / "table08_final_checkpoint.csv")
-    table = table[(table["metric"] == EVIDENCE_METRIC) & table["protocol"].isin(["model", "joint_code"])]
+def check_table(results: Path, metrics: pd.DataFrame, errors: pd.DataFrame) -> pd.DataFrame:
+    """:func:`held_out_check` for the model law and the joint law planning uses, as in summary.md."""
+    laws = results / "laws"
+    table = pd.read_csv(laws / "tables" / "table08_final_checkpoint.csv")
+    return held_out_check(table, metrics, errors, ("model", planning_protocol(laws)), EVIDENCE_METRIC)
+
+
+def held_out_table(check: pd.DataFrame) -> list[str]:
+    """The held-out size's final checkpoint against the gap between the two largest sizes."""
     rows = [
-        "| split | objective | protocol (law) | observed | forecast | 95% interval | covered | fit status |",
-        "|---|---|---|---:|---:|---|---|---|",
+        "| split | objective | protocol (law) | held-out final | forecast | 95% interval | covered | miss "
+        "| gap to largest fitted | miss < gap | SE (queries) | SE < gap / 3 | queries for SE = gap / 3 "
+        "| fit status |",
+        "|---|---|---|---:|---:|---|---|---:|---:|---|---:|---|---:|---|",
     ]
-    for row in table.sort_values(["split", "objective", "protocol"]).itertuples():
+    for r in check.sort_values(["split", "objective", "protocol"]).itertuples():
         rows.append(
-            f"| {row.split} | {row.objective} | {row.protocol} ({row.law}) | {_num(row.observed)} | "
-            f"{_num(row.forecast)} | [{_num(row.low)}, {_num(row.high)}] | {row.covered} | {row.status} |"
+            f"| {r.split} | {r.objective} | {r.protocol} ({r.law}) | {r.held_out} {_num(r.observed)} | "
+            f"{_num(r.forecast)} | [{_num(r.low)}, {_num(r.high)}] | {_yes(r.covered)} | {_num(r.miss)} | "
+            f"{_num(r.gap)} ({r.largest_fitted}) | {_yes(r.miss_within_gap)} | {_num(r.se)} | "
+            f"{_yes(r.se_below_third_of_gap)} | {r.queries_for_third_of_gap:.0f} | {r.status} |"
         )
     return rows
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "**no**"
+
+
+def standard_error_line(errors: pd.DataFrame) -> str:
+    parts = [
+        f"{split}: {group['se'].min():.3f}-{group['se'].max():.3f} over {int(group['queries'].max())} queries"
+        for split, group in errors.groupby("split")
+    ]
+    return f"Standard error of each run's final {EVIDENCE_METRIC} over queries: " + "; ".join(parts) + "."
+
+
+def precision_cost_line(results: Path, check: pd.DataFrame, metrics: pd.DataFrame) -> str:
+    """What the SE < gap / 3 target would cost: evaluation time scales with the queries evaluated,
+    so this run's measured evaluation time (``benchmarks/eval/*.tsv``) is scaled to the queries
+    the held-out check asks for."""
+    files = [f for f in (results / "benchmarks" / "eval").rglob("*.tsv") if f.stem not in ("bm25", "merge")]
+    seconds = sum(float(pd.read_csv(f, sep="\t")["s"].iloc[-1]) for f in files)
+    dev = check[check["split"] == "dev"]
+    if dev.empty or not seconds:
+        return ""
+    queries = int(metrics.loc[(metrics["split"] == "dev") & (metrics["run"] != "bm25"), "queries"].max())
+    needed = dev.groupby("objective")["queries_for_third_of_gap"].first()
+    scale = needed.min() / queries
+    return (
+        f"What the precision target costs: with the observed gaps, SE < gap / 3 on dev would take "
+        f"{needed.min():.0f}-{needed.max():.0f} dev queries instead of {queries} (column above). "
+        f"Evaluation time grows with the queries: this run's checkpoint evaluation took "
+        f"{seconds / 60:.1f} CPU-min (`benchmarks/eval/*.tsv`), so even the smallest of those needs "
+        f"about {seconds * scale / 60:.0f} CPU-min, {seconds * scale / 3600 / 2:.1f} hours on 2 cores."
+    )
+
+
+def workflow_time_line(results: Path) -> str:
+    path = results / "workflow_time.json"
+    if not path.exists():
+        return "Whole-DAG wall time: not recorded (`workflow_time.json` is written when snakemake succeeds)."
+    record = json.loads(path.read_text())
+    kind = "a clean run (no data/ at start)" if record["fresh"] else "a partial re-run"
+    return (
+        f"Whole-DAG wall time (`workflow_time.json`): **{record['wall_min']:.1f} min** for {record['jobs']} "
+        f"jobs on {record['cores']} cores, {kind}; load average at the end "
+        f"{record['load_average_1min_at_end']} on {record['cpus_on_machine']} CPUs."
+    )
 
 
 def calibration_line(tables: Path) -> str:
@@ -94,6 +154,8 @@ def stage_times(results: Path) -> str:
 def block(results: Path) -> str:
     metrics = pd.read_parquet(results / "metrics" / "all.parquet")
     per_query = pd.read_parquet(results / "metrics" / "per_query.parquet")
+    errors = final_standard_errors(metrics, per_query, EVIDENCE_METRIC)
+    check = check_table(results, metrics, errors)
     tables = results / "laws" / "tables"
     lines = [
         f"Generated by `scripts/readme_default.py` from `{results}` ({EVIDENCE_METRIC}; SE: paired bootstrap "
@@ -101,13 +163,21 @@ def block(results: Path) -> str:
         "",
         *evidence_table(metrics, per_query),
         "",
-        "Held-out size at its final checkpoint (`laws/tables/table08_final_checkpoint.csv`):",
+        "Held-out size at its final checkpoint (`laws/tables/table08_final_checkpoint.csv`; summary.md's "
+        'section "Held-out size, final checkpoint"): the forecast\'s miss against the gap between the two '
+        "largest sizes, and whether the standard error over queries is small enough to see that gap.",
         "",
-        *final_checkpoint_table(tables),
+        *held_out_table(check),
+        "",
+        standard_error_line(errors),
+        "",
+        precision_cost_line(results, check, metrics),
         "",
         calibration_line(tables),
         "",
         status_line(pd.read_parquet(results / "laws" / "fits.parquet")),
+        "",
+        workflow_time_line(results),
         "",
         stage_times(results),
     ]

@@ -175,6 +175,16 @@ CASES = [
         _config(_set("evaluation", "rerank_depth", 500)),
     ),
     BadInput(
+        "`evaluation.ce_sizes` larger than `evaluation.rerank_depth`",
+        "config (parse time)",
+        _config(_set("evaluation", "ce_sizes", [64])),
+    ),
+    BadInput(
+        "a split fitted along training but evaluated at the final checkpoint only",
+        "config (parse time)",
+        _config(_set("fitting", "splits", ["dev", "test"])),
+    ),
+    BadInput(
         "`training.max_steps` < `training.checkpoints`",
         "config (parse time)",
         _config(_set("training", "max_steps", 3)),

@@ -150,5 +150,6 @@ def test_fitted_metrics_follow_the_evaluation_settings(default_config):
     produced = evaluation_metrics({"rerank_depth": 10, "ce_sizes": [4, 8], "rbp_k": [2], "rr_m": [3]})
     assert produced == ["nDCG@10", "AP", "RR@10", "R@10", "P@10", "CE@4", "CE@8", "RBP@2", "RRstar@3"]
     default_config["evaluation"]["ce_sizes"] = [64]
+    default_config["evaluation"]["rerank_depth"] = 64
     default_config["fitting"]["metrics"] = ["nDCG@10", "CE@64", "RRstar@10", "RBP@3", "AP"]
     assert validate_config(default_config)

@@ -15,7 +15,7 @@ from rerank_scaling.records import METRIC_COLUMNS, PER_QUERY_COLUMNS
 pytestmark = pytest.mark.slow
 
 
-def evaluate(small_collection, checkpoints, work, out, mode="run"):
+def evaluate(small_collection, checkpoints, work, out, mode="run", **settings):
     from rerank_scaling.stages import evaluate as stage
 
     args = [
@@ -28,7 +28,7 @@ def evaluate(small_collection, checkpoints, work, out, mode="run"):
         "dev",
         "test",
         "--settings",
-        json.dumps({"rerank_depth": 10, "ce_sizes": [4], "rbp_k": [1, 3], "rr_m": [2]}),
+        json.dumps({"rerank_depth": 10, "ce_sizes": [4], "rbp_k": [1, 3], "rr_m": [2], **settings}),
         "--out",
         str(out),
         "--per-query",
@@ -106,6 +106,46 @@ def test_evaluation_scores_every_checkpoint_and_only_new_ones_on_rerun(small_col
         second[second["checkpoint"] < 3].reset_index(drop=True), first.reset_index(drop=True)
     )
     assert_means_of_the_per_query_rows(second, per_query_of(tmp_path / "m2.parquet"))
+
+
+def _scores(trec):
+    from rerank_scaling.trec import read_run
+
+    run = read_run(str(trec))
+    return pd.Series({(q, d): s for q, docs in run.items() for d, s in docs.items()}).sort_index()
+
+
+def test_final_only_splits_and_bf16_scoring(small_collection, examples, tmp_path):
+    """A final-only split is scored at the last checkpoint only; bf16 scoring really runs in bf16 on
+    the CPU (its scores differ from fp32's)."""
+    training = {**TINY_TRAINING, "max_steps": 6, "checkpoints": 3}
+    result = subprocess.run(
+        train_command("L1__pointwise__full__s13", LADDER, training, examples, tmp_path),
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    ckpts = tmp_path / "ckpts"
+    tables = {}
+    for precision in ("fp32", "bf16"):
+        tables[precision] = evaluate(
+            small_collection,
+            ckpts,
+            tmp_path / precision,
+            tmp_path / f"{precision}.parquet",
+            precision=precision,
+            final_only_splits=["test"],
+        )
+        table = tables[precision]
+        assert sorted(table.loc[table["split"] == "dev", "checkpoint"].unique()) == [1, 2, 3]
+        assert sorted(table.loc[table["split"] == "test", "checkpoint"].unique()) == [3]
+        assert_means_of_the_per_query_rows(table, per_query_of(tmp_path / f"{precision}.parquet"))
+    fp32 = _scores(tmp_path / "fp32" / "runs" / "ckpt-03.dev.trec")
+    bf16 = _scores(tmp_path / "bf16" / "runs" / "ckpt-03.dev.trec")
+    assert list(fp32.index) == list(bf16.index)
+    assert (fp32 != bf16).any(), "bf16 scoring gave fp32's exact scores: autocast did not take effect"
+    # How far bf16 moves the metrics of trained checkpoints is measured, not asserted here:
+    # benchmarks/bench_eval_precision.py on a run's own final checkpoints.
 
 
 def test_bm25_rows_use_the_same_metrics(small_collection, tmp_path):

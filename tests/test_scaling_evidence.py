@@ -178,3 +178,72 @@ def test_summary_warns_about_judgements_the_data_checks_dropped(tmp_path):
     assert section.count("**Warning**") == 1 and "dev: 2 judgements name documents" in section
     assert "5.0% of judgements" in section
     assert "(no data checks recorded)" in summary(metrics, tmp_path, None, None)
+
+
+def _final_rows(values: dict[str, float], sizes: dict[str, int], queries: int) -> pd.DataFrame:
+    """Two checkpoints per size; the final one (step 10) carries ``values``."""
+    rows = []
+    for model, value in values.items():
+        for step, v in ((5, value / 2), (10, value)):
+            rows.append(
+                {
+                    "run": f"{model}__pointwise__full__s1",
+                    "model": model,
+                    "role": "held_out" if model == "C" else "fit",
+                    "objective": "pointwise",
+                    "attention": "full",
+                    "seed": 1,
+                    "step": step,
+                    "split": "dev",
+                    "metric": "nDCG@10",
+                    "value": v,
+                    "queries": queries,
+                    "non_embedding_params": sizes[model],
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def test_held_out_check_compares_the_miss_with_the_gap_between_the_two_largest_sizes():
+    from rerank_scaling.held_out_check import held_out_check
+
+    values, sizes = {"A": 0.20, "B": 0.30, "C": 0.36}, {"A": 1, "B": 2, "C": 4}
+    metrics = _final_rows(values, sizes, queries=100)
+    errors = pd.DataFrame(
+        [
+            {"objective": "pointwise", "model": m, "seed": 1, "split": "dev", "se": se}
+            for m, se in (("A", 0.01), ("B", 0.015), ("C", 0.03))
+        ]
+    )
+    table8 = pd.DataFrame(
+        [
+            {
+                "objective": "pointwise",
+                "attention": "full",
+                "metric": "nDCG@10",
+                "split": "dev",
+                "protocol": protocol,
+                "law": "additive",
+                "model": "C",
+                "observed": 0.36,
+                "forecast": forecast,
+                "low": forecast - 0.05,
+                "high": forecast + 0.05,
+                "covered": abs(forecast - 0.36) <= 0.05,
+                "status": "ok",
+            }
+            for protocol, forecast in (("model", 0.33), ("joint_code", 0.25), ("joint_text", 0.36))
+        ]
+    )
+    check = held_out_check(table8, metrics, errors, ("model", "joint_code")).set_index("protocol")
+    assert set(check.index) == {"model", "joint_code"}
+    gap = values["C"] - values["B"]
+    assert check["largest_fitted"].eq("B").all() and np.allclose(check["gap"], gap)
+    assert np.isclose(check.loc["model", "miss"], 0.03) and check.loc["model", "miss_within_gap"]
+    assert (
+        np.isclose(check.loc["joint_code", "miss"], 0.11) and not check.loc["joint_code", "miss_within_gap"]
+    )
+    # the larger SE of the two runs (C's 0.03) against a third of the gap (0.02)
+    assert np.allclose(check["se"], 0.03) and not check["se_below_third_of_gap"].any()
+    # SE shrinks as 1/sqrt(queries): 100 * (3 * 0.03 / 0.06)^2 = 225 queries make it gap / 3
+    assert np.allclose(check["queries_for_third_of_gap"], np.ceil(100 * (3 * 0.03 / gap) ** 2))

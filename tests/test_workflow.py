@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -67,7 +68,11 @@ def test_the_dag_runs_end_to_end(workflow):
     assert set(fits["attention"]) == {"full", "window4"}  # laws are fitted per attention variant
     assert (fits.loc[fits["protocol"] == "data", "status"] == "ok").any()
     assert fits.loc[fits["status"] == "failed", "reason"].str.len().gt(0).all()
-    assert (results / "summary.md").read_text().startswith("# rerank-scaling summary")
+    summary = (results / "summary.md").read_text()
+    assert summary.startswith("# rerank-scaling summary")
+    assert "## Held-out size, final checkpoint" in summary
+    timing = json.loads((results / "workflow_time.json").read_text())  # the Snakefile's onsuccess
+    assert timing["fresh"] and timing["jobs"] >= 2 * len(runs) and timing["wall_s"] > 0
     assert (results / "figures" / "model_scaling__nDCG-10__dev.png").stat().st_size > 10_000
     assert planned_jobs(workflow) == Counter(), "a finished workflow must have nothing left to do"
 

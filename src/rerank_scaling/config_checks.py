@@ -81,6 +81,16 @@ def depth_problems(config: dict[str, Any]) -> Problems:
                 f"raise retrieval.depth to at least {rerank} or lower evaluation.rerank_depth",
             )
         )
+    for i, size in enumerate(config["evaluation"].get("ce_sizes", [])):
+        if size > rerank:
+            problems.append(
+                _problem(
+                    f"evaluation.ce_sizes[{i}]",
+                    f"CE@{size} needs {size - 1} non-relevant candidates per relevant one, but only "
+                    f"evaluation.rerank_depth = {rerank} candidates are reranked, so every query would be "
+                    f"dropped; use a size of at most {rerank} or raise evaluation.rerank_depth",
+                )
+            )
     negative = config["examples"].get("negative_depth")
     if negative is not None and negative > depth:
         problems.append(
@@ -255,14 +265,24 @@ def fitting_problems(config: dict[str, Any]) -> Problems:
                     "RRstar@m from evaluation.rr_m)",
                 )
             )
+    eval_splits = config["dataset"]["eval_splits"]
+    final_only = config["evaluation"].get("final_only_splits", [])
     for split in fitting.get("splits") or []:
-        if split not in config["dataset"]["eval_splits"]:
+        if split not in eval_splits:
             problems.append(
-                _problem(
-                    "fitting.splits",
-                    f"{split!r} is not in dataset.eval_splits {config['dataset']['eval_splits']}",
-                )
+                _problem("fitting.splits", f"{split!r} is not in dataset.eval_splits {eval_splits}")
             )
+    fitted = fitting.get("splits") or eval_splits
+    along = [split for split in fitted if split in final_only]
+    if along:
+        problems.append(
+            _problem(
+                "fitting.splits",
+                f"{along} are evaluated at the final checkpoint only (evaluation.final_only_splits), "
+                "too few points to fit along training; list the other splits in fitting.splits, or "
+                "take these out of evaluation.final_only_splits",
+            )
+        )
     names = [m["name"] for m in config["models"]]
     for name in fitting.get("equal_compute") or []:
         if name not in names:
@@ -277,6 +297,29 @@ def fitting_problems(config: dict[str, Any]) -> Problems:
     return problems
 
 
+def final_only_problems(config: dict[str, Any]) -> Problems:
+    """``evaluation.final_only_splits`` names evaluation splits and leaves one to fit along training."""
+    final_only = config["evaluation"].get("final_only_splits", [])
+    eval_splits = config["dataset"]["eval_splits"]
+    unknown = [split for split in final_only if split not in eval_splits]
+    if unknown:
+        return [
+            _problem(
+                "evaluation.final_only_splits",
+                f"{unknown} are not in dataset.eval_splits {eval_splits}; name evaluation splits",
+            )
+        ]
+    if final_only and set(eval_splits) <= set(final_only):
+        return [
+            _problem(
+                "evaluation.final_only_splits",
+                f"every evaluation split {eval_splits} is final-only, so no checkpoint before the last "
+                "is evaluated and no law can be fitted; leave one split (e.g. dev) out of it",
+            )
+        ]
+    return []
+
+
 def training_problems(config: dict[str, Any]) -> Problems:
     rows = estimated_rows(config)
     return training_steps_problems(config["training"], rows or {}, exact=False)
@@ -288,6 +331,7 @@ CHECKS: tuple[Callable[[dict[str, Any]], Problems], ...] = (
     model_problems,
     attention_problems,
     training_problems,
+    final_only_problems,
     fitting_problems,
 )
 

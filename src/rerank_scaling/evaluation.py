@@ -9,6 +9,9 @@ ignores ``evaluation.unit`` (how the work is split into jobs), so the units shar
 
 ``evaluation.max_queries`` ({split: n}) evaluates a seeded random subset of n queries of a large
 split (:func:`subsample_queries`); the ``queries`` column of the metrics table records how many.
+``evaluation.final_only_splits`` scores those splits at a run's final checkpoint only (a test split
+that reports the end result but is not fitted along training); ``evaluation.precision`` picks
+fp32 or bfloat16 scoring (:func:`rerank_scaling.rerank.use_bf16`).
 """
 
 from __future__ import annotations
@@ -49,6 +52,13 @@ class EvalSettings:
     runtime: int | None = None
     unit: str = "run"  # "run" | "checkpoint" | "checkpoint_split": one evaluation job per ...
     max_queries: dict[str, int | None] | None = None  # split -> queries evaluated (None: all)
+    precision: str = "auto"  # auto | fp32 | bf16 (rerank.use_bf16)
+    final_only_splits: tuple[str, ...] = ()  # splits scored at the final checkpoint only
+
+    def splits_at(self, splits: list[SplitData], final: bool) -> list[SplitData]:
+        """The splits a checkpoint is scored on: all at the final one, the others without
+        ``final_only_splits`` (a test split reported once, not fitted along training)."""
+        return splits if final else [s for s in splits if s.name not in self.final_only_splits]
 
     def metric_settings(self) -> MetricSettings:
         return MetricSettings(
@@ -185,7 +195,8 @@ def evaluate_checkpoints(
         sidecar = json.loads((ckpt / "checkpoint.json").read_text())
         fields = {c: sidecar[c] for c in METRIC_COLUMNS if c in sidecar}
         model = None
-        for split in splits:
+        scored = settings.splits_at(splits, final=sidecar["step"] == sidecar["total_steps"])
+        for split in scored:
             key = _cache_key(sidecar, split.name, settings, max_length)
             cached = cache_dir / f"{ckpt.name}.{split.name}.{key}.parquet"
             if cached.exists():
@@ -208,7 +219,12 @@ def evaluate_checkpoints(
                     tokenizer, pairs, split.queries, split.texts, max_length
                 )
             scores = score_pairs(
-                model, tokenized[split.name], settings.batch_size, tokenizer.pad_token_id or 0, device
+                model,
+                tokenized[split.name],
+                settings.batch_size,
+                tokenizer.pad_token_id or 0,
+                device,
+                settings.precision,
             )
             write_run(scores, runs_dir / f"{ckpt.name}.{split.name}.trec", tag=sidecar["run"])
             per_query.append(per_query_rows(scores, split, settings, fields))
@@ -219,6 +235,6 @@ def evaluate_checkpoints(
             index,
             len(checkpoint_dirs),
             ckpt.name,
-            ", ".join(s.name for s in splits),
+            ", ".join(s.name for s in scored),
         )
     return pd.concat(tables, ignore_index=True), pd.concat(per_query, ignore_index=True)

@@ -2,8 +2,8 @@
 
 Each split's (query, passage) pairs are tokenized once (:func:`tokenize_pairs`) and reused for
 every checkpoint of a run; batches are formed from pairs of similar length and padded only to
-the batch's longest pair (dynamic padding); scoring runs under ``torch.inference_mode`` with
-bfloat16 autocast on GPUs that support it.
+the batch's longest pair (dynamic padding); scoring runs under ``torch.inference_mode``, in the
+precision of :func:`use_bf16` (config ``evaluation.precision``).
 """
 
 from __future__ import annotations
@@ -67,14 +67,33 @@ def _batches(tokens: TokenizedPairs, batch_size: int, pad_id: int) -> Any:
         yield start, batch
 
 
-def score_pairs(model: Any, tokens: TokenizedPairs, batch_size: int, pad_id: int, device: str) -> Run:
+def use_bf16(precision: str, device: str) -> bool:
+    """Whether to score under bfloat16 autocast: ``bf16`` always, ``fp32`` never, ``auto`` on GPUs
+    that support it. On CPUs with AVX512-BF16 (Zen 4, Sapphire Rapids) ``bf16`` halves scoring
+    time; ``benchmarks/bench_eval_precision.py`` measures how far it moves the metrics."""
+    import torch
+
+    if precision not in ("auto", "fp32", "bf16"):
+        raise ValueError(f"evaluation.precision: unknown precision {precision!r}; use auto, fp32 or bf16")
+    if precision == "auto":
+        return device == "cuda" and torch.cuda.is_bf16_supported()
+    return precision == "bf16"
+
+
+def score_pairs(
+    model: Any, tokens: TokenizedPairs, batch_size: int, pad_id: int, device: str, precision: str = "auto"
+) -> Run:
     """Relevance scores (logits) of every pair under ``model``, a ``CrossEncoder`` module stack."""
     import torch
 
     model = model.to(device).eval()
-    autocast = device == "cuda" and torch.cuda.is_bf16_supported()
+    autocast = use_bf16(precision, device)
+    device_type = "cuda" if device.startswith("cuda") else "cpu"
     scores: Run = {}
-    with torch.inference_mode(), torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=autocast):
+    with (
+        torch.inference_mode(),
+        torch.autocast(device_type=device_type, dtype=torch.bfloat16, enabled=autocast),
+    ):
         for start, batch in _batches(tokens, batch_size, pad_id):
             batch = {k: v.to(device) for k, v in batch.items()}
             logits = model(batch)["scores"].view(len(batch["input_ids"]), -1)[:, 0].float().cpu().tolist()

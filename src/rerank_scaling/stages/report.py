@@ -14,6 +14,7 @@ import pandas as pd
 
 from rerank_scaling import figures
 from rerank_scaling.atomic import write_text
+from rerank_scaling.held_out_check import held_out_check
 from rerank_scaling.scaling_evidence import final_standard_errors, scaling_evidence
 
 PER_METRIC = ("model_scaling", "data_scaling", "joint_surface", "compute_frontier")
@@ -69,6 +70,34 @@ def data_check_lines(checks: dict | None) -> list[str]:
     return lines
 
 
+def planning_protocol(laws_dir: Path) -> str | None:
+    """The joint protocol planning uses (``fitting.joint_protocol``; column ``planning`` of the fits)."""
+    fits = pd.read_parquet(laws_dir / "fits.parquet", columns=["protocol", "planning"])
+    chosen = fits.loc[fits["planning"].astype(bool), "protocol"].unique()
+    return str(chosen[0]) if len(chosen) else None
+
+
+def held_out_lines(metrics: pd.DataFrame, laws_dir: Path, errors: pd.DataFrame) -> list[str]:
+    """The held-out size's final checkpoint against the gap between the two largest sizes
+    (:mod:`rerank_scaling.held_out_check`), for the model law and the joint law planning uses."""
+    table = laws_dir / "tables" / "table08_final_checkpoint.csv"
+    if not table.exists() or errors.empty:
+        return ["(no held-out size)"]
+    joint = planning_protocol(laws_dir)
+    protocols = ("model", joint) if joint else ("model",)
+    check = held_out_check(pd.read_csv(table), metrics, errors, protocols, EVIDENCE_METRIC)
+    if check.empty:
+        return ["(no held-out size)"]
+    return [
+        f"Recommended: `{joint}` (fitting.joint_protocol, the law planning uses); the model law for "
+        "comparison. miss = |forecast - observed|; gap = held-out final - largest fitted final; se: "
+        "the larger of the two runs' standard errors over queries; queries_for_third_of_gap: the "
+        "queries at which se would be gap / 3.",
+        "",
+        check.round(4).to_markdown(index=False),
+    ]
+
+
 def summary(
     metrics: pd.DataFrame,
     laws_dir: Path,
@@ -83,7 +112,8 @@ def summary(
     pivot = main.pivot_table(
         index=["objective", "model", "seed"], columns=["split", "metric"], values="value"
     )
-    errors = final_standard_errors(metrics, per_query, EVIDENCE_METRIC)
+    per_run_errors = final_standard_errors(metrics, per_query, EVIDENCE_METRIC)
+    errors = per_run_errors
     if len(errors):
         errors = errors.pivot_table(
             index=["objective", "model", "seed"], columns="split", values=[EVIDENCE_METRIC, "se"]
@@ -117,6 +147,11 @@ def summary(
         "## Claims",
         "",
         *(claims(evidence) if len(evidence) else ["(no trained runs)"]),
+        "",
+        f"## Held-out size, final checkpoint: forecast miss vs the gap between the two largest sizes "
+        f"({EVIDENCE_METRIC})",
+        "",
+        *held_out_lines(metrics, laws_dir, per_run_errors),
         "",
         "## Data checks",
         "",
