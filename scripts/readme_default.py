@@ -113,7 +113,8 @@ def workflow_time_line(results: Path) -> str:
     path = results / "workflow_time.json"
     if not path.exists():
         return "Whole-DAG wall time: not recorded (`workflow_time.json` is written when snakemake succeeds)."
-    record = json.loads(path.read_text())
+    runs = json.loads(path.read_text())
+    record = runs["last_fresh_run"] or runs["last_run"]
     kind = "a clean run (no data/ at start)" if record["fresh"] else "a partial re-run"
     return (
         f"Whole-DAG wall time (`workflow_time.json`): **{record['wall_min']:.1f} min** for {record['jobs']} "

@@ -145,6 +145,9 @@ def _evidence_rows(
         gain_terms = _terms(final, 1.0 / len(final)) | _terms(start, -1.0 / len(start))
         training_gain = sign * (final["value"].mean() - start["value"].mean())
         gain_se = se(gain_terms)
+        if first_seed.groupby("run")["checkpoint"].nunique().max() < 2:
+            # one checkpoint per run (evaluation.final_only_splits): no curve, no gain to judge
+            training_gain = gain_se = np.nan
         size_gap = sign * (largest["value"] - smallest["value"]) if len(by_size) > 1 else np.nan
         size_se = (
             se(_terms(by_size.iloc[[-1]], 1.0) | _terms(by_size.iloc[[0]], -1.0))

@@ -4,6 +4,8 @@
 The clock starts when the Snakefile is parsed (DAG building included) and stops when the last job
 has finished. ``fresh`` says whether the run started without a ``data/`` directory, i.e. whether
 this is the time of the whole DAG or of a partial re-run; ``jobs`` counts the jobs it finished.
+The file keeps the latest run (``last_run``) and the latest fresh one (``last_fresh_run``), so a
+partial re-run does not hide the whole DAG's time.
 """
 
 from __future__ import annotations
@@ -49,5 +51,7 @@ def record(
         "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }
     path = Path(results) / "workflow_time.json"
-    write_text(path, json.dumps(record, indent=2) + "\n")
+    kept = json.loads(path.read_text()) if path.exists() else {}
+    runs = {"last_run": record, "last_fresh_run": record if record["fresh"] else kept.get("last_fresh_run")}
+    write_text(path, json.dumps(runs, indent=2) + "\n")
     return path
