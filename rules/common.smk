@@ -4,8 +4,8 @@ from pathlib import Path
 
 from rerank_scaling.config import validate_config
 from rerank_scaling.grid import Grid, RunSpec
-from rerank_scaling.stages.fit_laws import TABLES as LAW_TABLES
-from rerank_scaling.stages.report import PER_METRIC as FIGURE_KINDS, slug
+from rerank_scaling.laws.fit_laws import TABLES as LAW_TABLES
+from rerank_scaling.report.write_report import PER_METRIC as FIGURE_KINDS, slug
 
 # Fails at parse time, before any job runs, naming the field and the fix.
 validate_config(config)
@@ -18,18 +18,22 @@ ENVS = "../envs"
 # Library modules behind each stage, listed as inputs so that editing a stage's code re-runs
 # that stage and its dependants (Snakemake tracks shell text and params, not imported modules).
 STAGE_CODE = {
-    "prepare_data": ["stages/prepare_data.py", "datasets.py", "ict.py", "collection.py",
-                     "collection_checks.py", "trec.py"],
-    "bm25": ["stages/bm25_retrieve.py", "bm25.py", "collection.py"],
-    "examples": ["stages/build_examples.py", "training_examples.py"],
-    "train": ["stages/train.py", "training.py", "checkpoint_store.py", "models.py", "schedule.py"],
-    "evaluate": ["stages/evaluate.py", "evaluation.py", "rerank.py", "metrics.py"],
-    "merge": ["stages/merge_metrics.py", "records.py"],
-    "fit": ["stages/fit_laws.py", "laws.py", "fitting.py", "fit_statistics.py", "protocols.py",
-            "allocation.py", "law_tables.py", "identifiability.py", "backtests.py", "figures.py"],
-    "report": ["stages/report.py", "figures.py", "scaling_evidence.py"],
-    "plan": ["stages/plan.py", "planning.py", "costs.py", "models.py", "laws.py", "figures.py"],
-    "prefetch": ["stages/prefetch.py", "hub.py"],
+    "prepare_data": ["data/prepare_data.py", "data/datasets.py", "data/ict.py", "data/collection.py",
+                     "data/collection_checks.py", "data/trec.py"],
+    "bm25": ["data/bm25_retrieve.py", "data/bm25.py", "data/collection.py"],
+    "examples": ["data/build_examples.py", "data/training_examples.py"],
+    "train": ["training/train.py", "training/trainer.py", "training/checkpoint_store.py", "training/models.py",
+              "training/schedule.py"],
+    "evaluate": ["evaluation/evaluate.py", "evaluation/checkpoints.py", "evaluation/rerank.py",
+                 "evaluation/metrics.py"],
+    "merge": ["evaluation/merge_metrics.py", "records.py"],
+    "fit": ["laws/fit_laws.py", "laws/forms.py", "laws/fitting.py", "laws/fit_statistics.py", "laws/protocols.py",
+            "laws/allocation.py", "laws/law_tables.py", "laws/identifiability.py", "laws/backtests.py",
+            "report/figures.py"],
+    "report": ["report/write_report.py", "report/figures.py", "report/scaling_evidence.py"],
+    "plan": ["planning/plan.py", "planning/plan_rows.py", "planning/costs.py", "training/models.py",
+             "laws/forms.py", "report/figures.py"],
+    "prefetch": ["data/prefetch.py", "hub.py"],
 }
 
 # Compute jobs (train, evaluate, plan) run with HF_HUB_OFFLINE=1 in their shell: models come from

@@ -16,5 +16,5 @@ rule prepare_data:
     conda:
         f"{ENVS}/retrieval.yaml"
     shell:
-        "python -m rerank_scaling.stages.prepare_data --dataset {params.dataset:q} --out {params.out}"
+        "python -m rerank_scaling.data.prepare_data --dataset {params.dataset:q} --out {params.out}"
         " --checks {output.checks} > {log} 2>&1"

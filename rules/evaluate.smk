@@ -21,7 +21,7 @@ rule evaluate_bm25:
     conda:
         f"{ENVS}/training.yaml"
     shell:
-        "python -m rerank_scaling.stages.evaluate bm25 --collection {params.collection}"
+        "python -m rerank_scaling.evaluation.evaluate bm25 --collection {params.collection}"
         " --bm25-dir {params.bm25_dir} --splits {params.splits} --settings {params.evaluation:q}"
         " --out {output.metrics} --per-query {output.per_query} > {log} 2>&1"
 
@@ -57,7 +57,7 @@ rule evaluate_run:
     conda:
         f"{ENVS}/training.yaml"
     shell:
-        "HF_HUB_OFFLINE=1 python -m rerank_scaling.stages.evaluate run --checkpoints {params.checkpoints}"
+        "HF_HUB_OFFLINE=1 python -m rerank_scaling.evaluation.evaluate run --checkpoints {params.checkpoints}"
         " --collection {params.collection} --bm25-dir {params.bm25_dir} --splits {params.splits}"
         " --settings {params.evaluation:q} --max-length {params.max_length} --device {params.device}"
         " --threads {threads} --work {params.work} --out {output.metrics}"
@@ -86,7 +86,7 @@ rule merge_metrics:
     conda:
         f"{ENVS}/fitting.yaml"
     shell:
-        "python -m rerank_scaling.stages.merge_metrics --inputs {input.bm25} {input.runs}"
+        "python -m rerank_scaling.evaluation.merge_metrics --inputs {input.bm25} {input.runs}"
         " --out {output.parquet} --csv {output.csv}"
         " --per-query-inputs {input.per_query_bm25} {input.per_query_runs}"
         " --per-query-out {output.per_query} > {log} 2>&1"

@@ -29,5 +29,5 @@ rule fit_laws:
     conda:
         f"{ENVS}/fitting.yaml"
     shell:
-        "python -m rerank_scaling.stages.fit_laws --metrics {input.metrics} --settings {params.fitting:q}"
+        "python -m rerank_scaling.laws.fit_laws --metrics {input.metrics} --settings {params.fitting:q}"
         " --out-dir {params.out} --threads {threads} > {log} 2>&1"

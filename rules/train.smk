@@ -27,7 +27,7 @@ rule train:
     conda:
         f"{ENVS}/training.yaml"
     shell:
-        "HF_HUB_OFFLINE=1 python -m rerank_scaling.stages.train --run {wildcards.run} --model {params.model:q}"
+        "HF_HUB_OFFLINE=1 python -m rerank_scaling.training.train --run {wildcards.run} --model {params.model:q}"
         " --training {params.training:q} --device {params.device} --pointwise {input.pointwise}"
         " --groups {input.groups} --corpus {input.corpus} --checkpoints {params.checkpoints}"
         " --work {params.work} > {log} 2>&1"

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 
 
 def evaluate(small_collection, checkpoints, work, out, mode="run"):
-    from rerank_scaling.stages import evaluate as stage
+    from rerank_scaling.evaluation import evaluate as stage
 
     args = [
         mode,

@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rerank_scaling import laws
-from rerank_scaling.allocation import optimal_size
-from rerank_scaling.costs import (
+from rerank_scaling.laws import forms as laws
+from rerank_scaling.laws.allocation import optimal_size
+from rerank_scaling.planning.costs import (
     EncoderShape,
     cached_profile,
     flops_per_token,
@@ -18,7 +18,7 @@ from rerank_scaling.costs import (
     measure_profile,
     measured_flops,
 )
-from rerank_scaling.planning import (
+from rerank_scaling.planning.plan_rows import (
     CostModel,
     MetricForecast,
     PowerLaw,
@@ -234,8 +234,8 @@ def joint_fit_rows(status: dict[str, tuple[str, str]]) -> pd.DataFrame:
 def plan_of(fits: pd.DataFrame, value_per_point: float | None):
     from test_laws import synthetic_metrics_table
 
-    from rerank_scaling.planning import PlanSettings, make_plan, run_stats
-    from rerank_scaling.protocols import FitSettings
+    from rerank_scaling.laws.protocols import FitSettings
+    from rerank_scaling.planning.plan_rows import PlanSettings, make_plan, run_stats
 
     metrics = synthetic_metrics_table(noise=0.0)
     settings = PlanSettings(profile=False, value_per_metric_point=value_per_point, value_reference=0.3)
@@ -245,8 +245,8 @@ def plan_of(fits: pd.DataFrame, value_per_point: float | None):
 
 
 def test_a_degenerate_joint_fit_is_not_planned_with_and_says_why():
-    from rerank_scaling.planning import plan_markdown, plan_table
-    from rerank_scaling.stages.plan import budget_figure
+    from rerank_scaling.planning.plan import budget_figure
+    from rerank_scaling.planning.plan_rows import plan_markdown, plan_table
 
     reason = "alpha at its upper bound 5 (size term unidentifiable)"
     fits = joint_fit_rows({"pointwise": ("ok", ""), "listwise": ("degenerate", reason)})
@@ -270,7 +270,7 @@ def test_a_degenerate_joint_fit_is_not_planned_with_and_says_why():
 
 
 def test_without_a_value_per_metric_point_no_roi_choice_is_made():
-    from rerank_scaling.planning import plan_markdown, plan_table
+    from rerank_scaling.planning.plan_rows import plan_markdown, plan_table
 
     fits = joint_fit_rows({"pointwise": ("ok", "")})
     plan = plan_of(fits, None)
@@ -300,7 +300,8 @@ def test_without_a_value_per_metric_point_no_roi_choice_is_made():
 def test_plan_stage_end_to_end(tmp_path):
     from test_laws import synthetic_metrics_table
 
-    from rerank_scaling.stages import fit_laws, plan
+    from rerank_scaling.laws import fit_laws
+    from rerank_scaling.planning import plan
 
     table = synthetic_metrics_table()
     table = table[table["split"] == "dev"]
@@ -395,7 +396,7 @@ def test_plan_stage_without_fits_or_profiles(tmp_path):
     """No fits at all (a tiny run) and profiling off: rows say why, figures still appear."""
     from test_laws import synthetic_metrics_table
 
-    from rerank_scaling.stages import plan
+    from rerank_scaling.planning import plan
 
     synthetic_metrics_table().to_parquet(tmp_path / "all.parquet")
     pd.DataFrame().to_parquet(tmp_path / "fits.parquet")

@@ -104,7 +104,7 @@ def test_adding_a_model_size_trains_and_evaluates_only_that_size(workflow):
 
 
 def test_editing_a_stage_reruns_it_and_its_dependants_only(workflow):
-    code = workflow / "src" / "rerank_scaling" / "stages" / "merge_metrics.py"
+    code = workflow / "src" / "rerank_scaling" / "evaluation" / "merge_metrics.py"
     code.write_text(code.read_text() + "\n# edited\n")
     assert planned_jobs(workflow) == Counter(
         {"merge_metrics": 1, "fit_laws": 1, "report_figures": 1, "plan": 1}
