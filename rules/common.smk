@@ -6,6 +6,7 @@ from rerank_scaling.config import validate_config
 from rerank_scaling.grid import Grid, RunSpec
 from rerank_scaling.laws.fit_laws import TABLES as LAW_TABLES
 from rerank_scaling.report.write_report import PER_METRIC as FIGURE_KINDS, slug
+from rerank_scaling.stage_code import stage_code
 
 # Fails at parse time, before any job runs, naming the field and the fix.
 validate_config(config)
@@ -15,34 +16,13 @@ RESULTS = f"results/{config['run_name']}"
 ENVS = "../envs"
 
 
-# Library modules behind each stage, listed as inputs so that editing a stage's code re-runs
-# that stage and its dependants (Snakemake tracks shell text and params, not imported modules).
-STAGE_CODE = {
-    "prepare_data": ["data/prepare_data.py", "data/datasets.py", "data/ict.py", "data/collection.py",
-                     "data/collection_checks.py", "data/trec.py"],
-    "bm25": ["data/bm25_retrieve.py", "data/bm25.py", "data/collection.py"],
-    "examples": ["data/build_examples.py", "data/training_examples.py"],
-    "train": ["training/train.py", "training/trainer.py", "training/checkpoint_store.py", "training/models.py",
-              "training/schedule.py"],
-    "evaluate": ["evaluation/evaluate.py", "evaluation/checkpoints.py", "evaluation/rerank.py",
-                 "evaluation/metrics.py"],
-    "merge": ["evaluation/merge_metrics.py", "records.py"],
-    "fit": ["laws/fit_laws.py", "laws/forms.py", "laws/fitting.py", "laws/fit_statistics.py", "laws/protocols.py",
-            "laws/allocation.py", "laws/law_tables.py", "laws/identifiability.py", "laws/backtests.py",
-            "report/figures.py"],
-    "report": ["report/write_report.py", "report/figures.py", "report/scaling_evidence.py"],
-    "plan": ["planning/plan.py", "planning/plan_rows.py", "planning/costs.py", "training/models.py",
-             "laws/forms.py", "report/figures.py"],
-    "prefetch": ["data/prefetch.py", "hub.py"],
-}
+# Each rule lists its stage's code (the entry module and every library module it imports, read from
+# the imports by rerank_scaling.stage_code) as inputs, so that editing it re-runs that stage and its
+# dependants (Snakemake tracks shell text and params, not imported modules).
 
 # Compute jobs (train, evaluate, plan) run with HF_HUB_OFFLINE=1 in their shell: models come from
 # the Hugging Face cache that the local rule `prefetch` (./run.sh --prefetch) fills on the
 # submitting node; a missing one fails early, naming the model and that command.
-
-
-def stage_code(stage):
-    return [f"src/rerank_scaling/{path}" for path in STAGE_CODE[stage]]
 
 
 def directory_of(kind, key, levels=1):

@@ -1,6 +1,6 @@
 rule prepare_data:
     input:
-        code=stage_code("prepare_data"),
+        code=stage_code("data.prepare_data"),
     output:
         corpus=f"{RESULTS}/data/collection/corpus.jsonl",
         queries=expand(f"{RESULTS}/data/collection/queries/{{split}}.tsv", split=all_splits()),

@@ -1,6 +1,6 @@
 rule evaluate_bm25:
     input:
-        code=stage_code("evaluate"),
+        code=stage_code("evaluation.evaluate"),
         runs=expand(f"{RESULTS}/bm25/runs/{{split}}.trec", split=eval_splits()),
         qrels=expand(f"{RESULTS}/data/collection/qrels/{{split}}.txt", split=eval_splits()),
     output:
@@ -28,7 +28,7 @@ rule evaluate_bm25:
 
 rule evaluate_run:
     input:
-        code=stage_code("evaluate"),
+        code=stage_code("evaluation.evaluate"),
         checkpoints=checkpoint_sidecars,
         runs=expand(f"{RESULTS}/bm25/runs/{{split}}.trec", split=eval_splits()),
         corpus=rules.prepare_data.output.corpus,
@@ -66,7 +66,7 @@ rule evaluate_run:
 
 rule merge_metrics:
     input:
-        code=stage_code("merge"),
+        code=stage_code("evaluation.merge_metrics"),
         runs=run_metric_tables,
         bm25=rules.evaluate_bm25.output.metrics,
         per_query_runs=run_per_query_tables,
@@ -97,7 +97,7 @@ rule merge_metrics:
 # evaluate_run (the cache key ignores the unit); merge_metrics takes the parts (run_metric_tables).
 use rule evaluate_run as evaluate_part with:
     input:
-        code=stage_code("evaluate"),
+        code=stage_code("evaluation.evaluate"),
         checkpoints=part_sidecar,
         runs=part_split_files("bm25/runs/{split}.trec"),
         corpus=rules.prepare_data.output.corpus,

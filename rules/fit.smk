@@ -1,6 +1,6 @@
 rule fit_laws:
     input:
-        code=stage_code("fit"),
+        code=stage_code("laws.fit_laws"),
         metrics=rules.merge_metrics.output.parquet,
     output:
         fits=f"{RESULTS}/laws/fits.parquet",

@@ -1,6 +1,6 @@
 rule plan:
     input:
-        code=stage_code("plan"),
+        code=stage_code("planning.plan"),
         metrics=rules.merge_metrics.output.parquet,
         fits=rules.fit_laws.output.fits,
     output:

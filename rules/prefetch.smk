@@ -5,7 +5,7 @@ localrules:
 
 rule prefetch:
     input:
-        code=stage_code("prefetch"),
+        code=stage_code("data.prefetch"),
     output:
         manifest=f"{RESULTS}/prefetch/manifest.tsv",
     params:

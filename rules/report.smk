@@ -1,6 +1,6 @@
 rule report_figures:
     input:
-        code=stage_code("report"),
+        code=stage_code("report.write_report"),
         metrics=rules.merge_metrics.output.parquet,
         per_query=rules.merge_metrics.output.per_query,
         fits=rules.fit_laws.output.fits,

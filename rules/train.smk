@@ -1,6 +1,6 @@
 rule train:
     input:
-        code=stage_code("train"),
+        code=stage_code("training.train"),
         pointwise=rules.training_examples.output.pointwise,
         groups=rules.training_examples.output.groups,
         corpus=rules.prepare_data.output.corpus,
