@@ -10,6 +10,8 @@ import pytest
 
 from rerank_scaling.laws import forms as laws
 from rerank_scaling.laws.allocation import optimal_size
+from rerank_scaling.planning.budget import budget_curve, optimal_allocation
+from rerank_scaling.planning.cost_model import CostModel, PowerLaw
 from rerank_scaling.planning.costs import (
     EncoderShape,
     cached_profile,
@@ -18,15 +20,8 @@ from rerank_scaling.planning.costs import (
     measure_profile,
     measured_flops,
 )
-from rerank_scaling.planning.plan_rows import (
-    CostModel,
-    MetricForecast,
-    PowerLaw,
-    budget_curve,
-    optimal_allocation,
-    roi_choice,
-    roi_frontier,
-)
+from rerank_scaling.planning.forecast import MetricForecast
+from rerank_scaling.planning.roi import roi_choice, roi_frontier
 
 SCRATCH = {
     "name": "tiny",
@@ -221,7 +216,7 @@ def test_bnsl_forecasts_use_training_flops():
 
 def joint_fit_rows(status: dict[str, tuple[str, str]]) -> pd.DataFrame:
     """Joint additive fits of dev nDCG@10 per objective (the synthetic table's law), with given
-    (status, reason) per objective; protocol "joint" as :func:`planning.joint_fits` selects it."""
+    (status, reason) per objective; protocol "joint" as :func:`planning.forecast.joint_fits` selects it."""
     params = json.dumps(dict(zip(laws.additive_law(+1).params, ADDITIVE.tolist(), strict=True)))
     rows = [
         {"family": "ladder", "objective": objective, "attention": "full", "metric": "nDCG@10", "split": "dev"}
@@ -235,7 +230,9 @@ def plan_of(fits: pd.DataFrame, value_per_point: float | None):
     from test_laws import synthetic_metrics_table
 
     from rerank_scaling.laws.protocols import FitSettings
-    from rerank_scaling.planning.plan_rows import PlanSettings, make_plan, run_stats
+    from rerank_scaling.planning.forecast import run_stats
+    from rerank_scaling.planning.plan_rows import make_plan
+    from rerank_scaling.planning.plan_settings import PlanSettings
 
     metrics = synthetic_metrics_table(noise=0.0)
     settings = PlanSettings(profile=False, value_per_metric_point=value_per_point, value_reference=0.3)
@@ -245,8 +242,8 @@ def plan_of(fits: pd.DataFrame, value_per_point: float | None):
 
 
 def test_a_degenerate_joint_fit_is_not_planned_with_and_says_why():
-    from rerank_scaling.planning.plan import budget_figure
-    from rerank_scaling.planning.plan_rows import plan_markdown, plan_table
+    from rerank_scaling.planning.plan_figures import budget_figure
+    from rerank_scaling.planning.plan_table import plan_markdown, plan_table
 
     reason = "alpha at its upper bound 5 (size term unidentifiable)"
     fits = joint_fit_rows({"pointwise": ("ok", ""), "listwise": ("degenerate", reason)})
@@ -270,7 +267,7 @@ def test_a_degenerate_joint_fit_is_not_planned_with_and_says_why():
 
 
 def test_without_a_value_per_metric_point_no_roi_choice_is_made():
-    from rerank_scaling.planning.plan_rows import plan_markdown, plan_table
+    from rerank_scaling.planning.plan_table import plan_markdown, plan_table
 
     fits = joint_fit_rows({"pointwise": ("ok", "")})
     plan = plan_of(fits, None)
