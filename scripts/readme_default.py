@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from rerank_scaling.report.scaling_evidence import scaling_evidence
-from rerank_scaling.report.write_report import EVIDENCE_METRIC
+from rerank_scaling.report.summary import EVIDENCE_METRIC
 
 BEGIN, END = "<!-- default-results:begin -->", "<!-- default-results:end -->"
 

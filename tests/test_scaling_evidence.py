@@ -132,7 +132,7 @@ def test_final_standard_errors_per_run():
 
 
 def test_summary_states_each_comparison_with_its_yardstick(tmp_path):
-    from rerank_scaling.report.write_report import summary
+    from rerank_scaling.report.summary import summary
 
     metrics = with_bm25(with_second_seed(synthetic_metrics_table(noise=0.0), "s1", 0.001), 0.3)
     metrics = metrics[metrics["metric"] == "nDCG@10"]
@@ -168,7 +168,7 @@ def test_the_merged_per_query_table_keeps_what_the_summary_compares(tmp_path):
 
 
 def test_summary_warns_about_judgements_the_data_checks_dropped(tmp_path):
-    from rerank_scaling.report.write_report import summary
+    from rerank_scaling.report.summary import summary
 
     metrics = with_bm25(synthetic_metrics_table(noise=0.0), 0.3)
     metrics = metrics[metrics["metric"] == "nDCG@10"]
