@@ -24,7 +24,7 @@ import torch
 import yaml
 from benchmark_output import emit
 
-from rerank_scaling.evaluation import EvalSettings, evaluate_checkpoints, load_split
+from rerank_scaling.evaluation.checkpoints import EvalSettings, evaluate_checkpoints, load_split
 from rerank_scaling.settings import settings_from_dict
 
 

@@ -3,7 +3,7 @@
 python benchmarks/bench_fit.py --resamples 500 --threads 2 --out benchmarks/results/fit_cpu.md
 
 The default's metrics table is built by the workflow (results/default/metrics/all.parquet); this
-benchmark generates one of the same shape instead (rerank_scaling.synthetic): 4 ladder sizes
+benchmark generates one of the same shape instead (rerank_scaling.laws.synthetic): 4 ladder sizes
 (L1-L3 fitted, L4 held out; 1.77M non-embedding parameters per MiniLM layer, 11.7M embedding),
 3 objectives x 15 checkpoints x 2 metrics (nDCG@10, CE@16) x 2 splits, L1 with a second seed,
 per-run offsets sd 0.004 and checkpoint noise sd 0.015 (tests/test_uncertainty.py says where these
@@ -25,9 +25,9 @@ from pathlib import Path
 import pandas as pd
 from benchmark_output import emit
 
-from rerank_scaling.protocols import FitSettings
-from rerank_scaling.stages.fit_laws import fit_everything
-from rerank_scaling.synthetic import synthetic_metrics_table
+from rerank_scaling.laws.fit_laws import fit_everything
+from rerank_scaling.laws.protocols import FitSettings
+from rerank_scaling.laws.synthetic import synthetic_metrics_table
 
 LADDER = {f"L{k}": (1.77e6 * k, 1.77e6 * k + 11.7e6, "fit" if k < 4 else "held_out") for k in range(1, 5)}
 

@@ -19,9 +19,9 @@ import time
 import torch
 from benchmark_output import emit
 
-from rerank_scaling.ict import IctSettings, build_ict_collection
-from rerank_scaling.models import build_cross_encoder
-from rerank_scaling.rerank import score_pairs, tokenize_pairs
+from rerank_scaling.data.ict import IctSettings, build_ict_collection
+from rerank_scaling.evaluation.rerank import score_pairs, tokenize_pairs
+from rerank_scaling.training.models import build_cross_encoder
 
 
 def main() -> None:

@@ -14,8 +14,8 @@ import time
 import torch
 from benchmark_output import emit
 
-from rerank_scaling.ict import IctSettings, build_ict_collection
-from rerank_scaling.models import build_cross_encoder, model_stats
+from rerank_scaling.data.ict import IctSettings, build_ict_collection
+from rerank_scaling.training.models import build_cross_encoder, model_stats
 
 
 def main() -> None:

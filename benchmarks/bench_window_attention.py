@@ -48,8 +48,8 @@ import torch
 import torch.nn.functional as F
 from benchmark_output import emit
 
-from rerank_scaling import window_attention as wa
-from rerank_scaling.sparse_encoder import AttentionVariant, apply_window_attention
+from rerank_scaling.training import window_attention as wa
+from rerank_scaling.training.sparse_encoder import AttentionVariant, apply_window_attention
 
 HEADS, HEAD_DIM, LAYERS, QUERY_TOKENS = 12, 32, 6, 32
 SIZES = {  # attention-step lengths, model lengths ("smoke": checks the script runs, seconds)

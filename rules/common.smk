@@ -5,8 +5,9 @@ from pathlib import Path
 from rerank_scaling import workflow_time
 from rerank_scaling.config import validate_config
 from rerank_scaling.grid import Grid, RunSpec
-from rerank_scaling.stages.fit_laws import TABLES as LAW_TABLES
-from rerank_scaling.stages.report import PER_METRIC as FIGURE_KINDS, slug
+from rerank_scaling.laws.fit_laws import TABLES as LAW_TABLES
+from rerank_scaling.report.write_report import PER_METRIC as FIGURE_KINDS, slug
+from rerank_scaling.stage_code import stage_code
 
 # Fails at parse time, before any job runs, naming the field and the fix.
 validate_config(config)
@@ -17,30 +18,13 @@ WORKFLOW_CLOCK = workflow_time.start(RESULTS)  # the Snakefile's onsuccess write
 ENVS = "../envs"
 
 
-# Library modules behind each stage, listed as inputs so that editing a stage's code re-runs
-# that stage and its dependants (Snakemake tracks shell text and params, not imported modules).
-STAGE_CODE = {
-    "prepare_data": ["stages/prepare_data.py", "datasets.py", "ict.py", "collection.py",
-                     "collection_checks.py", "trec.py"],
-    "bm25": ["stages/bm25_retrieve.py", "bm25.py", "collection.py"],
-    "examples": ["stages/build_examples.py", "training_examples.py"],
-    "train": ["stages/train.py", "training.py", "checkpoint_store.py", "models.py", "schedule.py"],
-    "evaluate": ["stages/evaluate.py", "evaluation.py", "rerank.py", "metrics.py"],
-    "merge": ["stages/merge_metrics.py", "records.py"],
-    "fit": ["stages/fit_laws.py", "laws.py", "fitting.py", "fit_statistics.py", "protocols.py",
-            "allocation.py", "law_tables.py", "identifiability.py", "backtests.py", "figures.py"],
-    "report": ["stages/report.py", "figures.py", "scaling_evidence.py", "held_out_check.py"],
-    "plan": ["stages/plan.py", "planning.py", "costs.py", "models.py", "laws.py", "figures.py"],
-    "prefetch": ["stages/prefetch.py", "hub.py"],
-}
+# Each rule lists its stage's code (the entry module and every library module it imports, read from
+# the imports by rerank_scaling.stage_code) as inputs, so that editing it re-runs that stage and its
+# dependants (Snakemake tracks shell text and params, not imported modules).
 
 # Compute jobs (train, evaluate, plan) run with HF_HUB_OFFLINE=1 in their shell: models come from
 # the Hugging Face cache that the local rule `prefetch` (./run.sh --prefetch) fills on the
 # submitting node; a missing one fails early, naming the model and that command.
-
-
-def stage_code(stage):
-    return [f"src/rerank_scaling/{path}" for path in STAGE_CODE[stage]]
 
 
 def directory_of(kind, key, levels=1):

@@ -1,6 +1,6 @@
 rule prepare_data:
     input:
-        code=stage_code("prepare_data"),
+        code=stage_code("data.prepare_data"),
     output:
         corpus=f"{RESULTS}/data/collection/corpus.jsonl",
         queries=expand(f"{RESULTS}/data/collection/queries/{{split}}.tsv", split=all_splits()),
@@ -16,5 +16,5 @@ rule prepare_data:
     conda:
         f"{ENVS}/retrieval.yaml"
     shell:
-        "python -m rerank_scaling.stages.prepare_data --dataset {params.dataset:q} --out {params.out}"
+        "python -m rerank_scaling.data.prepare_data --dataset {params.dataset:q} --out {params.out}"
         " --checks {output.checks} > {log} 2>&1"

@@ -1,6 +1,6 @@
 rule evaluate_bm25:
     input:
-        code=stage_code("evaluate"),
+        code=stage_code("evaluation.evaluate"),
         runs=expand(f"{RESULTS}/bm25/runs/{{split}}.trec", split=eval_splits()),
         qrels=expand(f"{RESULTS}/data/collection/qrels/{{split}}.txt", split=eval_splits()),
     output:
@@ -21,14 +21,14 @@ rule evaluate_bm25:
     conda:
         f"{ENVS}/training.yaml"
     shell:
-        "python -m rerank_scaling.stages.evaluate bm25 --collection {params.collection}"
+        "python -m rerank_scaling.evaluation.evaluate bm25 --collection {params.collection}"
         " --bm25-dir {params.bm25_dir} --splits {params.splits} --settings {params.evaluation:q}"
         " --out {output.metrics} --per-query {output.per_query} > {log} 2>&1"
 
 
 rule evaluate_run:
     input:
-        code=stage_code("evaluate"),
+        code=stage_code("evaluation.evaluate"),
         checkpoints=checkpoint_sidecars,
         runs=expand(f"{RESULTS}/bm25/runs/{{split}}.trec", split=eval_splits()),
         corpus=rules.prepare_data.output.corpus,
@@ -57,7 +57,7 @@ rule evaluate_run:
     conda:
         f"{ENVS}/training.yaml"
     shell:
-        "HF_HUB_OFFLINE=1 python -m rerank_scaling.stages.evaluate run --checkpoints {params.checkpoints}"
+        "HF_HUB_OFFLINE=1 python -m rerank_scaling.evaluation.evaluate run --checkpoints {params.checkpoints}"
         " --collection {params.collection} --bm25-dir {params.bm25_dir} --splits {params.splits}"
         " --settings {params.evaluation:q} --max-length {params.max_length} --device {params.device}"
         " --threads {threads} --work {params.work} --out {output.metrics}"
@@ -66,7 +66,7 @@ rule evaluate_run:
 
 rule merge_metrics:
     input:
-        code=stage_code("merge"),
+        code=stage_code("evaluation.merge_metrics"),
         runs=run_metric_tables,
         bm25=rules.evaluate_bm25.output.metrics,
         per_query_runs=run_per_query_tables,
@@ -86,7 +86,7 @@ rule merge_metrics:
     conda:
         f"{ENVS}/fitting.yaml"
     shell:
-        "python -m rerank_scaling.stages.merge_metrics --inputs {input.bm25} {input.runs}"
+        "python -m rerank_scaling.evaluation.merge_metrics --inputs {input.bm25} {input.runs}"
         " --out {output.parquet} --csv {output.csv}"
         " --per-query-inputs {input.per_query_bm25} {input.per_query_runs}"
         " --per-query-out {output.per_query} > {log} 2>&1"
@@ -97,7 +97,7 @@ rule merge_metrics:
 # evaluate_run (the cache key ignores the unit); merge_metrics takes the parts (run_metric_tables).
 use rule evaluate_run as evaluate_part with:
     input:
-        code=stage_code("evaluate"),
+        code=stage_code("evaluation.evaluate"),
         checkpoints=part_sidecar,
         runs=part_split_files("bm25/runs/{split}.trec"),
         corpus=rules.prepare_data.output.corpus,

@@ -1,6 +1,6 @@
 rule fit_laws:
     input:
-        code=stage_code("fit"),
+        code=stage_code("laws.fit_laws"),
         metrics=rules.merge_metrics.output.parquet,
     output:
         fits=f"{RESULTS}/laws/fits.parquet",
@@ -29,5 +29,5 @@ rule fit_laws:
     conda:
         f"{ENVS}/fitting.yaml"
     shell:
-        "python -m rerank_scaling.stages.fit_laws --metrics {input.metrics} --settings {params.fitting:q}"
+        "python -m rerank_scaling.laws.fit_laws --metrics {input.metrics} --settings {params.fitting:q}"
         " --out-dir {params.out} --threads {threads} > {log} 2>&1"

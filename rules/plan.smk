@@ -1,6 +1,6 @@
 rule plan:
     input:
-        code=stage_code("plan"),
+        code=stage_code("planning.plan"),
         metrics=rules.merge_metrics.output.parquet,
         fits=rules.fit_laws.output.fits,
     output:
@@ -40,7 +40,7 @@ rule plan:
     conda:
         f"{ENVS}/training.yaml"
     shell:
-        "HF_HUB_OFFLINE=1 python -m rerank_scaling.stages.plan --metrics {input.metrics} --fits {input.fits}"
+        "HF_HUB_OFFLINE=1 python -m rerank_scaling.planning.plan --metrics {input.metrics} --fits {input.fits}"
         " --models {params.models:q} --planning {params.planning:q} --fitting {params.fitting:q}"
         " --training {params.training:q} --evaluation {params.evaluation:q} --device {params.device}"
         " --cache {params.cache} --out-dir {params.out} --figures {params.figures} --threads {threads}"

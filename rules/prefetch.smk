@@ -5,7 +5,7 @@ localrules:
 
 rule prefetch:
     input:
-        code=stage_code("prefetch"),
+        code=stage_code("data.prefetch"),
     output:
         manifest=f"{RESULTS}/prefetch/manifest.tsv",
     params:
@@ -18,5 +18,5 @@ rule prefetch:
     conda:
         f"{ENVS}/training.yaml"
     shell:
-        "python -m rerank_scaling.stages.prefetch --models {params.models:q} --dataset {params.dataset:q}"
+        "python -m rerank_scaling.data.prefetch --models {params.models:q} --dataset {params.dataset:q}"
         " --out {output.manifest} > {log} 2>&1"

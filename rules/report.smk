@@ -1,6 +1,6 @@
 rule report_figures:
     input:
-        code=stage_code("report"),
+        code=stage_code("report.write_report"),
         metrics=rules.merge_metrics.output.parquet,
         per_query=rules.merge_metrics.output.per_query,
         fits=rules.fit_laws.output.fits,
@@ -32,7 +32,7 @@ rule report_figures:
     conda:
         f"{ENVS}/fitting.yaml"
     shell:
-        "python -m rerank_scaling.stages.report --metrics {input.metrics} --per-query {input.per_query}"
+        "python -m rerank_scaling.report.write_report --metrics {input.metrics} --per-query {input.per_query}"
         " --laws {params.laws}"
         " --metric {params.metrics:q} --split {params.splits} --figures {params.figures}"
         " --summary {output.summary} --data-checks {input.data_checks} > {log} 2>&1"

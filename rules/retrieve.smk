@@ -1,6 +1,6 @@
 rule bm25_index:
     input:
-        code=stage_code("bm25"),
+        code=stage_code("data.bm25_retrieve"),
         corpus=rules.prepare_data.output.corpus,
     output:
         index=directory(f"{RESULTS}/bm25/index"),
@@ -17,13 +17,13 @@ rule bm25_index:
     conda:
         f"{ENVS}/retrieval.yaml"
     shell:
-        "python -m rerank_scaling.stages.bm25_retrieve index --corpus {input.corpus} --index {output.index}"
+        "python -m rerank_scaling.data.bm25_retrieve index --corpus {input.corpus} --index {output.index}"
         " --settings {params.retrieval:q} --log {log} > {log} 2>&1"
 
 
 rule bm25_search:
     input:
-        code=stage_code("bm25"),
+        code=stage_code("data.bm25_retrieve"),
         index=rules.bm25_index.output.index,
         queries=f"{RESULTS}/data/collection/queries/{{split}}.tsv",
     output:
@@ -41,13 +41,13 @@ rule bm25_search:
     conda:
         f"{ENVS}/retrieval.yaml"
     shell:
-        "python -m rerank_scaling.stages.bm25_retrieve search --index {input.index} --queries {input.queries}"
+        "python -m rerank_scaling.data.bm25_retrieve search --index {input.index} --queries {input.queries}"
         " --run {output.run} --settings {params.retrieval:q} > {log} 2>&1"
 
 
 rule training_examples:
     input:
-        code=stage_code("examples"),
+        code=stage_code("data.build_examples"),
         collection=rules.prepare_data.output.corpus,
         run=f"{RESULTS}/bm25/runs/{config['dataset']['train_split']}.trec",
     output:
@@ -68,6 +68,6 @@ rule training_examples:
     conda:
         f"{ENVS}/retrieval.yaml"
     shell:
-        "python -m rerank_scaling.stages.build_examples --collection {params.collection} --split {params.split}"
+        "python -m rerank_scaling.data.build_examples --collection {params.collection} --split {params.split}"
         " --run {input.run} --settings {params.examples:q} --pointwise {output.pointwise}"
         " --groups {output.groups} --training {params.training:q} > {log} 2>&1"

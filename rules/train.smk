@@ -1,6 +1,6 @@
 rule train:
     input:
-        code=stage_code("train"),
+        code=stage_code("training.train"),
         pointwise=rules.training_examples.output.pointwise,
         groups=rules.training_examples.output.groups,
         corpus=rules.prepare_data.output.corpus,
@@ -27,7 +27,7 @@ rule train:
     conda:
         f"{ENVS}/training.yaml"
     shell:
-        "HF_HUB_OFFLINE=1 python -m rerank_scaling.stages.train --run {wildcards.run} --model {params.model:q}"
+        "HF_HUB_OFFLINE=1 python -m rerank_scaling.training.train --run {wildcards.run} --model {params.model:q}"
         " --training {params.training:q} --device {params.device} --pointwise {input.pointwise}"
         " --groups {input.groups} --corpus {input.corpus} --checkpoints {params.checkpoints}"
         " --work {params.work} > {log} 2>&1"

@@ -19,5 +19,5 @@ if ! .venv/bin/python -c "import importlib.util,sys; sys.exit(importlib.util.fin
 fi
 # The compiled windowed-attention extension (C++; CUDA too where nvcc and a GPU exist).
 if [ -f kernels/window_attention/window_attention.cpp ]; then
-  .venv/bin/python -m rerank_scaling.window_attention --build
+  .venv/bin/python -m rerank_scaling.training.window_attention --build
 fi

@@ -7,7 +7,7 @@ Inputs, all named in the output:
 * job counts: Snakemake's own dry run (``snakemake -n --configfile ...``);
 * model shapes: each model's ``config.json`` from the Hugging Face cache (after
   ``./run.sh --prefetch``), else the Ettin architecture table below (the Ettin paper's sizes),
-  turned into :class:`rerank_scaling.costs.EncoderShape` (gated FFN, local-attention layers);
+  turned into :class:`rerank_scaling.planning.costs.EncoderShape` (gated FFN, local-attention layers);
 * query and judgement counts: ir_datasets' bundled metadata (no download);
 * FLOPs: :meth:`EncoderShape.train_flops` / ``forward_flops`` at ``training.max_length`` tokens
   per sequence (an upper bound: batches are padded to their longest pair only);
@@ -15,7 +15,7 @@ Inputs, all named in the output:
 
 Training examples per run: one example (pointwise: 1 positive + n negatives; groups: 1 + n
 documents) per judged positive of the ``train`` split's sampled queries, as
-:mod:`rerank_scaling.training_examples` builds them; evaluation: every checkpoint reranks
+:mod:`rerank_scaling.data.training_examples` builds them; evaluation: every checkpoint reranks
 ``evaluation.rerank_depth`` candidates of every (sub-sampled) evaluation query.
 """
 
@@ -33,9 +33,9 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from rerank_scaling.costs import EncoderShape  # noqa: E402
 from rerank_scaling.grid import Grid  # noqa: E402
 from rerank_scaling.hub import cached_model, is_hub_id  # noqa: E402
+from rerank_scaling.planning.costs import EncoderShape  # noqa: E402
 
 # Ettin encoders (Weller et al. 2025, "Seq vs Seq: An Open Suite of Paired Encoders and Decoders"):
 # ModernBERT layers, hidden / layers / FFN width; local attention 128 tokens, global every 3rd layer.

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from rerank_scaling.held_out_check import held_out_check
-from rerank_scaling.scaling_evidence import final_standard_errors, scaling_evidence
-from rerank_scaling.stages.report import EVIDENCE_METRIC, planning_protocol
+from rerank_scaling.report.held_out_check import held_out_check
+from rerank_scaling.report.scaling_evidence import final_standard_errors, scaling_evidence
+from rerank_scaling.report.summary import EVIDENCE_METRIC, planning_protocol
 
 BEGIN, END = "<!-- default-results:begin -->", "<!-- default-results:end -->"
 

@@ -58,7 +58,7 @@ def local_section(root: Path, **extra) -> dict:
 
 def prepare(work: Path, root: Path, **extra) -> dict:
     """The prepare_data job on a local collection; returns checks.json."""
-    from rerank_scaling.stages import prepare_data
+    from rerank_scaling.data import prepare_data
 
     out = work / "data"
     argv = ["--dataset", json.dumps(local_section(root, **extra)), "--out", str(out / "collection")]
@@ -68,7 +68,7 @@ def prepare(work: Path, root: Path, **extra) -> dict:
 
 def build_examples(work: Path, root: Path, settings: dict, training: dict | None = None) -> None:
     """prepare_data, then the examples job with a BM25-like run that ranks every document."""
-    from rerank_scaling.stages import build_examples as stage
+    from rerank_scaling.data import build_examples as stage
 
     prepare(work, root)
     run = work / "train.trec"
@@ -139,7 +139,7 @@ def _warned(work: Path) -> None:
 
 
 def _run_file(work: Path) -> None:
-    from rerank_scaling.trec import read_run
+    from rerank_scaling.data.trec import read_run
 
     (work / "bm25.trec").write_text("q1 Q0 d1 1 3.5 bm25\nq1 Q0 d2 2 n/a bm25\n")
     read_run(work / "bm25.trec")

@@ -53,9 +53,9 @@ def default_config() -> dict:
 @pytest.fixture(scope="session")
 def small_collection(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """A small built-in ICT collection with a real Lucene index and BM25 runs for every split."""
-    from rerank_scaling import bm25
-    from rerank_scaling.collection import write_collection
-    from rerank_scaling.ict import IctSettings, build_ict_collection
+    from rerank_scaling.data import bm25
+    from rerank_scaling.data.collection import write_collection
+    from rerank_scaling.data.ict import IctSettings, build_ict_collection
 
     root = tmp_path_factory.mktemp("ict")
     docs, queries, qrels = build_ict_collection(
@@ -96,7 +96,7 @@ TINY_TRAINING = {
 
 @pytest.fixture(scope="session")
 def examples(tmp_path_factory, small_collection):
-    from rerank_scaling.stages import build_examples
+    from rerank_scaling.data import build_examples
 
     out = tmp_path_factory.mktemp("examples")
     build_examples.main(
@@ -126,7 +126,7 @@ def train_command(run: str, model: dict, training: dict, examples: dict, out: Pa
     return [
         sys.executable,
         "-m",
-        "rerank_scaling.stages.train",
+        "rerank_scaling.training.train",
         "--run",
         run,
         "--model",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 
-from rerank_scaling.checkpoint_store import PROGRESS, SIDECAR, RunStore
+from rerank_scaling.training.checkpoint_store import PROGRESS, SIDECAR, RunStore
 
 
 def _state(store: RunStore, step: int, complete: bool = True):

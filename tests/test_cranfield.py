@@ -10,9 +10,9 @@ import pytest
 from conftest import CRANFIELD
 from test_datasets import prepare_in_subprocess
 
-from rerank_scaling import bm25
-from rerank_scaling.collection import CollectionDir, read_queries
-from rerank_scaling.trec import read_qrels, read_run
+from rerank_scaling.data import bm25
+from rerank_scaling.data.collection import CollectionDir, read_queries
+from rerank_scaling.data.trec import read_qrels, read_run
 
 # Cleverdon's codes: 1 = complete answer ... 4 = minimum interest, -1 = none (shared README).
 CRANFIELD_GAINS = {"1": 4, "2": 3, "3": 2, "4": 1, "-1": 0}

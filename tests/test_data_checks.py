@@ -14,7 +14,7 @@ import yaml
 from bad_inputs import DOCS, QRELS, QUERIES, build_examples, local_section, prepare, write_local
 from conftest import REPO, snakemake_command, workflow_env
 
-from rerank_scaling.trec import read_qrels, read_run
+from rerank_scaling.data.trec import read_qrels, read_run
 
 BAD_DATA = [
     pytest.param(

@@ -11,9 +11,9 @@ import tarfile
 
 import pytest
 
-from rerank_scaling.collection import CollectionDir, iter_corpus, read_queries
-from rerank_scaling.datasets import materialise_dataset
-from rerank_scaling.trec import read_qrels
+from rerank_scaling.data.collection import CollectionDir, iter_corpus, read_queries
+from rerank_scaling.data.datasets import materialise_dataset
+from rerank_scaling.data.trec import read_qrels
 
 SMART_DOCS = """.I 1
 .T
@@ -85,7 +85,7 @@ def prepare_in_subprocess(section: dict, out, irds_home) -> subprocess.Completed
         [
             sys.executable,
             "-m",
-            "rerank_scaling.stages.prepare_data",
+            "rerank_scaling.data.prepare_data",
             "--dataset",
             json.dumps(section),
             "--out",

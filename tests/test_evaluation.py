@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 
 
 def evaluate(small_collection, checkpoints, work, out, mode="run", **settings):
-    from rerank_scaling.stages import evaluate as stage
+    from rerank_scaling.evaluation import evaluate as stage
 
     args = [
         mode,
@@ -109,7 +109,7 @@ def test_evaluation_scores_every_checkpoint_and_only_new_ones_on_rerun(small_col
 
 
 def _scores(trec):
-    from rerank_scaling.trec import read_run
+    from rerank_scaling.data.trec import read_run
 
     run = read_run(str(trec))
     return pd.Series({(q, d): s for q, docs in run.items() for d, s in docs.items()}).sort_index()

@@ -6,15 +6,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rerank_scaling import laws
-from rerank_scaling.allocation import allocation_table
-from rerank_scaling.backtests import backtest_group, rolling_origins
-from rerank_scaling.fitting import fit_law, refit_batch
-from rerank_scaling.identifiability import degenerate_reasons
-from rerank_scaling.law_tables import n_over_n_star
-from rerank_scaling.protocols import FitSettings, _but_last, fit_split, prepare, splits_for
+from rerank_scaling.laws import forms as laws
+from rerank_scaling.laws.allocation import allocation_table
+from rerank_scaling.laws.backtests import backtest_group, rolling_origins
+from rerank_scaling.laws.fitting import fit_law, refit_batch
+from rerank_scaling.laws.identifiability import degenerate_reasons
+from rerank_scaling.laws.law_tables import n_over_n_star
+from rerank_scaling.laws.protocols import FitSettings, _but_last, fit_split, prepare, splits_for
+from rerank_scaling.laws.synthetic import synthetic_metrics_table
 from rerank_scaling.settings import settings_from_dict
-from rerank_scaling.synthetic import synthetic_metrics_table
 
 N = np.array([2.0, 4.0, 8.0, 16.0, 32.0, 64.0])
 
@@ -193,7 +193,7 @@ def test_size_axis_sets_n_and_training_flops_together():
 
 
 def test_a_table_whose_every_fit_fails_still_writes_every_table(tmp_path):
-    from rerank_scaling.stages.fit_laws import TABLES, fit_everything
+    from rerank_scaling.laws.fit_laws import TABLES, fit_everything
 
     # two sizes, two checkpoints: too few points for every law (as in a tiny smoke run)
     sizes = {"A": (1e6, 2e6, "fit"), "B": (2e6, 3e6, "held_out")}

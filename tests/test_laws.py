@@ -9,11 +9,11 @@ import pandas as pd
 import pytest
 from scipy.optimize import minimize_scalar
 
-from rerank_scaling import laws
-from rerank_scaling.allocation import allocation_exponents, optimal_size
-from rerank_scaling.fit_statistics import forecast_errors, goodness_of_fit, iid_bootstrap
-from rerank_scaling.fitting import fit_law
-from rerank_scaling.synthetic import synthetic_metrics_table as synthetic_table
+from rerank_scaling.laws import forms as laws
+from rerank_scaling.laws.allocation import allocation_exponents, optimal_size
+from rerank_scaling.laws.fit_statistics import forecast_errors, goodness_of_fit, iid_bootstrap
+from rerank_scaling.laws.fitting import fit_law
+from rerank_scaling.laws.synthetic import synthetic_metrics_table as synthetic_table
 
 RNG = np.random.default_rng(0)
 N = np.array([2.0, 4.0, 8.0, 16.0, 32.0, 64.0])  # millions
@@ -121,7 +121,7 @@ def synthetic_metrics_table(noise: float = 0.002) -> pd.DataFrame:
 
 @pytest.mark.slow
 def test_fit_stage_end_to_end_on_a_synthetic_table(tmp_path):
-    from rerank_scaling.stages import fit_laws
+    from rerank_scaling.laws import fit_laws
 
     table = synthetic_metrics_table()
     table.to_parquet(tmp_path / "all.parquet")
@@ -170,7 +170,7 @@ def test_fit_stage_end_to_end_on_a_synthetic_table(tmp_path):
 
 
 def test_bad_fitting_settings_name_the_key(tmp_path):
-    from rerank_scaling.protocols import FitSettings
+    from rerank_scaling.laws.protocols import FitSettings
     from rerank_scaling.settings import settings_from_dict
 
     with pytest.raises(ValueError, match="fitting.*boostrap"):

@@ -10,7 +10,7 @@ import ir_measures
 import pytest
 import pytrec_eval
 
-from rerank_scaling.metrics import (
+from rerank_scaling.evaluation.metrics import (
     MetricSettings,
     contrastive_entropy,
     evaluate,
@@ -150,7 +150,7 @@ def test_contrastive_sample_is_reproducible_and_order_free(caplog):
     assert sorted(alone, key=key) == sorted((s for s in first if s.qid == "q"), key=key)
     assert len({s.negatives for s in first if s.qid == "q"}) == 2  # positives draw separately
     assert sample_contrastive_sets(candidates, qrels, 16, seed=1) != first
-    with caplog.at_level(logging.WARNING, logger="rerank_scaling.metrics"):
+    with caplog.at_level(logging.WARNING, logger="rerank_scaling.evaluation.metrics"):
         edge = sample_contrastive_sets(candidates, qrels, 40, seed=0)
     # p has exactly 39 negatives (kept); q has 38 for each of its 2 positives (dropped).
     assert [(s.qid, s.positive) for s in edge] == [("p", "e3")]
@@ -257,7 +257,7 @@ def test_settings_from_dict():
 
 
 def test_the_evaluation_table_reports_and_logs_the_queries_ce_drops(caplog):
-    from rerank_scaling.evaluation import EvalSettings, metric_rows
+    from rerank_scaling.evaluation.checkpoints import EvalSettings, metric_rows
 
     settings = EvalSettings(ce_sizes=(3,), rbp_k=(1,), rr_m=(2,))
     scored = {q: docs for q, docs in CANDIDATES.items() if q != "q4"}

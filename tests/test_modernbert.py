@@ -13,14 +13,14 @@ import yaml
 from tiny_modernbert import save_tiny_modernbert
 
 from rerank_scaling.config import ConfigError, validate_config
-from rerank_scaling.models import build_cross_encoder
-from rerank_scaling.sparse_encoder import (
+from rerank_scaling.training.models import build_cross_encoder
+from rerank_scaling.training.sparse_encoder import (
     AttentionVariant,
     apply_window_attention,
     attention_variant_from_name,
     segments_from_separator,
 )
-from rerank_scaling.window_attention import dense_pattern_mask
+from rerank_scaling.training.window_attention import dense_pattern_mask
 
 PAIRS = [
     (

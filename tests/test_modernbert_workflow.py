@@ -17,7 +17,7 @@ import yaml
 from conftest import REPO, snakemake_command, workflow_env
 from tiny_modernbert import save_tiny_modernbert
 
-from rerank_scaling.stages.merge_metrics import merge_tables
+from rerank_scaling.evaluation.merge_metrics import merge_tables
 
 pytestmark = pytest.mark.slow
 RESULTS = "results/mb"

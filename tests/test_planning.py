@@ -8,9 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rerank_scaling import laws
-from rerank_scaling.allocation import optimal_size
-from rerank_scaling.costs import (
+from rerank_scaling.laws import forms as laws
+from rerank_scaling.laws.allocation import optimal_size
+from rerank_scaling.planning.budget import budget_curve, optimal_allocation
+from rerank_scaling.planning.cost_model import CostModel, PowerLaw
+from rerank_scaling.planning.costs import (
     EncoderShape,
     cached_profile,
     flops_per_token,
@@ -18,15 +20,8 @@ from rerank_scaling.costs import (
     measure_profile,
     measured_flops,
 )
-from rerank_scaling.planning import (
-    CostModel,
-    MetricForecast,
-    PowerLaw,
-    budget_curve,
-    optimal_allocation,
-    roi_choice,
-    roi_frontier,
-)
+from rerank_scaling.planning.forecast import MetricForecast
+from rerank_scaling.planning.roi import roi_choice, roi_frontier
 
 SCRATCH = {
     "name": "tiny",
@@ -221,7 +216,7 @@ def test_bnsl_forecasts_use_training_flops():
 
 def joint_fit_rows(status: dict[str, tuple[str, str]]) -> pd.DataFrame:
     """Joint additive fits of dev nDCG@10 per objective (the synthetic table's law), with given
-    (status, reason) per objective; protocol "joint" as :func:`planning.joint_fits` selects it."""
+    (status, reason) per objective; protocol "joint" as :func:`planning.forecast.joint_fits` selects it."""
     params = json.dumps(dict(zip(laws.additive_law(+1).params, ADDITIVE.tolist(), strict=True)))
     rows = [
         {"family": "ladder", "objective": objective, "attention": "full", "metric": "nDCG@10", "split": "dev"}
@@ -234,8 +229,10 @@ def joint_fit_rows(status: dict[str, tuple[str, str]]) -> pd.DataFrame:
 def plan_of(fits: pd.DataFrame, value_per_point: float | None):
     from test_laws import synthetic_metrics_table
 
-    from rerank_scaling.planning import PlanSettings, make_plan, run_stats
-    from rerank_scaling.protocols import FitSettings
+    from rerank_scaling.laws.protocols import FitSettings
+    from rerank_scaling.planning.forecast import run_stats
+    from rerank_scaling.planning.plan_rows import make_plan
+    from rerank_scaling.planning.plan_settings import PlanSettings
 
     metrics = synthetic_metrics_table(noise=0.0)
     settings = PlanSettings(profile=False, value_per_metric_point=value_per_point, value_reference=0.3)
@@ -245,8 +242,8 @@ def plan_of(fits: pd.DataFrame, value_per_point: float | None):
 
 
 def test_a_degenerate_joint_fit_is_not_planned_with_and_says_why():
-    from rerank_scaling.planning import plan_markdown, plan_table
-    from rerank_scaling.stages.plan import budget_figure
+    from rerank_scaling.planning.plan_figures import budget_figure
+    from rerank_scaling.planning.plan_table import plan_markdown, plan_table
 
     reason = "alpha at its upper bound 5 (size term unidentifiable)"
     fits = joint_fit_rows({"pointwise": ("ok", ""), "listwise": ("degenerate", reason)})
@@ -270,7 +267,7 @@ def test_a_degenerate_joint_fit_is_not_planned_with_and_says_why():
 
 
 def test_without_a_value_per_metric_point_no_roi_choice_is_made():
-    from rerank_scaling.planning import plan_markdown, plan_table
+    from rerank_scaling.planning.plan_table import plan_markdown, plan_table
 
     fits = joint_fit_rows({"pointwise": ("ok", "")})
     plan = plan_of(fits, None)
@@ -300,7 +297,8 @@ def test_without_a_value_per_metric_point_no_roi_choice_is_made():
 def test_plan_stage_end_to_end(tmp_path):
     from test_laws import synthetic_metrics_table
 
-    from rerank_scaling.stages import fit_laws, plan
+    from rerank_scaling.laws import fit_laws
+    from rerank_scaling.planning import plan
 
     table = synthetic_metrics_table()
     table = table[table["split"] == "dev"]
@@ -395,7 +393,7 @@ def test_plan_stage_without_fits_or_profiles(tmp_path):
     """No fits at all (a tiny run) and profiling off: rows say why, figures still appear."""
     from test_laws import synthetic_metrics_table
 
-    from rerank_scaling.stages import plan
+    from rerank_scaling.planning import plan
 
     synthetic_metrics_table().to_parquet(tmp_path / "all.parquet")
     pd.DataFrame().to_parquet(tmp_path / "fits.parquet")

@@ -15,7 +15,7 @@ from conftest import REPO, snakemake_command, workflow_env
 from tiny_modernbert import save_tiny_modernbert
 
 from rerank_scaling.hub import ModelNotCached, cached_model, hub_model_ids
-from rerank_scaling.models import build_cross_encoder
+from rerank_scaling.training.models import build_cross_encoder
 
 REPO_ID = "test-org/tiny-modernbert"
 REVISION = "0123456789abcdef0123456789abcdef01234567"
@@ -126,7 +126,7 @@ def _prefetch_stage(tmp_path: Path, dataset: dict, irds_home: Path) -> subproces
     import sys
 
     env = {**workflow_env(), "IR_DATASETS_HOME": str(irds_home), "HF_HUB_OFFLINE": "1"}
-    command = [sys.executable, "-m", "rerank_scaling.stages.prefetch", "--models", "[]"]
+    command = [sys.executable, "-m", "rerank_scaling.data.prefetch", "--models", "[]"]
     command += ["--dataset", json.dumps(dataset), "--out", str(tmp_path / "manifest.tsv")]
     return subprocess.run(command, capture_output=True, text=True, env=env)
 

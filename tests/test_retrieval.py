@@ -7,9 +7,9 @@ import json
 import ir_measures
 import pytest
 
-from rerank_scaling import bm25
-from rerank_scaling.ict import IctSettings, build_ict_collection
-from rerank_scaling.trec import read_run
+from rerank_scaling.data import bm25
+from rerank_scaling.data.ict import IctSettings, build_ict_collection
+from rerank_scaling.data.trec import read_run
 
 
 def test_bm25_runs_cover_every_query_with_ranked_hits(small_collection):

@@ -9,7 +9,12 @@ import pytest
 from test_laws import synthetic_metrics_table
 
 from rerank_scaling.records import PER_QUERY_COLUMNS
-from rerank_scaling.scaling_evidence import QueryBootstrap, final_standard_errors, scaling_evidence, verdict
+from rerank_scaling.report.scaling_evidence import (
+    QueryBootstrap,
+    final_standard_errors,
+    scaling_evidence,
+    verdict,
+)
 
 
 def with_second_seed(table: pd.DataFrame, model: str, shift: float) -> pd.DataFrame:
@@ -127,7 +132,7 @@ def test_final_standard_errors_per_run():
 
 
 def test_summary_states_each_comparison_with_its_yardstick(tmp_path):
-    from rerank_scaling.stages.report import summary
+    from rerank_scaling.report.summary import summary
 
     metrics = with_bm25(with_second_seed(synthetic_metrics_table(noise=0.0), "s1", 0.001), 0.3)
     metrics = metrics[metrics["metric"] == "nDCG@10"]
@@ -143,7 +148,7 @@ def test_summary_states_each_comparison_with_its_yardstick(tmp_path):
 
 def test_the_merged_per_query_table_keeps_what_the_summary_compares(tmp_path):
     """merge_metrics keeps each run's first and final checkpoint: the evidence is unchanged."""
-    from rerank_scaling.stages import merge_metrics
+    from rerank_scaling.evaluation import merge_metrics
 
     metrics = with_bm25(dev_ndcg(synthetic_metrics_table(noise=0.0)), 0.3)
     per_query = per_query_table(metrics, 30, 0.05)
@@ -163,7 +168,7 @@ def test_the_merged_per_query_table_keeps_what_the_summary_compares(tmp_path):
 
 
 def test_summary_warns_about_judgements_the_data_checks_dropped(tmp_path):
-    from rerank_scaling.stages.report import summary
+    from rerank_scaling.report.summary import summary
 
     metrics = with_bm25(synthetic_metrics_table(noise=0.0), 0.3)
     metrics = metrics[metrics["metric"] == "nDCG@10"]
@@ -205,7 +210,7 @@ def _final_rows(values: dict[str, float], sizes: dict[str, int], queries: int) -
 
 
 def test_held_out_check_compares_the_miss_with_the_gap_between_the_two_largest_sizes():
-    from rerank_scaling.held_out_check import held_out_check
+    from rerank_scaling.report.held_out_check import held_out_check
 
     values, sizes = {"A": 0.20, "B": 0.30, "C": 0.36}, {"A": 1, "B": 2, "C": 4}
     metrics = _final_rows(values, sizes, queries=100)

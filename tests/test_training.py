@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import LADDER, TINY_TRAINING, train_command
 
-from rerank_scaling.models import build_cross_encoder, model_stats, resolve_path
-from rerank_scaling.schedule import checkpoint_steps
+from rerank_scaling.training.models import build_cross_encoder, model_stats, resolve_path
+from rerank_scaling.training.schedule import checkpoint_steps
 
 
 def sidecars(out: Path) -> list[dict]:

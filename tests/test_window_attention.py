@@ -10,8 +10,8 @@ import copy
 import pytest
 import torch
 
-from rerank_scaling import window_attention as wa
-from rerank_scaling.sparse_encoder import (
+from rerank_scaling.training import window_attention as wa
+from rerank_scaling.training.sparse_encoder import (
     AttentionVariant,
     apply_window_attention,
     attention_variant_from_name,
@@ -170,7 +170,7 @@ def test_variant_names() -> None:
 
 
 def _cross_encoder(head: str, layers: int = 2):
-    from rerank_scaling.models import build_cross_encoder
+    from rerank_scaling.training.models import build_cross_encoder
 
     return build_cross_encoder({**LADDER, "layers": layers, "head": head}, 64, 0)
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import shutil
 import subprocess
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -109,12 +112,48 @@ def test_adding_a_model_size_trains_and_evaluates_only_that_size(workflow):
     )
 
 
+@contextlib.contextmanager
+def edited(workflow: Path, module: str) -> Iterator[None]:
+    """A library module of the workflow copy edited (a comment appended), then restored with its mtime."""
+    code = workflow / "src" / "rerank_scaling" / module
+    text, stat = code.read_text(), code.stat()
+    code.write_text(text + "\n# edited\n")
+    try:
+        yield
+    finally:
+        code.write_text(text)
+        os.utime(code, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
 def test_editing_a_stage_reruns_it_and_its_dependants_only(workflow):
-    code = workflow / "src" / "rerank_scaling" / "stages" / "merge_metrics.py"
-    code.write_text(code.read_text() + "\n# edited\n")
-    assert planned_jobs(workflow) == Counter(
-        {"merge_metrics": 1, "fit_laws": 1, "report_figures": 1, "plan": 1}
-    )
+    with edited(workflow, "evaluation/merge_metrics.py"):
+        assert planned_jobs(workflow) == Counter(
+            {"merge_metrics": 1, "fit_laws": 1, "report_figures": 1, "plan": 1}
+        )
+
+
+# Every training and evaluation job of the tiny grid (2 sizes x 2 objectives x 2 attention variants).
+RETRAIN = {"train": 8, "evaluate_run": 8, "merge_metrics": 1, "fit_laws": 1, "report_figures": 1, "plan": 1}
+
+
+@pytest.mark.parametrize(
+    ("module", "jobs"),
+    [
+        # imported inside the training run (windowed runs only): still the training stage's code; the
+        # examples job and the BM25 evaluation import the training module (its objectives, its device
+        # choice), and re-run too
+        ("training/sparse_encoder.py", {**RETRAIN, "training_examples": 1, "evaluate_bm25": 1}),
+        # a report-only module: the report alone
+        ("report/scaling_evidence.py", {"report_figures": 1}),
+        # the metrics: every evaluation job and what follows, no training (the parse-time config
+        # checks import them, the examples job that calls one of those checks does not)
+        ("evaluation/metrics.py", {**RETRAIN, "train": 0, "evaluate_bm25": 1}),
+    ],
+)
+def test_editing_a_library_module_reruns_the_stages_that_import_it(workflow, module, jobs):
+    with edited(workflow, module):
+        assert planned_jobs(workflow) == Counter(jobs)
+    assert planned_jobs(workflow) == Counter(), "restoring the module (and its mtime) re-runs nothing"
 
 
 def test_the_report_is_one_self_contained_page(workflow):

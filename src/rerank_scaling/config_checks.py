@@ -24,7 +24,7 @@ def _problem(field: str, text: str) -> str:
 
 def dataset_problems(config: dict[str, Any]) -> Problems:
     """The chosen source has its section; every split exists; a local collection is complete."""
-    from rerank_scaling.collection import CollectionDir
+    from rerank_scaling.data.collection import CollectionDir
 
     problems = []
     dataset = config["dataset"]
@@ -146,8 +146,8 @@ def estimated_rows(config: dict[str, Any]) -> dict[str, int] | None:
     dataset = config["dataset"]
     if dataset["source"] != "builtin":
         return None
-    from rerank_scaling.ict import IctSettings
-    from rerank_scaling.training_examples import ExampleSettings
+    from rerank_scaling.data.ict import IctSettings
+    from rerank_scaling.data.training_examples import ExampleSettings
 
     queries = dataset.get("builtin", {}).get("train_queries", IctSettings.train_queries)
     examples = config["examples"]
@@ -159,7 +159,7 @@ def estimated_rows(config: dict[str, Any]) -> dict[str, int] | None:
 
 
 def _base_layers(path: str) -> int | None:
-    from rerank_scaling.models import resolve_path
+    from rerank_scaling.training.models import resolve_path
 
     config = Path(resolve_path(path)) / "config.json"
     if not config.exists():
@@ -178,7 +178,7 @@ def _looks_local(path: str) -> bool:
 def model_problems(config: dict[str, Any]) -> Problems:
     """Unique names, a model to fit; local and packaged model paths exist; ladders fit their base."""
     from rerank_scaling.hub import is_hub_id
-    from rerank_scaling.models import resolve_path
+    from rerank_scaling.training.models import resolve_path
 
     problems = []
     models = config["models"]
@@ -225,8 +225,8 @@ def model_problems(config: dict[str, Any]) -> Problems:
 
 def attention_problems(config: dict[str, Any]) -> Problems:
     """Every ``training.attention`` variant is supported by every model's architecture
-    (:func:`rerank_scaling.attention_support.check_attention_support`)."""
-    from rerank_scaling.attention_support import check_attention_support
+    (:func:`rerank_scaling.training.attention_support.check_attention_support`)."""
+    from rerank_scaling.training.attention_support import check_attention_support
 
     return check_attention_support(config)
 
@@ -235,11 +235,11 @@ def evaluation_metrics(evaluation: dict[str, Any]) -> list[str]:
     """The fittable metric names the evaluation stage writes with these ``evaluation`` settings
     (not the counts of queries CE drops, ``CE@k_dropped``).
 
-    Taken from :func:`rerank_scaling.metrics.evaluate` itself (on an empty run), so the list
+    Taken from :func:`rerank_scaling.evaluation.metrics.evaluate` itself (on an empty run), so the list
     cannot drift from what the evaluation produces.
     """
-    from rerank_scaling.evaluation import EvalSettings
-    from rerank_scaling.metrics import DROPPED, evaluate
+    from rerank_scaling.evaluation.checkpoints import EvalSettings
+    from rerank_scaling.evaluation.metrics import DROPPED, evaluate
     from rerank_scaling.settings import settings_from_dict
 
     known = {f for f in EvalSettings.__dataclass_fields__}

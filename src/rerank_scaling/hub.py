@@ -127,11 +127,11 @@ def fetch_ir_dataset(dataset_id: str) -> FetchRecord:
 
     Reading the first item of each part makes ir_datasets fetch and verify its source files in
     ``$IR_DATASETS_HOME``; offline, a missing file becomes a ``missing`` record with the hint of
-    :mod:`rerank_scaling.datasets`.
+    :mod:`rerank_scaling.data.datasets`.
     """
     import ir_datasets
 
-    from rerank_scaling.datasets import DatasetUnavailable, _guarded
+    from rerank_scaling.data.datasets import DatasetUnavailable, _guarded
 
     home = os.environ.get("IR_DATASETS_HOME", str(Path.home() / ".ir_datasets"))
     dataset = ir_datasets.load(dataset_id)

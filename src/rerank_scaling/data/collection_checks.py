@@ -1,0 +1,131 @@
+"""Checks of a collection where it enters the workflow (the ``prepare_data`` job), before any model runs.
+
+Malformed lines fail in the readers naming file:line (:mod:`.collection`, :mod:`.trec`). Here:
+duplicate document ids (file:line), empty splits, and judgements naming documents that are not in
+the corpus or queries that are not in the split. Those are counted per split; up to
+``dataset.max_unknown_qrels_share`` of a split's judgements they are dropped with a warning in the
+job's log, and more stop the job. The counts go to ``results/<run>/data/checks.json``, which the
+summary can read.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from rerank_scaling.data.collection import CollectionDir, iter_corpus_lines, read_queries
+from rerank_scaling.data.trec import read_qrels, write_qrels
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_UNKNOWN_SHARE = 0.01
+
+
+class DataError(ValueError):
+    """The data are wrong; the message names the file (and line) and the fix."""
+
+
+@dataclass(frozen=True)
+class SplitCheck:
+    """What the checks found in one split (one row of checks.json)."""
+
+    split: str
+    queries: int
+    judged_queries: int
+    judgements: int
+    unknown_documents: int  # judgements naming a document not in the corpus
+    unknown_queries: int  # judgements naming a query not in the split
+    dropped_share: float
+
+
+def corpus_ids(collection: CollectionDir) -> set[str]:
+    """Every document id of the corpus; a duplicate id raises naming file:line."""
+    ids: set[str] = set()
+    for line_no, docid, _ in iter_corpus_lines(collection.corpus):
+        if docid in ids:
+            raise DataError(
+                f"{collection.corpus}:{line_no}: duplicate document id {docid!r} (it appears on an earlier "
+                "line); document ids must be unique"
+            )
+        ids.add(docid)
+    if not ids:
+        raise DataError(f"{collection.corpus}: the corpus has no documents")
+    return ids
+
+
+def _examples(items: list[str]) -> str:
+    return ", ".join(repr(i) for i in sorted(items)[:3]) + (", ..." if len(items) > 3 else "")
+
+
+def check_split(
+    collection: CollectionDir, split: str, ids: set[str], max_unknown_share: float, out: CollectionDir
+) -> SplitCheck:
+    """Check one split of ``collection`` (messages name its files); the few judgements that name
+    unknown ids are dropped from the qrels written to ``out`` (the materialised copy)."""
+    queries = read_queries(collection.queries(split))
+    if not queries:
+        raise DataError(
+            f"{collection.queries(split)}: split {split!r} has no queries; an empty split can be neither "
+            "trained on nor evaluated: fill it or remove it from dataset.train_split / dataset.eval_splits"
+        )
+    qrels = read_qrels(collection.qrels(split))
+    judgements = sum(len(docs) for docs in qrels.values())
+    unknown_queries = [q for q in qrels if q not in queries]
+    unknown_docs = [d for q, docs in qrels.items() if q in queries for d in docs if d not in ids]
+    bad = sum(len(qrels[q]) for q in unknown_queries) + len(unknown_docs)
+    share = bad / judgements if judgements else 0.0
+    where = f"{collection.qrels(split)}"
+    if bad:
+        parts = []
+        if unknown_docs:
+            parts.append(
+                f"{len(unknown_docs)} name documents not in corpus.jsonl ({_examples(unknown_docs)})"
+            )
+        if unknown_queries:
+            named = _examples(unknown_queries)
+            parts.append(f"{bad - len(unknown_docs)} name queries not in queries/{split}.tsv ({named})")
+        found = f"{bad} of {judgements} judgements ({share:.1%}) name unknown ids: " + "; ".join(parts)
+        if share > max_unknown_share:
+            raise DataError(
+                f"{where}: {found}, more than dataset.max_unknown_qrels_share = {max_unknown_share}. Fix the "
+                "collection, or raise dataset.max_unknown_qrels_share to drop them"
+            )
+        log.warning("%s: %s; dropped (dataset.max_unknown_qrels_share = %s)", where, found, max_unknown_share)
+        qrels = {q: {d: g for d, g in docs.items() if d in ids} for q, docs in qrels.items() if q in queries}
+        qrels = {q: docs for q, docs in qrels.items() if docs}
+        write_qrels(qrels, out.qrels(split))
+    if not qrels:
+        raise DataError(
+            f"{where}: split {split!r} has no judgements of its queries; without qrels it can be neither "
+            "trained on nor evaluated"
+        )
+    return SplitCheck(
+        split=split,
+        queries=len(queries),
+        judged_queries=sum(1 for q in queries if q in qrels),
+        judgements=judgements,
+        unknown_documents=len(unknown_docs),
+        unknown_queries=bad - len(unknown_docs),
+        dropped_share=share,
+    )
+
+
+def check_collection(
+    collection: CollectionDir,
+    splits: list[str],
+    max_unknown_share: float = DEFAULT_MAX_UNKNOWN_SHARE,
+    out: CollectionDir | None = None,
+) -> list[dict[str, Any]]:
+    """Check the corpus and every split; returns the rows of checks.json.
+
+    ``collection`` is where the data came from (a local source directory, so that messages name the
+    user's files), ``out`` the materialised copy (default: the same directory).
+    """
+    ids = corpus_ids(collection)
+    out = out or collection
+    rows = [
+        asdict(check_split(collection, split, ids, max_unknown_share, out)) for split in dict.fromkeys(splits)
+    ]
+    log.info("collection checks: %d documents; %s", len(ids), rows)
+    return rows

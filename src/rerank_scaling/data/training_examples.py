@@ -1,0 +1,153 @@
+"""Training examples for the three objectives, from qrels and BM25 negatives.
+
+Parquet schemas (one file per objective family):
+
+``pointwise.parquet`` — one row per (query, document) pair, for BinaryCrossEntropyLoss:
+    qid: str, docid: str, query: str, document: str, label: float (1.0 positive, 0.0 negative)
+
+``groups.parquet`` — one row per (query, positive), for RankNetLoss / ListNetLoss:
+    qid: str, query: str, docids: list[str], documents: list[str], labels: list[float]
+    (the positive first, then ``group_negatives`` BM25 negatives; labels 1.0 / 0.0)
+
+Positives are the judged documents with grade >= ``positive_threshold``. Negatives are sampled
+without replacement from the query's BM25 top ``negative_depth`` among documents judged below
+``relevance_threshold`` or unjudged (so partially relevant documents are never used as negatives).
+Queries with no positive, or too few negatives, are skipped and counted.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import pandas as pd
+
+from rerank_scaling.data.collection import Queries
+from rerank_scaling.data.trec import Qrels, Run, ranked
+
+
+@dataclass(frozen=True)
+class ExampleSettings:
+    """Config ``examples``."""
+
+    positive_threshold: int = 1
+    relevance_threshold: int = 1
+    negative_depth: int = 100
+    pointwise_negatives: int = 4
+    group_negatives: int = 10
+    max_queries: int | None = None
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class QueryExamples:
+    qid: str
+    positives: list[str]
+    negative_pool: list[str]
+
+
+def select_examples(
+    queries: Queries, qrels: Qrels, run: Run, settings: ExampleSettings
+) -> list[QueryExamples]:
+    """Per training query: its positives and its pool of BM25 negatives (in BM25 order)."""
+    selected = []
+    for qid in sorted(queries):
+        judged = qrels.get(qid, {})
+        positives = sorted(d for d, g in judged.items() if g >= settings.positive_threshold)
+        pool = [
+            d
+            for d, _ in ranked(run.get(qid, {}))[: settings.negative_depth]
+            if judged.get(d, 0) < settings.relevance_threshold
+        ]
+        if positives:
+            selected.append(QueryExamples(qid, positives, pool))
+    if settings.max_queries is not None:
+        selected = random.Random(settings.seed).sample(selected, min(settings.max_queries, len(selected)))
+        selected.sort(key=lambda example: example.qid)
+    return selected
+
+
+def _negatives(example: QueryExamples, positive: str, count: int, seed: int) -> list[str] | None:
+    # Seeded per (qid, positive) so the sample does not depend on iteration order.
+    if len(example.negative_pool) < count:
+        return None
+    return random.Random(f"{seed}/{example.qid}/{positive}").sample(example.negative_pool, count)
+
+
+def pointwise_examples(
+    selected: list[QueryExamples], queries: Queries, texts: dict[str, str], settings: ExampleSettings
+) -> pd.DataFrame:
+    """(q, d, label) rows: each positive followed by ``pointwise_negatives`` BM25 negatives."""
+    rows = []
+    for example in selected:
+        for positive in example.positives:
+            negatives = _negatives(example, positive, settings.pointwise_negatives, settings.seed)
+            if negatives is None:
+                continue
+            rows.append((example.qid, positive, 1.0))
+            rows.extend((example.qid, negative, 0.0) for negative in negatives)
+    frame = pd.DataFrame(rows, columns=["qid", "docid", "label"])
+    frame.insert(2, "query", frame["qid"].map(queries))
+    frame.insert(3, "document", frame["docid"].map(texts))
+    return frame
+
+
+def group_examples(
+    selected: list[QueryExamples], queries: Queries, texts: dict[str, str], settings: ExampleSettings
+) -> pd.DataFrame:
+    """Groups of 1 positive + ``group_negatives`` BM25 negatives, one row per (query, positive)."""
+    rows = []
+    for example in selected:
+        for positive in example.positives:
+            negatives = _negatives(example, positive, settings.group_negatives, settings.seed)
+            if negatives is None:
+                continue
+            docids = [positive, *negatives]
+            rows.append(
+                {
+                    "qid": example.qid,
+                    "query": queries[example.qid],
+                    "docids": docids,
+                    "documents": [texts[d] for d in docids],
+                    "labels": [1.0] + [0.0] * len(negatives),
+                }
+            )
+    return pd.DataFrame(rows, columns=["qid", "query", "docids", "documents", "labels"])
+
+
+def needed_docids(selected: list[QueryExamples]) -> set[str]:
+    """Every document an example may use (to load only those texts from a large corpus)."""
+    return {d for example in selected for d in (*example.positives, *example.negative_pool)}
+
+
+def grade_counts(qrels: Qrels) -> dict[int, int]:
+    """How many judgements have each grade."""
+    counts: dict[int, int] = {}
+    for judged in qrels.values():
+        for grade in judged.values():
+            counts[grade] = counts.get(grade, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def no_examples_reason(
+    qrels: Qrels, selected: list[QueryExamples], settings: ExampleSettings, objective: str
+) -> str:
+    """Why ``objective`` got no training examples, naming the config field to change."""
+    grades = grade_counts(qrels)
+    if not selected:
+        usable = [g for g in grades if g >= 1]
+        hint = (
+            f"Set examples.positive_threshold to at most {max(usable)}" if usable else "Judge some documents"
+        )
+        return (
+            f"no training examples: no train judgement reaches examples.positive_threshold = "
+            f"{settings.positive_threshold}; the grades found (grade: judgements) are {grades}. {hint}."
+        )
+    key = "pointwise_negatives" if objective == "pointwise" else "group_negatives"
+    needed = getattr(settings, key)
+    most = max(len(example.negative_pool) for example in selected)
+    return (
+        f"no {objective} training examples: {len(selected)} queries have positives, but at most {most} "
+        f"BM25 negatives each, fewer than examples.{key} = {needed}; lower examples.{key} or raise "
+        "examples.negative_depth (and retrieval.depth)"
+    )

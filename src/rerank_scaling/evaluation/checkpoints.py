@@ -1,0 +1,246 @@
+"""Evaluate checkpoints (and the BM25 first stage) on evaluation splits, as long metric tables.
+
+Per split, the BM25 top ``rerank_depth`` candidates are reranked by each checkpoint and scored
+with every metric of :mod:`rerank_scaling.evaluation.metrics`, per query (``records.PER_QUERY_COLUMNS``) and
+as the long table's means (``records.METRIC_COLUMNS``). The per-query rows are cached per
+(checkpoint, split) under a key made of the checkpoint's sidecar and the evaluation settings, so a
+killed job resumes and a re-run after adding one checkpoint scores only that checkpoint. The key
+ignores ``evaluation.unit`` (how the work is split into jobs), so the units share one cache.
+
+``evaluation.max_queries`` ({split: n}) evaluates a seeded random subset of n queries of a large
+split (:func:`subsample_queries`); the ``queries`` column of the metrics table records how many.
+``evaluation.final_only_splits`` scores those splits at a run's final checkpoint only (a test split
+that reports the end result but is not fitted along training); ``evaluation.precision`` picks
+fp32 or bfloat16 scoring (:func:`rerank_scaling.evaluation.rerank.use_bf16`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rerank_scaling.atomic import write_table
+from rerank_scaling.data.collection import CollectionDir, Queries, load_texts, read_split
+from rerank_scaling.data.trec import Qrels, Run, read_run, top_k, write_run
+from rerank_scaling.evaluation.metrics import (
+    DROPPED,
+    MetricSettings,
+    aggregate,
+    evaluate_per_query,
+    metric_names,
+)
+from rerank_scaling.evaluation.rerank import candidate_pairs, score_pairs, tokenize_pairs
+from rerank_scaling.records import METRIC_COLUMNS, PER_QUERY_COLUMNS
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    """Config ``evaluation``."""
+
+    rerank_depth: int = 100
+    relevance_threshold: int = 1
+    ce_sizes: tuple[int, ...] = (64,)
+    rbp_k: tuple[int, ...] = (1, 3, 10)
+    rr_m: tuple[int, ...] = (2, 10)
+    batch_size: int = 64
+    seed: int = 0
+    threads: int | None = None
+    mem_mb: int | None = None
+    runtime: int | None = None
+    unit: str = "run"  # "run" | "checkpoint" | "checkpoint_split": one evaluation job per ...
+    max_queries: dict[str, int | None] | None = None  # split -> queries evaluated (None: all)
+    precision: str = "auto"  # auto | fp32 | bf16 (rerank.use_bf16)
+    final_only_splits: tuple[str, ...] = ()  # splits scored at the final checkpoint only
+
+    def splits_at(self, splits: list[SplitData], final: bool) -> list[SplitData]:
+        """The splits a checkpoint is scored on: all at the final one, the others without
+        ``final_only_splits`` (a test split reported once, not fitted along training)."""
+        return splits if final else [s for s in splits if s.name not in self.final_only_splits]
+
+    def metric_settings(self) -> MetricSettings:
+        return MetricSettings(
+            relevance_threshold=self.relevance_threshold,
+            ce_sizes=self.ce_sizes,
+            rbp_k=self.rbp_k,
+            rr_m=self.rr_m,
+            seed=self.seed,
+        )
+
+
+@dataclass(frozen=True)
+class SplitData:
+    name: str
+    queries: Queries
+    qrels: Qrels
+    candidates: Run  # BM25 top rerank_depth
+    texts: dict[str, str]
+
+
+def subsample_queries(qids: list[str], n: int | None, seed: int, split: str) -> set[str]:
+    """A reproducible random subset of ``n`` of ``qids`` (all when ``n`` is None or >= len).
+
+    Seeded by (``seed``, ``split``), independent of the order ``qids`` come in, so every job and
+    every unit draws the same queries.
+    """
+    ordered = sorted(set(qids))
+    if n is None or n >= len(ordered):
+        return set(ordered)
+    return set(random.Random(f"{seed}:{split}").sample(ordered, n))
+
+
+def load_split(
+    collection: str, bm25_run: str, split: str, depth: int, max_queries: int | None = None, seed: int = 0
+) -> SplitData:
+    """Queries, qrels, BM25 candidates (top ``depth``) and the candidates' texts of one split;
+    with ``max_queries``, only a seeded subset of the judged queries (:func:`subsample_queries`)."""
+    queries, qrels = read_split(collection, split)
+    candidates = top_k(read_run(bm25_run), depth)
+    missing = sorted(set(candidates) - set(queries))
+    if missing:
+        raise ValueError(f"BM25 run {bm25_run} has queries not in split {split!r}: {missing[:5]}")
+    if max_queries is not None:
+        keep = subsample_queries([q for q in qrels if q in queries], max_queries, seed, split)
+        queries = {q: text for q, text in queries.items() if q in keep}
+        qrels = {q: judged for q, judged in qrels.items() if q in keep}
+        candidates = {q: docs for q, docs in candidates.items() if q in keep}
+    docids = {d for docs in candidates.values() for d in docs}
+    return SplitData(split, queries, qrels, candidates, load_texts(CollectionDir(collection).corpus, docids))
+
+
+def per_query_rows(
+    run: Run, split: SplitData, settings: EvalSettings, fields: dict[str, Any]
+) -> pd.DataFrame:
+    """Per-query rows (PER_QUERY_COLUMNS) of every metric of ``run`` on ``split``, tagged with ``fields``."""
+    # Every query with qrels counts; a query whose candidates are all missing scores 0, as in trec_eval.
+    complete = {qid: run.get(qid, {}) for qid in split.qrels if qid in split.queries}
+    candidates = {q: list(d) for q, d in split.candidates.items()}
+    rows = evaluate_per_query(complete, split.qrels, candidates, settings.metric_settings())
+    rows = rows.assign(split=split.name, run=fields["run"], checkpoint=fields["checkpoint"])
+    return rows.reindex(columns=list(PER_QUERY_COLUMNS))
+
+
+def metric_rows(
+    per_query: pd.DataFrame, split: str, settings: EvalSettings, fields: dict[str, Any]
+) -> pd.DataFrame:
+    """Long rows (METRIC_COLUMNS) from ``split``'s :func:`per_query_rows`; logs the queries CE drops."""
+    table = aggregate(per_query, metric_names(settings.metric_settings()))
+    for _, row in table[table["metric"].str.endswith(DROPPED)].iterrows():
+        if row["value"]:
+            log.warning(
+                "%s checkpoint %s on %s: %s: %d of %d judged queries have no CE instance "
+                "(no relevant candidate, or too few non-relevant ones); CE averages over the rest",
+                fields["run"],
+                fields["checkpoint"],
+                split,
+                row["metric"],
+                row["value"],
+                row["n"],
+            )
+    queries = per_query["qid"].nunique()
+    table = table[["metric", "value"]].assign(split=split, queries=queries, **fields)
+    return table.reindex(columns=list(METRIC_COLUMNS))
+
+
+def bm25_tables(splits: list[SplitData], settings: EvalSettings) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(long metric table, per-query table) of the BM25 candidate ranking on every split."""
+    fields = bm25_fields()
+    per_query = [per_query_rows(split.candidates, split, settings, fields) for split in splits]
+    long = [
+        metric_rows(rows, split.name, settings, fields) for rows, split in zip(per_query, splits, strict=True)
+    ]
+    return pd.concat(long, ignore_index=True), pd.concat(per_query, ignore_index=True)
+
+
+def bm25_fields() -> dict[str, Any]:
+    return {
+        "run": "bm25",
+        "model": "bm25",
+        "family": "bm25",
+        "role": "baseline",
+        "objective": "bm25",
+        "attention": "bm25",
+        "checkpoint": 0,
+        "step": 0,
+        "examples": 0,
+        "tokens": 0,
+        "flops": 0.0,
+    }
+
+
+def _cache_key(sidecar: dict[str, Any], split: str, settings: EvalSettings, max_length: int) -> str:
+    # "per_query": the cache holds per-query rows (older caches held means and must not match).
+    relevant = {k: v for k, v in settings.__dict__.items() if k != "unit"}  # job layout, not results
+    blob = json.dumps([sidecar, split, relevant, max_length, "per_query"], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def evaluate_checkpoints(
+    checkpoint_dirs: list[Path],
+    splits: list[SplitData],
+    settings: EvalSettings,
+    max_length: int,
+    device: str,
+    runs_dir: Path,
+    cache_dir: Path,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Rerank every split with every checkpoint of one run: (long metric table, per-query table)."""
+    from sentence_transformers.cross_encoder import CrossEncoder
+
+    tokenized: dict[str, Any] = {}
+    tables, per_query = [], []
+    for index, ckpt in enumerate(checkpoint_dirs, 1):
+        sidecar = json.loads((ckpt / "checkpoint.json").read_text())
+        fields = {c: sidecar[c] for c in METRIC_COLUMNS if c in sidecar}
+        model = None
+        scored = settings.splits_at(splits, final=sidecar["step"] == sidecar["total_steps"])
+        for split in scored:
+            key = _cache_key(sidecar, split.name, settings, max_length)
+            cached = cache_dir / f"{ckpt.name}.{split.name}.{key}.parquet"
+            if cached.exists():
+                per_query.append(pd.read_parquet(cached))
+                tables.append(metric_rows(per_query[-1], split.name, settings, fields))
+                continue
+            if model is None:
+                model = CrossEncoder(str(ckpt), device=device, max_length=max_length)
+                if sidecar["attention"] != "full":
+                    from rerank_scaling.training.sparse_encoder import (
+                        apply_window_attention,
+                        attention_variant_from_name,
+                    )
+
+                    apply_window_attention(model.model, attention_variant_from_name(sidecar["attention"]))
+                tokenizer = model.tokenizer
+            if split.name not in tokenized:
+                pairs = candidate_pairs(split.candidates, settings.rerank_depth)
+                tokenized[split.name] = tokenize_pairs(
+                    tokenizer, pairs, split.queries, split.texts, max_length
+                )
+            scores = score_pairs(
+                model,
+                tokenized[split.name],
+                settings.batch_size,
+                tokenizer.pad_token_id or 0,
+                device,
+                settings.precision,
+            )
+            write_run(scores, runs_dir / f"{ckpt.name}.{split.name}.trec", tag=sidecar["run"])
+            per_query.append(per_query_rows(scores, split, settings, fields))
+            write_table(per_query[-1], cached)
+            tables.append(metric_rows(per_query[-1], split.name, settings, fields))
+        log.info(
+            "[%d/%d] %s evaluated on %s",
+            index,
+            len(checkpoint_dirs),
+            ckpt.name,
+            ", ".join(s.name for s in scored),
+        )
+    return pd.concat(tables, ignore_index=True), pd.concat(per_query, ignore_index=True)

@@ -1,0 +1,102 @@
+"""Rerank first-stage candidates with a cross-encoder checkpoint, efficiently.
+
+Each split's (query, passage) pairs are tokenized once (:func:`tokenize_pairs`) and reused for
+every checkpoint of a run; batches are formed from pairs of similar length and padded only to
+the batch's longest pair (dynamic padding); scoring runs under ``torch.inference_mode``, in the
+precision of :func:`use_bf16` (config ``evaluation.precision``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rerank_scaling.data.collection import Queries
+from rerank_scaling.data.trec import Run, ranked
+
+
+@dataclass(frozen=True)
+class TokenizedPairs:
+    """Token ids of a split's candidate pairs, sorted by length for bucketing."""
+
+    keys: list[tuple[str, str]]  # (qid, docid) per pair, in the sorted order
+    input_ids: list[list[int]]
+    token_type_ids: list[list[int]] | None  # None: the tokenizer has none (ModernBERT/Ettin)
+
+
+def candidate_pairs(run: Run, depth: int) -> list[tuple[str, str]]:
+    """(qid, docid) for each query's top ``depth`` first-stage candidates."""
+    return [(qid, docid) for qid in sorted(run) for docid, _ in ranked(run[qid])[:depth]]
+
+
+def tokenize_pairs(
+    tokenizer: Any, pairs: list[tuple[str, str]], queries: Queries, texts: dict[str, str], max_length: int
+) -> TokenizedPairs:
+    """Tokenize (query, passage) pairs once, truncating the longest side first, sorted by length."""
+    encoded = tokenizer(
+        [queries[q] for q, _ in pairs], [texts[d] for _, d in pairs], truncation=True, max_length=max_length
+    )
+    token_types = encoded.get("token_type_ids")
+    order = sorted(range(len(pairs)), key=lambda i: len(encoded["input_ids"][i]))
+    return TokenizedPairs(
+        [pairs[i] for i in order],
+        [encoded["input_ids"][i] for i in order],
+        None if token_types is None else [token_types[i] for i in order],
+    )
+
+
+def _padded(rows: list[list[int]], width: int, pad: int) -> Any:
+    import torch
+
+    out = torch.full((len(rows), width), pad, dtype=torch.long)
+    for row, values in enumerate(rows):
+        out[row, : len(values)] = torch.tensor(values)
+    return out
+
+
+def _batches(tokens: TokenizedPairs, batch_size: int, pad_id: int) -> Any:
+    for start in range(0, len(tokens.keys), batch_size):
+        ids = tokens.input_ids[start : start + batch_size]
+        width = max(len(row) for row in ids)
+        batch = {
+            "input_ids": _padded(ids, width, pad_id),
+            "attention_mask": _padded([[1] * len(row) for row in ids], width, 0),
+        }
+        if tokens.token_type_ids is not None:
+            batch["token_type_ids"] = _padded(tokens.token_type_ids[start : start + batch_size], width, 0)
+        yield start, batch
+
+
+def use_bf16(precision: str, device: str) -> bool:
+    """Whether to score under bfloat16 autocast: ``bf16`` always, ``fp32`` never, ``auto`` on GPUs
+    that support it. On CPUs with AVX512-BF16 (Zen 4, Sapphire Rapids) ``bf16`` halves scoring
+    time; ``benchmarks/bench_eval_precision.py`` measures how far it moves the metrics."""
+    import torch
+
+    if precision not in ("auto", "fp32", "bf16"):
+        raise ValueError(f"evaluation.precision: unknown precision {precision!r}; use auto, fp32 or bf16")
+    if precision == "auto":
+        return device == "cuda" and torch.cuda.is_bf16_supported()
+    return precision == "bf16"
+
+
+def score_pairs(
+    model: Any, tokens: TokenizedPairs, batch_size: int, pad_id: int, device: str, precision: str = "auto"
+) -> Run:
+    """Relevance scores (logits) of every pair under ``model``, a ``CrossEncoder`` module stack."""
+    import torch
+
+    model = model.to(device).eval()
+    autocast = use_bf16(precision, device)
+    device_type = "cuda" if device.startswith("cuda") else "cpu"
+    scores: Run = {}
+    with (
+        torch.inference_mode(),
+        torch.autocast(device_type=device_type, dtype=torch.bfloat16, enabled=autocast),
+    ):
+        for start, batch in _batches(tokens, batch_size, pad_id):
+            batch = {k: v.to(device) for k, v in batch.items()}
+            logits = model(batch)["scores"].view(len(batch["input_ids"]), -1)[:, 0].float().cpu().tolist()
+            for (qid, docid), score in zip(tokens.keys[start : start + len(logits)], logits, strict=True):
+                scores.setdefault(qid, {})[docid] = score
+    return scores

@@ -1,0 +1,226 @@
+"""Scaling laws as small objects: name, formula, parameters, bounds and a grid of initial guesses.
+
+Variables are passed as a dict of arrays: ``N`` (parameters, in millions), ``S`` (training steps
+or examples, in thousands) and ``C`` (training FLOPs, in units of 1e12), so every law is fitted on
+a well-conditioned scale; parameters are reported on that scale. ``sign`` is +1 for metrics where
+larger is better (nDCG: saturating *upwards*) and -1 for losses (CE: decreasing towards a floor).
+
+Forms (seed paper 000 = "Scaling laws for cross-encoder rerankers"):
+
+* power law in one variable, eqs. 1-2:      M = a - sign * b * x^(-c)
+* additive joint law, eqs. 3/5:             M = a - sign * (b * N^(-alpha) + c * S^(-beta))
+* multiplicative ablation, §6.2.4:          M = a + b * N^c * S^e
+* Fang et al. (seed 001), for losses:       L = (A/N)^alpha + delta,  L = (B/D)^beta + delta,
+                                            L = [(A/N)^(alpha/beta) + B/D]^beta + delta
+* broken neural scaling law (seed 003 eq. 4, Caballero et al. 2023), n breaks over FLOPs C:
+      y = a - sign * b * C^(-c0) * prod_i (1 + (C/d_i)^(1/f_i))^(-c_i * f_i)
+* relative-based law (seed 004): -log RBP_k = (N0/N)^alpha, fitted as
+      log(-log RBP_k) = alpha * log N0 - alpha * log N   (``log_target``)
+
+Bounds. The asymptote ``a`` (and Fang et al.'s floor ``delta``) is bounded by the metric's range
+(:func:`metric_range`: rank metrics in [0, 1], CE@k in [0, ln k]), as the paper's released fitting
+code bounds it to [0, 1]; without it a saturating law can trade a huge asymptote against a tiny
+exponent and become a log-linear curve in disguise (a = 51, c = 0.001). Exponents lie in [0, 5].
+A fit that ends on a bound is not identified by the data (see :mod:`rerank_scaling.laws.identifiability`).
+Every ``function`` broadcasts: parameters of shape (P, B) with variables of shape (n, 1) give (n, B)
+predictions, which the batched bootstrap refits use.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from rerank_scaling.records import metric_direction
+
+Variables = dict[str, np.ndarray]
+Range = tuple[float, float]
+UNBOUNDED: Range = (-np.inf, np.inf)
+
+
+def metric_range(metric: str) -> Range:
+    """Values ``metric`` can take: [0, 1] for rank metrics, [0, ln k] for contrastive entropy CE@k.
+
+    CE@k is the cross-entropy of the positive among k candidates: 0 for a perfect scorer and ln k
+    for a uniform one (seed 002); worse-than-uniform scorers exceed ln k but no law should saturate there.
+    """
+    if metric_direction(metric) < 0:
+        k = float(metric.split("@", 1)[1]) if "@" in metric else np.e
+        return (0.0, float(np.log(k)))
+    return (0.0, 1.0)
+
+
+#: Units in which variables enter the laws (see module docstring).
+SCALES = {"N": 1e6, "S": 1e3, "C": 1e12}
+
+
+@dataclass(frozen=True)
+class Law:
+    """A parametric law ``M = f(params, variables)`` with bounds and a grid of starting points."""
+
+    name: str
+    formula: str
+    variables: tuple[str, ...]
+    params: tuple[str, ...]
+    lower: tuple[float, ...]
+    upper: tuple[float, ...]
+    start_grid: tuple[tuple[float, ...], ...]  # candidate values per parameter
+    function: Callable[[np.ndarray, Variables], np.ndarray]
+    log_target: bool = False  # fit log(-log y) instead of y (relative-based law)
+    amplitudes: tuple[str, ...] = ()  # parameters whose value 0 removes a term (identifiability check)
+
+    def predict(self, params: np.ndarray, x: Variables) -> np.ndarray:
+        """The law's prediction of the metric itself (also for log-space laws)."""
+        value = self.function(np.asarray(params, dtype=float), x)
+        return np.exp(-np.exp(value)) if self.log_target else value
+
+    def starts(self, limit: int = 24) -> list[np.ndarray]:
+        """Initial guesses: the grid's Cartesian product, thinned evenly to at most ``limit``."""
+        grid = [np.array(p, dtype=float) for p in itertools.product(*self.start_grid)]
+        if len(grid) > limit:
+            grid = [grid[i] for i in np.linspace(0, len(grid) - 1, limit).astype(int)]
+        return grid
+
+
+def _power(sign: int, var: str) -> Callable[[np.ndarray, Variables], np.ndarray]:
+    return lambda p, x: p[0] - sign * p[1] * x[var] ** (-p[2])
+
+
+def _asymptote_starts(asymptote: Range, unbounded: tuple[float, ...]) -> tuple[float, ...]:
+    """Starting values of an asymptote: inside its bounds when it has them."""
+    lo, hi = asymptote
+    if np.isfinite(lo) and np.isfinite(hi):
+        return tuple(lo + (hi - lo) * q for q in (0.3, 0.6, 0.95))
+    return unbounded
+
+
+def power_law(var: str, sign: int, asymptote: Range = UNBOUNDED) -> Law:
+    """Saturating power law in one variable (seed 000 eqs. 1-2); ``asymptote`` bounds ``a``."""
+    label = "a - b x^{-c}" if sign > 0 else "a + b x^{-c}"
+    return Law(
+        f"power_{var}",
+        label.replace("x", var),
+        (var,),
+        ("a", "b", "c"),
+        (asymptote[0], 0.0, 0.0),
+        (asymptote[1], np.inf, 5.0),
+        (_asymptote_starts(asymptote, (0.0, 0.5, 1.0, 3.0)), (0.01, 0.1, 1.0), (0.1, 0.5, 1.5)),
+        _power(sign, var),
+        amplitudes=("b",),
+    )
+
+
+def additive_law(sign: int, asymptote: Range = UNBOUNDED) -> Law:
+    """Additive joint law in N and S (seed 000 eqs. 3/5); ``asymptote`` bounds ``a``."""
+
+    def f(p: np.ndarray, x: Variables) -> np.ndarray:
+        return p[0] - sign * (p[1] * x["N"] ** (-p[2]) + p[3] * x["S"] ** (-p[4]))
+
+    label = "a - b N^{-alpha} - c S^{-beta}" if sign > 0 else "a + b N^{-alpha} + c S^{-beta}"
+    return Law(
+        "additive",
+        label,
+        ("N", "S"),
+        ("a", "b", "alpha", "c", "beta"),
+        (asymptote[0], 0.0, 0.0, 0.0, 0.0),
+        (asymptote[1], np.inf, 5.0, np.inf, 5.0),
+        (_asymptote_starts(asymptote, (0.0, 1.0, 3.0)), (0.01, 0.1), (0.2, 1.0), (0.01, 0.1), (0.2, 1.0)),
+        f,
+        amplitudes=("b", "c"),
+    )
+
+
+def multiplicative_law(asymptote: Range = UNBOUNDED) -> Law:
+    """Multiplicative ablation (seed 000 §6.2.4): M = a + b N^c S^e; ``asymptote`` bounds ``a``."""
+    return Law(
+        "multiplicative",
+        "a + b N^{c} S^{e}",
+        ("N", "S"),
+        ("a", "b", "c", "e"),
+        (asymptote[0], -np.inf, -5.0, -5.0),
+        (asymptote[1], np.inf, 5.0, 5.0),
+        (_asymptote_starts(asymptote, (0.0, 1.0, 3.0)), (-0.1, 0.1), (-0.5, 0.5), (-0.5, 0.5)),
+        lambda p, x: p[0] + p[1] * x["N"] ** p[2] * x["S"] ** p[3],
+        amplitudes=("b",),
+    )
+
+
+def fang_law(var: str, floor: Range = (0.0, np.inf)) -> Law:
+    """Fang et al. (seed 001): L(x) = (A/x)^alpha + delta, for losses; ``floor`` bounds delta."""
+    return Law(
+        f"fang_{var}",
+        f"(A/{var})^{{alpha}} + delta",
+        (var,),
+        ("A", "alpha", "delta"),
+        (1e-9, 0.0, floor[0]),
+        (np.inf, 5.0, floor[1]),
+        ((0.01, 0.1, 1.0), (0.1, 0.5, 1.0), _asymptote_starts(floor, (0.0, 1.0, 3.0))),
+        lambda p, x: (p[0] / x[var]) ** p[1] + p[2],
+    )
+
+
+def fang_joint_law(floor: Range = (0.0, np.inf)) -> Law:
+    """Fang et al. (seed 001) joint: L = [(A/N)^(alpha/beta) + B/D]^beta + delta; ``floor`` bounds delta."""
+
+    def f(p: np.ndarray, x: Variables) -> np.ndarray:
+        return ((p[0] / x["N"]) ** (p[1] / p[3]) + p[2] / x["S"]) ** p[3] + p[4]
+
+    return Law(
+        "fang_joint",
+        "[(A/N)^{alpha/beta} + B/S]^{beta} + delta",
+        ("N", "S"),
+        ("A", "alpha", "B", "beta", "delta"),
+        (1e-9, 0.01, 1e-9, 0.01, floor[0]),
+        (np.inf, 5.0, np.inf, 5.0, floor[1]),
+        ((0.1, 1.0), (0.2, 0.6), (0.001, 0.01), (0.2, 0.6), _asymptote_starts(floor, (0.0, 2.0))),
+        f,
+    )
+
+
+def bnsl_law(breaks: int, sign: int, asymptote: Range = UNBOUNDED) -> Law:
+    """Broken neural scaling law with ``breaks`` breaks over FLOPs C (Caballero et al. 2023)."""
+
+    def f(p: np.ndarray, x: Variables) -> np.ndarray:
+        value = p[1] * x["C"] ** (-p[2])
+        for i in range(breaks):
+            c, d, g = p[3 + 3 * i : 6 + 3 * i]
+            value = value * (1 + (x["C"] / d) ** (1 / g)) ** (-c * g)
+        return p[0] - sign * value
+
+    names = ("a", "b", "c0") + tuple(f"{k}{i + 1}" for i in range(breaks) for k in ("c", "d", "f"))
+    lower = (asymptote[0], 0.0, -2.0) + (-2.0, 1e-6, 0.01) * breaks
+    upper = (asymptote[1], np.inf, 2.0) + (2.0, 1e6, 5.0) * breaks
+    grid = ((_asymptote_starts(asymptote, (0.0, 1.0, 3.0))), (0.1, 1.0), (0.0, 0.3)) + (
+        (0.0, 0.5),
+        (0.1, 1.0, 10.0),
+        (0.3, 1.0),
+    ) * breaks
+    return Law(
+        f"bnsl{breaks}",
+        "a - b C^{-c0} prod_i (1 + (C/d_i)^{1/f_i})^{-c_i f_i}",
+        ("C",),
+        names,
+        lower,
+        upper,
+        grid,
+        f,
+        amplitudes=("b",),
+    )
+
+
+def relative_law() -> Law:
+    """Relative-based law (seed 004): -log RBP_k = (N0/N)^alpha, linear in log space."""
+    return Law(
+        "relative",
+        "-log RBP = (N0/N)^{alpha}",
+        ("N",),
+        ("N0", "alpha"),
+        (1e-9, 0.0),
+        (np.inf, 5.0),
+        ((0.1, 1.0, 10.0), (0.1, 0.5, 1.0)),
+        lambda p, x: p[1] * np.log(p[0]) - p[1] * np.log(x["N"]),
+        log_target=True,
+    )

@@ -1,0 +1,414 @@
+"""Held-out protocols (seed paper 000 §5-5.1), applied per (family, objective, attention, metric, split).
+
+* ``model`` scaling: fit on the last ``last_k`` checkpoints of sizes with role ``fit``; forecast the
+  sizes with role ``held_out`` at their last ``last_k`` checkpoints (law in N);
+* ``data`` scaling, per size: fit all but the last ``holdout_last`` checkpoints, forecast those (law in S);
+* joint scaling, two protocols, both fitting the additive joint law (and, on the same split, the
+  multiplicative ablation, Fang et al.'s joint law for losses, and the BNSL over FLOPs):
+  ``joint_text`` (the paper's text): hold out the last ``holdout_last`` checkpoints of every fit
+  size and every checkpoint of held-out sizes; ``joint_code`` (the paper's released code): fit
+  every checkpoint of the fit sizes, forecast every checkpoint of the held-out sizes. Config
+  ``fitting.joint_protocol`` names the one planning uses (column ``planning`` of fits.parquet).
+
+Seeds are averaged per (model, step) before fitting; a "run" (unit of the run-level uncertainty,
+:mod:`rerank_scaling.laws.fit_statistics`) is then one model. The size axis (``fitting.size_axis``:
+non-embedding or total parameters) sets N, and training FLOPs C = 6 N tokens follow the same axis.
+Fits whose parameters are not identified get status ``degenerate`` with the reason
+(:mod:`rerank_scaling.laws.identifiability`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rerank_scaling.laws import forms as laws
+from rerank_scaling.laws.fit_statistics import (
+    Intervals,
+    VarianceComponents,
+    forecast_errors,
+    goodness_of_fit,
+    iid_bootstrap,
+    run_bootstrap,
+    variance_components,
+)
+from rerank_scaling.laws.fitting import FitResult, fit_law
+from rerank_scaling.laws.identifiability import degenerate_reasons
+from rerank_scaling.records import metric_direction
+
+log = logging.getLogger(__name__)
+GROUP_KEYS = ["family", "objective", "attention", "metric", "split"]
+PROTOCOLS = ("model", "data", "joint_text", "joint_code")
+JOINT_PROTOCOLS = ("joint_text", "joint_code")
+SIZE_COLUMNS = {"non_embedding": "non_embedding_params", "total": "params"}
+
+
+@dataclass(frozen=True)
+class FitSettings:
+    """Config ``fitting``."""
+
+    metrics: tuple[str, ...] = ("nDCG@10",)
+    splits: tuple[str, ...] | None = None
+    size_axis: str = "non_embedding"  # or "total"
+    step_axis: str = "step"  # or "examples"
+    last_k: int = 10
+    holdout_last: int = 5
+    bootstrap: int = 500
+    seed: int = 0
+    loss: str = "least_squares"  # or "huber_log"
+    huber_delta: float = 1e-3
+    bnsl_breaks: int = 1
+    equal_compute: tuple[str, ...] | None = None
+    uncertainty: str = "run"  # or "iid" (the paper's i.i.d. bootstrap)
+    joint_protocol: str = "code"  # or "text": which joint protocol planning uses
+    run_sigma: float | None = None  # run-to-run sd when neither seeds nor spare sizes estimate it
+    backtest: bool = True  # rolling-origin backtests over sizes
+
+    def __post_init__(self) -> None:
+        choices = {
+            "size_axis": tuple(SIZE_COLUMNS),
+            "step_axis": ("step", "examples"),
+            "loss": ("least_squares", "huber_log"),
+            "uncertainty": ("run", "iid"),
+            "joint_protocol": ("code", "text"),
+        }
+        for key, allowed in choices.items():
+            if getattr(self, key) not in allowed:
+                raise ValueError(
+                    f"fitting.{key} = {getattr(self, key)!r}: choose one of {', '.join(allowed)}"
+                )
+
+
+@dataclass
+class ProtocolOutput:
+    fits: list[dict[str, Any]] = field(default_factory=list)
+    forecasts: list[pd.DataFrame] = field(default_factory=list)
+    backtests: list[pd.DataFrame] = field(default_factory=list)
+
+
+def _selected(table: pd.DataFrame, settings: FitSettings) -> pd.DataFrame:
+    rows = table[(table["family"] != "bm25") & table["metric"].isin(settings.metrics)]
+    return rows[rows["split"].isin(settings.splits)] if settings.splits else rows
+
+
+def prepare(table: pd.DataFrame, settings: FitSettings) -> pd.DataFrame:
+    """Checkpoint rows of the chosen metrics/splits, seeds averaged, with scaled N, S and C."""
+    rows = _selected(table, settings)
+    size_column = SIZE_COLUMNS[settings.size_axis]
+    keys = [*GROUP_KEYS, "model", "role", "checkpoint"]
+    averaged = (
+        rows.assign(
+            # training FLOPs on the chosen size axis: the table's are 6 * non-embedding params * tokens
+            flops=rows["flops"] * rows[size_column] / rows["non_embedding_params"]
+        )
+        .groupby(keys, as_index=False)
+        .agg(
+            value=("value", "mean"),
+            size=(size_column, "first"),
+            step=("step", "mean"),
+            examples=("examples", "mean"),
+            flops=("flops", "mean"),
+            seeds=("seed", "nunique"),
+        )
+    )
+    averaged["N"] = averaged["size"] / laws.SCALES["N"]
+    averaged["S"] = averaged[settings.step_axis] / laws.SCALES["S"]
+    averaged["C"] = averaged["flops"] / laws.SCALES["C"]
+    last = averaged.groupby([*GROUP_KEYS, "model"])["step"].transform("max")
+    averaged["final"] = averaged["step"] == last
+    return averaged
+
+
+def seed_spread(table: pd.DataFrame, settings: FitSettings) -> dict[str, tuple[float, float]]:
+    """Per metric: (pooled variance between seeds of a run's mean over its last k checkpoints, dof).
+
+    Pooled over every group and size with replicate seeds (sum of seeds - 1 dof): the seed noise of
+    one metric is shared across objectives and splits, and one size with two seeds gives 1 dof.
+    """
+    rows = _selected(table, settings)
+    rank = rows.groupby([*GROUP_KEYS, "model", "seed"])["step"].rank(method="dense", ascending=False)
+    means = (
+        rows[rank <= settings.last_k].groupby([*GROUP_KEYS, "model", "seed"], as_index=False)["value"].mean()
+    )
+    spread = means.groupby([*GROUP_KEYS, "model"])["value"].agg(["var", "count"]).dropna()
+    spread = spread[spread["count"] > 1].reset_index()
+    result = {}
+    for metric, part in spread.groupby("metric"):
+        dof = (part["count"] - 1).to_numpy(float)
+        result[metric] = (float((part["var"] * dof).sum() / dof.sum()), float(dof.sum()))
+    return result
+
+
+def _last(frame: pd.DataFrame, k: int) -> pd.DataFrame:
+    return frame.sort_values(["model", "step"]).groupby("model").tail(k)
+
+
+def _but_last(frame: pd.DataFrame, k: int) -> pd.DataFrame:
+    """Every checkpoint of each model but its last ``k`` (keeps every column, ``model`` included).
+
+    ``groupby(...).apply`` drops the grouping column under pandas 3, which left Table 4's rows
+    without a model (issue 12); a position-from-the-end count keeps the frame whole.
+    """
+    ordered = frame.sort_values(["model", "step"])
+    return ordered[ordered.groupby("model").cumcount(ascending=False) >= k]
+
+
+def splits_for(
+    protocol: str, group: pd.DataFrame, settings: FitSettings
+) -> Iterator[tuple[str, pd.DataFrame, pd.DataFrame]]:
+    """(label, fit rows, held-out rows) of a protocol on one group."""
+    fit_sizes, held_sizes = group[group["role"] == "fit"], group[group["role"] == "held_out"]
+    if protocol == "model":
+        yield "model", _last(fit_sizes, settings.last_k), _last(held_sizes, settings.last_k)
+    elif protocol == "data":
+        for model, rows in group.groupby("model"):
+            yield f"data:{model}", _but_last(rows, settings.holdout_last), _last(rows, settings.holdout_last)
+    elif protocol == "joint_text":
+        held = pd.concat([_last(fit_sizes, settings.holdout_last), held_sizes])
+        yield "joint_text", _but_last(fit_sizes, settings.holdout_last), held
+    elif protocol == "joint_code":
+        yield "joint_code", fit_sizes, held_sizes
+    else:
+        raise ValueError(f"unknown protocol {protocol!r}: choose one of {', '.join(PROTOCOLS)}")
+
+
+def laws_for(protocol: str, metric: str, settings: FitSettings) -> list[laws.Law]:
+    """Which laws each protocol fits for a metric, asymptotes bounded by the metric's range."""
+    sign, bounds = metric_direction(metric), laws.metric_range(metric)
+    if protocol == "model":
+        chosen = [laws.power_law("N", sign, bounds)]
+        if sign < 0:
+            chosen.append(laws.fang_law("N", bounds))
+        if metric.startswith("RBP@"):
+            chosen.append(laws.relative_law())
+        return chosen
+    if protocol == "data":
+        return [laws.power_law("S", sign, bounds)] + ([laws.fang_law("S", bounds)] if sign < 0 else [])
+    chosen = [
+        laws.additive_law(sign, bounds),
+        laws.multiplicative_law(bounds),
+        laws.bnsl_law(settings.bnsl_breaks, sign, bounds),
+    ]
+    return chosen + ([laws.fang_joint_law(bounds)] if sign < 0 else [])
+
+
+def _variables(rows: pd.DataFrame, law: laws.Law) -> dict[str, np.ndarray]:
+    return {v: rows[v].to_numpy(float) for v in law.variables}
+
+
+#: Columns only a fitted (not failed) record has; see :func:`run_protocols`.
+FITTED_COLUMNS = (
+    "params", "params_low", "params_high", "r2", "adj_r2", "f_stat", "p_value", "significance",
+    "n_dof_units", "bootstrap_ok", "interval_basis", "sigma_run", "sigma_run_dof", "sigma_checkpoint",
+    "coverage",
+)  # fmt: skip
+
+
+@dataclass
+class SplitFit:
+    """One law fitted on one protocol split, with its diagnostics and bootstrap draws."""
+
+    result: FitResult
+    status: str
+    reason: str
+    rows: pd.DataFrame  # fit rows then held-out rows, column ``held_out``
+    quality: Any = None
+    intervals: Intervals | None = None
+    components: VarianceComponents | None = None
+
+
+def fit_split(
+    law: laws.Law,
+    fit_rows: pd.DataFrame,
+    held_rows: pd.DataFrame,
+    settings: FitSettings,
+    seed: int,
+    spread: tuple[float, float] = (0.0, 0.0),
+) -> SplitFit:
+    """Fit ``law``, bootstrap it (``settings.uncertainty``) and judge whether it is identified."""
+    x, y = _variables(fit_rows, law), fit_rows["value"].to_numpy(float)
+    result = fit_law(law, x, y, settings.loss, settings.huber_delta)
+    both = pd.concat([fit_rows.assign(held_out=False), held_rows.assign(held_out=True)], ignore_index=True)
+    if not result.ok:
+        return SplitFit(result, result.status, result.reason, both)
+    units = fit_rows["model"].to_numpy()
+    x_all = _variables(both, law)
+    residuals = y - law.predict(result.params, x)
+    components = variance_components(residuals, units, len(law.params), spread, settings.run_sigma)
+    if settings.uncertainty == "iid":
+        quality = goodness_of_fit(y, law.predict(result.params, x), len(law.params))
+        intervals = iid_bootstrap(law, result, x, y, x_all, settings.bootstrap, seed, settings.loss)
+    else:
+        # within one run (the data protocol) the checkpoints are the only units there are
+        quality = goodness_of_fit(
+            y, law.predict(result.params, x), len(law.params), units if len(set(units)) > 1 else None
+        )
+        intervals = run_bootstrap(
+            law,
+            result,
+            x,
+            units,
+            x_all,
+            both["model"].to_numpy(),
+            components,
+            fit_rows["seeds"].to_numpy(float),
+            settings.bootstrap,
+            seed,
+            settings.loss,
+        )
+    reason = degenerate_reasons(law, result.params, x, y, intervals.params)
+    if not intervals.successes:
+        reason = "; ".join(filter(None, [reason, "no bootstrap refit converged"]))
+    # the prefix reaches every table and figure that quotes the reason (planning's too)
+    status, reason = ("degenerate", f"not identifiable: {reason}") if reason else ("ok", "")
+    return SplitFit(result, status, reason, both, quality, intervals, components)
+
+
+def fit_one(
+    law: laws.Law,
+    label: str,
+    keys: dict[str, Any],
+    fit_rows: pd.DataFrame,
+    held_rows: pd.DataFrame,
+    settings: FitSettings,
+    seed: int,
+    spread: tuple[float, float] = (0.0, 0.0),
+) -> tuple[dict[str, Any], pd.DataFrame]:
+    """Fit, diagnose, forecast and bootstrap one law on one protocol split: (fits row, forecast rows)."""
+    done = fit_split(law, fit_rows, held_rows, settings, seed, spread)
+    protocol = label.split(":")[0]
+    record = {
+        **keys,
+        "protocol": protocol,
+        "split_label": label,
+        "law": law.name,
+        "formula": law.formula,
+        "status": done.status,
+        "reason": done.reason,
+        "planning": protocol == f"joint_{settings.joint_protocol}",
+        "uncertainty": settings.uncertainty,
+        "n_fit": len(fit_rows),
+        "n_held_out": len(held_rows),
+        "n_units": int(fit_rows["model"].nunique()),
+    }
+    if done.intervals is None:
+        return record, pd.DataFrame()
+    result, boot, both = done.result, done.intervals, done.rows
+    low, high = boot.forecast_interval(0.95)
+    params_low, params_high = boot.parameter_interval(0.95)
+    columns = [*GROUP_KEYS, "model", "role", "checkpoint", "step", "examples", "size", "flops", "seeds"]
+    forecast = both[[*columns, "final", "value", "held_out"]].rename(columns={"value": "observed"})
+    forecast = forecast.assign(
+        protocol=protocol,
+        split_label=label,
+        law=law.name,
+        status=done.status,
+        forecast=boot.centre,
+        low=low,
+        high=high,
+    )
+    forecast["covered"] = (forecast["observed"] >= forecast["low"]) & (
+        forecast["observed"] <= forecast["high"]
+    )
+    held = forecast[forecast["held_out"]]
+    names = law.params
+    record.update(
+        {
+            "params": json.dumps(dict(zip(names, map(float, result.params), strict=True))),
+            "params_low": json.dumps(dict(zip(names, map(float, params_low), strict=True))),
+            "params_high": json.dumps(dict(zip(names, map(float, params_high), strict=True))),
+            "r2": done.quality.r2,
+            "adj_r2": done.quality.adj_r2,
+            "f_stat": done.quality.f_stat,
+            "p_value": done.quality.p_value,
+            "significance": done.quality.stars,
+            "n_dof_units": done.quality.n_units,
+            "bootstrap_ok": boot.successes,
+            "interval_basis": boot.basis,
+            "sigma_run": float(np.sqrt(done.components.tau2)),
+            "sigma_run_dof": float(done.components.tau_dof),
+            "sigma_checkpoint": float(np.sqrt(done.components.sigma2)),
+            "coverage": float(held["covered"].mean()) if len(held) else float("nan"),
+            **forecast_errors(held["observed"], held["forecast"]),
+        }
+    )
+    return record, forecast
+
+
+def fit_group(
+    keys: dict[str, Any],
+    group: pd.DataFrame,
+    settings: FitSettings,
+    seed: int,
+    spread: tuple[float, float] = (0.0, 0.0),
+) -> ProtocolOutput:
+    """Every protocol and law on one (family, objective, attention, metric, split) group, and its
+    rolling-origin backtests (``settings.backtest``)."""
+    from rerank_scaling.laws.backtests import backtest_group  # backtests build on this module
+
+    output = ProtocolOutput()
+    if settings.backtest:
+        output.backtests.append(backtest_group(keys, group, settings, seed, spread))
+    for protocol in PROTOCOLS:
+        for label, fit_rows, held_rows in splits_for(protocol, group, settings):
+            for law in laws_for(protocol, keys["metric"], settings):
+                record, forecast = fit_one(law, label, keys, fit_rows, held_rows, settings, seed, spread)
+                output.fits.append(record)
+                if not forecast.empty:
+                    output.forecasts.append(forecast)
+    return output
+
+
+def group_jobs(
+    table: pd.DataFrame, settings: FitSettings
+) -> list[tuple[dict[str, Any], pd.DataFrame, FitSettings, int, tuple[float, float]]]:
+    """(keys, rows, settings, seed, seed spread) of every group, in a fixed order."""
+    data = prepare(table, settings)
+    spreads = seed_spread(table, settings)
+    return [
+        (
+            dict(zip(GROUP_KEYS, values, strict=True)),
+            group,
+            settings,
+            settings.seed + index,
+            spreads.get(values[GROUP_KEYS.index("metric")], (0.0, 0.0)),
+        )
+        for index, (values, group) in enumerate(data.groupby(GROUP_KEYS))
+    ]
+
+
+def run_protocols(
+    table: pd.DataFrame, settings: FitSettings, workers: int = 1
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """All protocols on every group, ``workers`` groups at a time: (fits, forecasts, backtest points)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    jobs = group_jobs(table, settings)
+    outputs: list[ProtocolOutput] = []
+
+    def collect(results: Any) -> None:
+        for (keys, *_), output in zip(jobs, results, strict=True):
+            outputs.append(output)
+            log.info("fitted group %d/%d: %s", len(outputs), len(jobs), " ".join(map(str, keys.values())))
+
+    if workers > 1 and len(jobs) > 1:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            collect(pool.map(fit_group, *zip(*jobs, strict=True)))
+    else:
+        collect(fit_group(*job) for job in jobs)
+    fits = pd.DataFrame([record for out in outputs for record in out.fits])
+    # A table whose every fit failed still has the columns of a fitted record (NaN), for the tables.
+    fits = fits.reindex(columns=[*fits.columns, *(c for c in FITTED_COLUMNS if c not in fits.columns)])
+    frames = [frame for out in outputs for frame in out.forecasts]
+    tests = [frame for out in outputs for frame in out.backtests if len(frame)]
+    return (
+        fits,
+        pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(),
+        pd.concat(tests, ignore_index=True) if tests else pd.DataFrame(),
+    )

@@ -1,0 +1,80 @@
+"""Budget allocation (seed 001 eq. 11): under a budget B, size N affords D(N) = (B - Z_infer
+C_infer(N)) / (Z_data + Z_train f_train(N)) examples; the fitted joint law's prediction M(N, D(N))
+is maximised over N (grid, then bounded refinement in log N), with and without the inference term.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import minimize_scalar
+
+from rerank_scaling.planning.cost_model import CostModel
+from rerank_scaling.planning.forecast import MetricForecast
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """The best size under one budget, and what it buys."""
+
+    budget: float
+    inference: bool
+    status: str  # "ok" | "infeasible"
+    reason: str = ""
+    size: float = float("nan")
+    examples: float = float("nan")
+    predicted: float = float("nan")
+    at_boundary: bool = False  # the optimum is at an end of the size range (may lie outside it)
+
+
+def budget_curve(
+    forecast: MetricForecast, cost: CostModel, budget: float, sizes: np.ndarray, inference: bool = True
+) -> pd.DataFrame:
+    """M(N, D(N)) over ``sizes`` when each size spends the whole ``budget`` (NaN: unaffordable)."""
+    sizes = np.asarray(sizes, float)
+    d = cost.affordable_examples(sizes, budget, inference)
+    predicted = np.where(np.isfinite(d), forecast(sizes, np.nan_to_num(d, nan=1.0)), np.nan)
+    return pd.DataFrame({"size": sizes, "examples": d, "predicted": predicted})
+
+
+def optimal_allocation(
+    forecast: MetricForecast,
+    cost: CostModel,
+    budget: float,
+    bounds: tuple[float, float],
+    inference: bool = True,
+    grid: int = 256,
+) -> Allocation:
+    """argmax_N M(N, D(N)) on [lo, hi]: a log-spaced grid, then bounded refinement around its best."""
+    sizes = np.geomspace(*bounds, grid)
+
+    def utility(n: np.ndarray) -> np.ndarray:
+        d = cost.affordable_examples(n, budget, inference)
+        return np.where(np.isfinite(d), forecast.utility(n, np.nan_to_num(d, nan=1.0)), -np.inf)
+
+    values = utility(sizes)
+    if not np.isfinite(values).any():
+        return Allocation(
+            budget, inference, "infeasible", f"budget {budget:.4g} buys no training at any size in range"
+        )
+    best = int(np.argmax(values))
+    lo, hi = np.log(sizes[max(best - 1, 0)]), np.log(sizes[min(best + 1, grid - 1)])
+    refined = minimize_scalar(
+        lambda log_n: -float(utility(np.array([np.exp(log_n)]))[0]),
+        bounds=(lo, hi),
+        method="bounded",
+        options={"xatol": 1e-7},
+    )
+    size = float(np.exp(refined.x)) if -refined.fun >= values[best] else float(sizes[best])
+    d = float(cost.affordable_examples(np.array([size]), budget, inference)[0])
+    return Allocation(
+        budget,
+        inference,
+        "ok",
+        size=size,
+        examples=d,
+        predicted=float(forecast(np.array([size]), np.array([d]))[0]),
+        at_boundary=best in (0, grid - 1),
+    )

@@ -1,0 +1,507 @@
+"""Cost model of a reranker: analytic FLOPs per model configuration and measured cost profiles.
+
+Analytic FLOPs (seed 001 §5; Kaplan et al. 2020, Table 1, re-derived for a bidirectional encoder).
+An encoder with L layers of width h (= heads x head dim) and FFN width i reads a sequence of s
+tokens; every token attends to k keys. Counting 2 FLOPs per multiply-accumulate:
+
+* dense matmuls, per layer and token: Q, K, V and output projections 4 h^2 MACs, the FFN
+  m h i MACs (m = 2 matrices; m = 3 for a gated FFN). Their weights are the layer's matrix
+  parameters P_layer, so the dense forward cost is 2 P per token with P = L P_layer ~= N, the
+  non-embedding parameters (biases, layer norms and an unused pooler make N slightly larger);
+* attention, per layer and token: scores q.k over k keys (h k MACs) and the weighted sum of k
+  values (h k MACs): 4 h k FLOPs;
+* the relevance head, once per sequence: [CLS] pooler + classifier 2 h^2 + 2 h, mean head 2 h.
+
+    forward(s)  = s (2 P + 4 L h k) + head           (~= 2 N per token + attention term)
+    training(s) = 3 forward(s)                         (~= 6 N per token)
+
+since the backward pass takes a gradient for each operand of every matmul (2x the forward). Not
+counted: embedding look-ups, layer norms, softmax, activations, biases (O(s h) per layer, <1%).
+
+Keys per token k (:func:`keys_per_token`): full attention k = s. Windowed attention with window w
+(seed 002 eqs. 2-3, as ``window_attention.window_attention`` computes it): every token scores the
+G query-segment keys and a band of 2w + 1 document keys (the band has that width whatever the
+edges), and the R dense rows ([CLS], or the whole query segment when the query sees the
+document) are recomputed against all s keys, R s scores spread over s tokens: k = G + 2w + 1 + R.
+A window w >= s - 1 counts as full attention.
+
+Local layers (ModernBERT / Ettin: every layer but each ``global_attn_every_n_layers``-th attends
+only to keys at most r = ``local_attention // 2`` positions away): a token scores at most
+2r + 1 keys, on average ``band_keys(s, r) = (s (2r + 1) - r (r + 1)) / s`` (fewer at the edges),
+and never more than the pattern's own k. That is the count the architecture needs and what a
+sliding-window kernel (FlashAttention) computes; SDPA and eager attention compute the masked
+dense s x s product instead (``dense_local=True``). ``torch.utils.flop_counter`` sees the
+attention only in eager mode (in eval mode on CPU the fused SDPA kernel is invisible to it), so
+the profiles count FLOPs with eager attention and :func:`flop_check` compares that count with
+the dense-local analytic count; the band-vs-dense gap is reported next to it, per model.
+
+Measured cost profiles (the machine-cost simulation of seed 003 §3.3): for one model configuration
+a few timed training steps (binary cross-entropy, AdamW) and inference batches on the configured
+device give seconds per example, achieved FLOP/s (analytic FLOPs / time), peak memory, and the
+``torch.utils.flop_counter`` count of one step next to the analytic count (the FLOPs check).
+Profiles are cached as JSON, one file per (device name, model spec, max_length, batch, torch
+version, CPU threads) under ``<cache>/<device>/``, written atomically.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import gc
+import hashlib
+import json
+import logging
+import os
+import platform
+import re
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rerank_scaling.atomic import write_json
+
+log = logging.getLogger(__name__)
+
+#: Bump when the profiling procedure changes, so that old cache entries are not reused.
+PROFILE_VERSION = 2  # 2: eager attention while counting FLOPs; ModernBERT local layers
+FLOP_RATIO_RANGE = (0.9, 1.1)  # analytic / counted outside this range is flagged
+
+
+# --- analytic FLOPs ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EncoderShape:
+    """What the analytic FLOPs of a transformer encoder depend on."""
+
+    layers: int
+    hidden: int
+    intermediate: int
+    ffn_matrices: int = 2  # 3 for a gated (GLU) FFN, e.g. ModernBERT
+    head: str = "cls"  # "cls": pooler + classifier; "mean": mean pooling + linear
+    local_layers: int = 0  # layers with local (sliding-window) attention, e.g. ModernBERT's
+    local_reach: int | None = None  # r: a local layer's token sees keys at most r positions away
+
+    @property
+    def matrix_params(self) -> int:
+        """P: weights of the layers' dense matmuls, L (4 h^2 + m h i); the "N" of 2 N per token."""
+        h = self.hidden
+        return self.layers * (4 * h * h + self.ffn_matrices * h * self.intermediate)
+
+    def head_flops(self) -> float:
+        h = self.hidden
+        return 2.0 * h * h + 2.0 * h if self.head == "cls" else 2.0 * h
+
+    def attention_keys(self, seq_len: float, keys: float | None = None, dense_local: bool = False) -> float:
+        """Keys per token summed over layers: global layers ``keys`` (default s), local layers
+        at most the band (:func:`band_keys`); ``dense_local``: local layers as SDPA computes them."""
+        keys = seq_len if keys is None else keys
+        local = keys
+        if self.local_layers and self.local_reach is not None and not dense_local:
+            local = min(keys, band_keys(seq_len, self.local_reach))
+        return (self.layers - self.local_layers) * keys + self.local_layers * local
+
+    def forward_flops(self, seq_len: float, keys: float | None = None, dense_local: bool = False) -> float:
+        """Forward FLOPs of one sequence of ``seq_len`` tokens, each attending to ``keys`` keys."""
+        attention = 4.0 * self.hidden * self.attention_keys(seq_len, keys, dense_local)
+        return seq_len * (2.0 * self.matrix_params + attention) + self.head_flops()
+
+    def train_flops(self, seq_len: float, keys: float | None = None, dense_local: bool = False) -> float:
+        """Forward + backward FLOPs of one sequence (backward = 2 x forward)."""
+        return 3.0 * self.forward_flops(seq_len, keys, dense_local)
+
+    @classmethod
+    def from_hf_config(cls, config: Any, head: str = "cls") -> EncoderShape:
+        """Shape of a Hugging Face encoder config (BERT-like; ModernBERT's gated FFN recognised)."""
+        gated = getattr(config, "model_type", "") == "modernbert"
+        layer_types = list(getattr(config, "layer_types", None) or [])
+        local_layers = sum(kind == "sliding_attention" for kind in layer_types)
+        return cls(
+            layers=int(config.num_hidden_layers),
+            hidden=int(config.hidden_size),
+            intermediate=int(config.intermediate_size),
+            ffn_matrices=3 if gated else 2,
+            head=head,
+            local_layers=local_layers,
+            local_reach=int(config.sliding_window) if local_layers else None,
+        )
+
+
+def band_keys(seq_len: float, reach: int) -> float:
+    """Mean keys per token of a band |i - j| <= r over s tokens: (s (2r + 1) - r (r + 1)) / s."""
+    if reach >= seq_len - 1:
+        return float(seq_len)
+    return (seq_len * (2 * reach + 1) - reach * (reach + 1)) / seq_len
+
+
+def keys_per_token(
+    seq_len: float,
+    window: int | None = None,
+    query_tokens: float = 0.0,
+    query_sees_document: bool = False,
+) -> float:
+    """Mean number of keys a token attends to: s (full) or G + 2w + 1 + R (window w; seed 002)."""
+    if window is None or window >= seq_len - 1:
+        return float(seq_len)
+    dense_rows = query_tokens if query_sees_document else 1.0
+    return float(query_tokens + 2 * max(window, 0) + 1 + dense_rows)
+
+
+def window_of(attention: str) -> int | None:
+    """``full`` -> None, ``window<w>`` -> w (the grid's attention variant names)."""
+    if attention == "full":
+        return None
+    match = re.fullmatch(r"window(\d+)", attention)
+    if not match:
+        raise ValueError(f"unknown attention variant {attention!r}; use full or window<w>")
+    return int(match.group(1))
+
+
+def flops_per_token(
+    non_embedding_params: float, layers: float, hidden: float, keys: float, training: bool = False
+) -> float:
+    """Kaplan-style approximation: forward 2 N + 4 L h k per token; training 3x (6 N + 12 L h k)."""
+    forward = 2.0 * non_embedding_params + 4.0 * layers * hidden * keys
+    return 3.0 * forward if training else forward
+
+
+def measured_flops(fn: Callable[[], Any], model: Any = None) -> int:
+    """FLOPs of running ``fn`` once, counted by ``torch.utils.flop_counter.FlopCounterMode``.
+
+    With ``model`` (a Hugging Face model), attention runs eagerly while counting, so that the
+    counter sees the score and value products (it cannot see inside fused SDPA kernels).
+    """
+    from torch.utils.flop_counter import FlopCounterMode
+
+    previous = getattr(getattr(model, "config", None), "_attn_implementation", None)
+    if previous is not None:
+        model.set_attn_implementation("eager")
+    try:
+        with FlopCounterMode(display=False) as counter:
+            fn()
+    finally:
+        if previous is not None:
+            model.set_attn_implementation(previous)
+    return int(counter.get_total_flops())
+
+
+def flop_check(profile: CostProfile) -> str:
+    """One line for plan.md: analytic / counted FLOPs of a profile, flagged outside
+    :data:`FLOP_RATIO_RANGE`, with the local-attention gap explained where there is one.
+
+    The counter runs with eager attention, which computes local layers as masked dense products,
+    so it is compared with the dense-local analytic count; the planner's own count (local layers
+    as bands) is lower by the printed factor, which is not an error.
+    """
+    shape = EncoderShape(**profile.shape)
+    dense = profile.batch * shape.train_flops(profile.seq_len, dense_local=True)
+    ratio = dense / max(profile.train_flops_measured, 1.0)
+    low, high = FLOP_RATIO_RANGE
+    verdict = "ok" if low <= ratio <= high else f"FLAGGED: outside [{low}, {high}]"
+    line = (
+        f"{profile.model}: analytic / counted training FLOPs {ratio:.3f} at s = {profile.seq_len} ({verdict})"
+    )
+    band = profile.train_flops_analytic / dense
+    if band < 0.999:
+        line += (
+            f"; {shape.local_layers} of {shape.layers} layers attend locally (reach {shape.local_reach}):"
+            f" the planner counts their band, {band:.3f} x the dense count the counter sees"
+        )
+    return line
+
+
+# --- measured profiles ---------------------------------------------------------------------------
+
+
+@dataclass
+class CostProfile:
+    """Measured cost of one model configuration on one device (seed 003 §3.3)."""
+
+    key: str
+    device: str  # device name, e.g. "NVIDIA H100 80GB HBM3" or "cpu: AMD EPYC (2 threads)"
+    device_kind: str  # "cpu" | "cuda"
+    model: str  # config name of the first model profiled with this spec
+    spec: dict[str, Any]
+    max_length: int
+    batch: int
+    steps: int
+    seq_len: int  # tokens per profiled sequence (every sequence filled to max_length)
+    params: int
+    non_embedding_params: int
+    shape: dict[str, Any]
+    train_seconds_per_step: float  # the fastest timed step: on a shared machine, timings err upwards only
+    infer_seconds_per_batch: float
+    train_flops_analytic: float  # per step (batch sequences)
+    train_flops_measured: float
+    infer_flops_analytic: float  # per batch
+    infer_flops_measured: float
+    peak_memory_mb: float  # training: CUDA max allocated; CPU peak RSS growth (NaN if unknown)
+    torch_version: str
+    created: float = field(default_factory=time.time)
+    cached: bool = False  # set on load; not stored
+
+    @property
+    def train_seconds_per_example(self) -> float:
+        return self.train_seconds_per_step / self.batch
+
+    @property
+    def infer_seconds_per_pair(self) -> float:
+        return self.infer_seconds_per_batch / self.batch
+
+    @property
+    def train_flops_per_second(self) -> float:
+        """Achieved training throughput: analytic FLOPs per step / seconds per step."""
+        return self.train_flops_analytic / self.train_seconds_per_step
+
+    @property
+    def infer_flops_per_second(self) -> float:
+        """Achieved inference throughput. (The analytic count, because in eval mode the CPU's fused
+        attention kernel is invisible to ``FlopCounterMode``, which then counts ~3% low at s = 64.)"""
+        return self.infer_flops_analytic / self.infer_seconds_per_batch
+
+    def as_record(self) -> dict[str, Any]:
+        """Flat dict (the stored fields plus the derived rates) for tables and profiles.json."""
+        record = asdict(self)
+        record.update(
+            train_seconds_per_example=self.train_seconds_per_example,
+            infer_seconds_per_pair=self.infer_seconds_per_pair,
+            train_flops_per_second=self.train_flops_per_second,
+            infer_flops_per_second=self.infer_flops_per_second,
+        )
+        return record
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> CostProfile:
+        known = {f for f in cls.__dataclass_fields__ if f != "cached"}
+        return cls(**{k: v for k, v in record.items() if k in known})
+
+
+def device_name(device: str) -> str:
+    """A stable name of the machine a profile is valid for (the cache is keyed by it)."""
+    import torch
+
+    if device == "cuda":
+        return torch.cuda.get_device_name(torch.cuda.current_device())
+    model = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        found = re.search(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.M)
+        model = found.group(1).strip() if found else model
+    return f"cpu: {model} ({torch.get_num_threads()} threads)"
+
+
+def profile_key(device: str, spec: dict[str, Any], max_length: int, batch: int) -> str:
+    """Cache key: device name, model spec (without its name and role), max_length, batch, torch."""
+    import torch
+
+    shape_spec = {k: v for k, v in sorted(spec.items()) if k not in ("name", "role")}
+    payload = {
+        "device": device,
+        "spec": shape_spec,
+        "max_length": max_length,
+        "batch": batch,
+        "torch": torch.__version__,
+        "version": PROFILE_VERSION,
+    }
+    return json.dumps(payload, sort_keys=True)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.-]+", "-", text).strip("-")[:80] or "device"
+
+
+def cache_path(cache_dir: str | os.PathLike[str], device: str, key: str) -> Path:
+    """``<cache>/<device slug>/<hash of the key>.json``: one file per profile, so writers never race."""
+    digest = hashlib.sha256(key.encode()).hexdigest()[:20]
+    return Path(cache_dir) / _slug(device) / f"{digest}.json"
+
+
+def _peak_rss_reset() -> float:
+    """Reset the kernel's peak-RSS mark (Linux clear_refs 5); return the current RSS in MB (NaN if not).
+
+    Freed heap pages go back to the OS first (glibc ``malloc_trim``), else the next model would
+    reuse still-resident pages and its growth over the baseline would read too low.
+    """
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return _proc_status_mb("VmRSS")
+    except OSError:
+        return float("nan")
+
+
+def _proc_status_mb(field_name: str) -> float:
+    try:
+        found = re.search(rf"^{field_name}:\s+(\d+) kB", Path("/proc/self/status").read_text(), re.M)
+    except OSError:
+        return float("nan")
+    return int(found.group(1)) / 1024 if found else float("nan")
+
+
+@contextlib.contextmanager
+def _scratch_inputs(spec: dict[str, Any]) -> Iterator[tuple[list[str] | None, str | None]]:
+    """A synthetic corpus and a work directory for the scratch family's tokenizer (cost only)."""
+    if spec["family"] != "scratch":
+        yield None, None
+        return
+    words = [f"w{a}{b}" for a in "abcdefghij" for b in "klmnopqrst"]
+    corpus = [" ".join(words[(i + j) % len(words)] for j in range(40)) for i in range(200)]
+    with tempfile.TemporaryDirectory(prefix="profile-scratch-") as work:
+        yield corpus, work
+
+
+def _timed(step: Callable[[], None], repeats: int, device: str) -> list[float]:
+    """Wall seconds of ``repeats`` calls of ``step``, the device synchronised around each."""
+    _sync(device)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        step()
+        _sync(device)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def _sync(device: str) -> None:
+    import torch
+
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def measure_profile(
+    spec: dict[str, Any],
+    max_length: int,
+    batch: int,
+    steps: int,
+    device: str,
+    freeze_embeddings: bool = True,
+    query_words: int = 12,
+    seed: int = 0,
+) -> CostProfile:
+    """Time ``steps`` training steps and inference batches of one model configuration (after a warm-up).
+
+    Sequences are filled to ``max_length`` (long synthetic query/document pairs, truncated by the
+    model's own tokenizer), so the profile is the cost of full-length pairs. Training: binary
+    cross-entropy on the relevance logit, AdamW, word embeddings frozen as in training when
+    ``freeze_embeddings``; bfloat16 autocast on CUDA as the training stage does.
+    """
+    import sentence_transformers.cross_encoder  # noqa: F401  (imported before the memory baseline)
+    import torch
+
+    from rerank_scaling.training.models import build_cross_encoder, model_stats
+
+    name = device_name(device)
+    if device == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+    baseline_mb = _peak_rss_reset() if device == "cpu" else 0.0
+    with _scratch_inputs(spec) as (corpus, work):
+        model = build_cross_encoder(spec, max_length, seed, corpus, work).to(device)
+    if freeze_embeddings:
+        model.model.get_input_embeddings().weight.requires_grad_(False)
+    stats = model_stats(model.model)
+    shape = EncoderShape.from_hf_config(model.model.config, spec.get("head", "cls"))
+    query = " ".join(["relevance"] * query_words)
+    document = " ".join(["passage"] * (2 * max_length))
+    features = model.preprocess([(query, document)] * batch)
+    features = {k: v.to(device) if hasattr(v, "to") else v for k, v in features.items()}
+    seq_len = int(features["input_ids"].shape[1])
+    labels = torch.tensor([float(i % 2) for i in range(batch)], device=device)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
+    use_bf16 = device == "cuda" and torch.cuda.is_bf16_supported()
+    autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if use_bf16 else contextlib.nullcontext
+
+    def train_step() -> None:
+        with autocast():
+            scores = model(features)["scores"].view(-1).float()
+        torch.nn.functional.binary_cross_entropy_with_logits(scores, labels).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    def infer() -> None:
+        with torch.inference_mode(), autocast():
+            model(features)["scores"]
+
+    model.train()
+    hf_model = model.model  # eager attention while counting (the counter cannot see fused SDPA)
+    train_counted = measured_flops(train_step, hf_model)  # also the warm-up (allocator, optimizer state)
+    train_times = _timed(train_step, steps, device)
+    if device == "cuda":
+        peak_mb = torch.cuda.max_memory_allocated() / 2**20
+    else:
+        peak_mb = _proc_status_mb("VmHWM") - baseline_mb
+
+    model.eval()
+    infer_counted = measured_flops(infer, hf_model)  # also the warm-up
+    infer_times = _timed(infer, steps, device)
+    profile = CostProfile(
+        key=profile_key(name, spec, max_length, batch),
+        device=name,
+        device_kind=device,
+        model=spec.get("name", ""),
+        spec=dict(spec),
+        max_length=max_length,
+        batch=batch,
+        steps=steps,
+        seq_len=seq_len,
+        params=stats.params,
+        non_embedding_params=stats.non_embedding_params,
+        shape=asdict(shape),
+        train_seconds_per_step=min(train_times),
+        infer_seconds_per_batch=min(infer_times),
+        train_flops_analytic=batch * shape.train_flops(seq_len),
+        train_flops_measured=float(train_counted),
+        infer_flops_analytic=batch * shape.forward_flops(seq_len),
+        infer_flops_measured=float(infer_counted),
+        peak_memory_mb=float(peak_mb),
+        torch_version=torch.__version__,
+    )
+    return profile
+
+
+def cached_profile(
+    spec: dict[str, Any],
+    max_length: int,
+    batch: int,
+    steps: int,
+    device: str,
+    cache_dir: str | os.PathLike[str],
+    freeze_embeddings: bool = True,
+    measure: Callable[..., CostProfile] = measure_profile,
+) -> CostProfile:
+    """The profile of a model configuration on ``device``: from the cache, else measured and cached.
+
+    The returned profile's ``cached`` flag says which; ``measure`` is replaceable for tests.
+    """
+    name = device_name(device)
+    key = profile_key(name, spec, max_length, batch)
+    path = cache_path(cache_dir, name, key)
+    if path.exists():
+        with contextlib.suppress(ValueError, TypeError, KeyError):
+            record = json.loads(path.read_text())
+            if record.get("key") == key:
+                profile = CostProfile.from_record(record)
+                profile.cached = True
+                profile.model = spec.get("name", profile.model)
+                log.info("profile of %s on %s: cached (%s)", spec.get("name"), name, path)
+                return profile
+    start = time.perf_counter()
+    profile = measure(spec, max_length, batch, steps, device, freeze_embeddings)
+    record = profile.as_record()
+    record.pop("cached")
+    write_json(path, record)
+    log.info(
+        "profiled %s on %s in %.1f s: %.4f s/train example, %.5f s/pair, FLOPs analytic/counted %.3f",
+        spec.get("name"),
+        name,
+        time.perf_counter() - start,
+        profile.train_seconds_per_example,
+        profile.infer_seconds_per_pair,
+        profile.train_flops_analytic / max(profile.train_flops_measured, 1.0),
+    )
+    return profile

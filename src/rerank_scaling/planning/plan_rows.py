@@ -1,0 +1,238 @@
+"""From fitted laws to decisions: the rows of plan.parquet.
+
+:func:`make_plan` assembles them from the fit stage's joint-protocol fits, the runs' token and step
+counts and the cost profiles: one row per profile, per (group, budget, cost scope) (budget
+allocation, :mod:`.budget`) and per (group, law) of the ROI choice (:mod:`.roi`; plus, without a
+value per metric point, ``frontier`` rows at the configured sizes). Only a joint fit with status
+``ok`` is planned with: a missing fit, or one whose status is ``degenerate`` or ``failed``, becomes a
+row with that status and the reason "not identifiable: <the fit's reason>" instead of an optimum.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rerank_scaling.laws.protocols import GROUP_KEYS, FitSettings
+from rerank_scaling.planning.budget import budget_curve, optimal_allocation
+from rerank_scaling.planning.cost_model import COST_FIELDS, CostModel, cost_model, size_points
+from rerank_scaling.planning.costs import CostProfile
+from rerank_scaling.planning.forecast import RunStats, fit_forecast, joint_fits, unusable_fit
+from rerank_scaling.planning.plan_settings import PlanSettings
+from rerank_scaling.planning.roi import reference_metric, roi_choice, roi_frontier
+
+BUDGET_MULTIPLES = (0.25, 1.0, 4.0, 16.0)
+NO_VALUE = (
+    "no value per metric point configured (planning.value_per_metric_point): no choice is made; "
+    "the frontier and each size's break-even value per point are reported"
+)
+SCOPES = {True: "data+train+inference", False: "data+train"}
+
+
+@dataclass
+class Plan:
+    """What :func:`make_plan` found: the table's rows, and the curves the figures draw."""
+
+    rows: list[dict[str, Any]]
+    curves: pd.DataFrame  # budget curves of every group
+    frontiers: pd.DataFrame  # ROI frontiers of every group and law
+    settings: PlanSettings  # resolved (budgets filled in)
+    sizes: np.ndarray  # candidate sizes
+    configured: dict[str, float]  # configured model -> size
+    size_label: str
+
+
+def _missing(kind: str, keys: dict[str, Any], law: str, status: str, reason: str) -> dict[str, Any]:
+    return {"kind": kind, **keys, "law": law, "status": status, "reason": reason}
+
+
+def make_plan(
+    metrics: pd.DataFrame,
+    fits: pd.DataFrame,
+    models: list[dict[str, Any]],
+    profiles: list[CostProfile],
+    settings: PlanSettings,
+    fitting: FitSettings,
+    device_kind: str,
+    rerank_depth: int,
+    stats: RunStats,
+) -> Plan:
+    """Profile rows, then per fitted group: optimal size per budget (eq. 11) and ROI choice (eqs. 5-6)."""
+    size_column = "non_embedding_params" if fitting.size_axis == "non_embedding" else "params"
+    price = settings.gpu_hour_price if device_kind == "cuda" else settings.cpu_hour_price
+    pairs = settings.inference_queries * (settings.candidates_per_query or rerank_depth)
+    points = size_points(models, profiles, metrics, size_column, settings.nominal_flops_per_second)
+    rows: list[dict[str, Any]] = []
+    for profile in profiles:
+        rows.append(
+            {
+                "kind": "profile",
+                "model": profile.model,
+                "status": "cached" if profile.cached else "measured",
+                "size": float(
+                    profile.non_embedding_params if size_column == "non_embedding_params" else profile.params
+                ),
+                "device": profile.device,
+                "currency": settings.currency,
+                "train_seconds_per_example": profile.train_seconds_per_example,
+                "infer_seconds_per_pair": profile.infer_seconds_per_pair,
+                "train_flops": profile.train_flops_analytic / profile.batch,
+                "infer_flops": profile.infer_flops_analytic / profile.batch,
+                "train_flops_per_second": profile.train_flops_per_second,
+                "infer_flops_per_second": profile.infer_flops_per_second,
+                "flops_analytic_over_counted": profile.train_flops_analytic
+                / max(profile.train_flops_measured, 1),
+                "peak_memory_mb": profile.peak_memory_mb,
+                "cost_per_1k_examples": 1000 * profile.train_seconds_per_example / 3600 * price,
+                "cost_per_1k_pairs": 1000 * profile.infer_seconds_per_pair / 3600 * price,
+                "cached": profile.cached,
+            }
+        )
+    empty = Plan(rows, pd.DataFrame(), pd.DataFrame(), settings, np.array([]), {}, size_column)
+    if not points:
+        rows.append(_missing("budget", {}, "additive", "failed", "no model size could be profiled or found"))
+        return empty
+    configured = {p.name: p.size for p in points}
+    lo, hi = settings.size_range or (min(configured.values()) / 4, max(configured.values()) * 32)
+    sizes = np.geomspace(lo, hi, settings.size_count)
+    d_roi = settings.training_examples or stats.max_examples
+    # Reference run of the default budgets: the largest configured size (kept inside the candidate
+    # range) trained on D and served, with full attention.
+    reference_cost = cost_model(points, "full", stats.default_tokens, settings, price, pairs)
+    n_ref = float(np.clip(max(configured.values()), lo, hi))
+    z_ref = float(reference_cost.total(n_ref, d_roi, inference=True))
+    budgets = settings.budgets or tuple(round(float(z_ref * m), 6) for m in BUDGET_MULTIPLES)
+    settings = replace(settings, budgets=tuple(budgets), training_examples=d_roi)
+
+    joint = joint_fits(fits)
+    groups = joint[GROUP_KEYS].drop_duplicates().to_dict("records")
+    if not groups:
+        rows.append(_missing("budget", {}, "additive", "missing", "no joint-protocol fit in fits.parquet"))
+    curves, frontiers = [], []
+    for keys in groups:
+        mask = np.ones(len(joint), dtype=bool)
+        for key, value in keys.items():
+            mask &= (joint[key] == value).to_numpy()
+        group = joint[mask]
+        cost = cost_model(
+            points,
+            keys["attention"],
+            stats.tokens(keys["objective"], keys["attention"]),
+            settings,
+            price,
+            pairs,
+        )
+        additive = group[group["law"] == "additive"]
+        unusable = unusable_fit(additive, "additive")
+        if unusable is not None:
+            rows.append(_missing("budget", keys, "additive", *unusable))
+        else:
+            forecast = fit_forecast(additive.iloc[0], stats, fitting.step_axis)
+            for inference in (True, False):
+                for budget in settings.budgets:
+                    allocation = optimal_allocation(forecast, cost, budget, (lo, hi), inference)
+                    row = {
+                        "kind": "budget",
+                        **keys,
+                        "law": "additive",
+                        "status": allocation.status,
+                        "reason": allocation.reason,
+                        "budget": budget,
+                        "cost_scope": SCOPES[inference],
+                        "size": allocation.size,
+                        "examples": allocation.examples,
+                        "steps": allocation.examples / forecast.examples_per_step,
+                        "predicted": allocation.predicted,
+                        "at_boundary": allocation.at_boundary,
+                        "currency": settings.currency,
+                    }
+                    if allocation.status == "ok":
+                        row.update(
+                            cost.breakdown(allocation.size, allocation.examples, inference).iloc[0].to_dict()
+                        )
+                    rows.append(row)
+                    curve = budget_curve(forecast, cost, budget, sizes, inference)
+                    curves.append(curve.assign(**keys, budget=budget, inference=inference))
+        rows += _roi_rows(keys, group, metrics, settings, stats, fitting, cost, sizes, configured, frontiers)
+    return Plan(
+        rows,
+        pd.concat(curves, ignore_index=True) if curves else pd.DataFrame(),
+        pd.concat(frontiers, ignore_index=True) if frontiers else pd.DataFrame(),
+        settings,
+        sizes,
+        configured,
+        size_column,
+    )
+
+
+def _roi_rows(
+    keys: dict[str, Any],
+    group: pd.DataFrame,
+    metrics: pd.DataFrame,
+    settings: PlanSettings,
+    stats: RunStats,
+    fitting: FitSettings,
+    cost: CostModel,
+    sizes: np.ndarray,
+    configured: dict[str, float],
+    frontiers: list[pd.DataFrame],
+) -> list[dict[str, Any]]:
+    """ROI-constrained choice (seed 003 eqs. 5-6) with the additive law and the BNSL over FLOPs (eq. 4)."""
+    rows = []
+    d = float(settings.training_examples)
+    reference = reference_metric(metrics, keys["metric"], keys["split"], settings.value_reference)
+    names = ["additive"] + sorted(n for n in group["law"].unique() if str(n).startswith("bnsl"))
+    if len(names) == 1:
+        names.append(f"bnsl{fitting.bnsl_breaks}")
+    value_per_point = settings.value_per_metric_point
+    for name in names:
+        fit = group[group["law"] == name]
+        base = {"kind": "roi", **keys, "law": name, "roi_lambda": settings.roi_lambda, "examples": d}
+        unusable = unusable_fit(fit, name)
+        if unusable is not None:
+            rows.append({**base, "status": unusable[0], "reason": unusable[1]})
+            continue
+        forecast = fit_forecast(fit.iloc[0], stats, fitting.step_axis)
+        if value_per_point is None:
+            frontier = roi_frontier(forecast, cost, sizes, d, np.nan, reference, settings.roi_lambda)
+            frontiers.append(frontier.assign(**keys, law=name, reference=reference))
+            rows.append({**base, "status": "no_choice", "reason": NO_VALUE, "currency": settings.currency})
+            at_sizes = roi_frontier(
+                forecast, cost, np.array(list(configured.values())), d, np.nan, reference, settings.roi_lambda
+            )
+            for model, (_, point) in zip(configured, at_sizes.iterrows(), strict=True):
+                fields = ("size", "predicted", "break_even_value_per_point", *COST_FIELDS)
+                rows.append(
+                    {
+                        **base,
+                        "kind": "frontier",
+                        "model": model,
+                        "status": "ok",
+                        "currency": settings.currency,
+                        "value_reference": reference,
+                    }
+                    | {k: point[k] for k in fields}
+                )
+            continue
+        frontier = roi_frontier(forecast, cost, sizes, d, value_per_point, reference, settings.roi_lambda)
+        frontiers.append(frontier.assign(**keys, law=name, reference=reference))
+        choice = roi_choice(frontier, forecast.sign)
+        base.update(value_per_point=value_per_point, currency=settings.currency, cost_scope=SCOPES[True])
+        if choice is None:
+            best = frontier["roi"].max()
+            rows.append({**base, "status": "infeasible", "reason": f"best ROI {best:.3g} < lambda"})
+            continue
+        chosen = {k: choice[k] for k in ("size", "predicted", "value", "roi", *COST_FIELDS)}
+        rows.append(
+            {
+                **base,
+                **chosen,
+                "status": "ok",
+                "steps": d / forecast.examples_per_step,
+                "at_boundary": bool(choice["size"] in (sizes[0], sizes[-1])),
+            }
+        )
+    return rows

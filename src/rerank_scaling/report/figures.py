@@ -1,0 +1,370 @@
+"""Report figures: observed checkpoints, fitted laws, held-out forecasts with 95% bands, BM25 lines.
+
+Every function returns a matplotlib Figure for one (metric, split); the report stage saves PNG + PDF.
+Power laws are drawn on log axes; parameter counts are on the fit's size axis (``fitting.size_axis``).
+A fit whose parameters are not identified (status ``degenerate``) is drawn dashed and grey, labelled
+"degenerate", with its reason in the panel; no optimum is drawn from one.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
+
+from rerank_scaling.atomic import atomic_path  # noqa: E402
+from rerank_scaling.laws import forms as laws  # noqa: E402
+from rerank_scaling.records import metric_direction  # noqa: E402
+
+sns.set_theme(context="paper", style="whitegrid", font_scale=1.1)
+ROLE_MARKERS = {"fit": "o", "held_out": "X"}
+
+
+def _law(name: str, metric: str, breaks: int = 1) -> laws.Law:
+    sign = metric_direction(metric)
+    return {
+        "power_N": laws.power_law("N", sign),
+        "power_S": laws.power_law("S", sign),
+        "additive": laws.additive_law(sign),
+        "bnsl1": laws.bnsl_law(breaks, sign),
+    }[name]
+
+
+def fitted(fits: pd.DataFrame, **equals: object) -> pd.DataFrame:
+    """Fits matching ``equals`` that produced parameters (ok or degenerate; failed ones have none).
+
+    Of the joint protocols, the one planning uses (column ``planning``) comes first.
+    """
+    rows = select_rows(fits, **equals)
+    if "params" in rows.columns:
+        rows = rows[rows["params"].notna() & (rows["status"] != "failed")]
+    if "planning" in rows.columns and len(rows):
+        rows = rows.sort_values("planning", ascending=False, kind="stable")
+    return rows
+
+
+def line_style(status: str) -> dict[str, object]:
+    """Matplotlib style of a fitted curve: solid when identified, dashed grey when degenerate."""
+    return {} if status == "ok" else {"color": "0.5", "linestyle": "--"}
+
+
+def mark_degenerate(ax: plt.Axes, fit: pd.Series) -> None:
+    """Write a degenerate fit's reason into the panel (wrapped, small)."""
+    if fit["status"] == "ok":
+        return
+    text = textwrap.fill(f"{fit['law']} {fit['status']}: {fit['reason']}", 48)
+    ax.text(0.02, 0.02, text, transform=ax.transAxes, fontsize=6, color="C3", va="bottom")
+
+
+def _bm25(ax: plt.Axes, metrics: pd.DataFrame, metric: str, split: str) -> None:
+    rows = metrics[
+        (metrics["family"] == "bm25") & (metrics["metric"] == metric) & (metrics["split"] == split)
+    ]
+    if len(rows):
+        ax.axhline(rows["value"].iloc[0], color="0.3", linestyle="--", linewidth=1, label="BM25")
+
+
+Panel = tuple[str, str]  # (objective, attention variant)
+
+
+def _panel_keys(rows: pd.DataFrame) -> list[Panel]:
+    """One panel per objective and attention variant present in ``rows``."""
+    if not len(rows):
+        return [("(no additive fit)", "full")]
+    return sorted(set(zip(rows["objective"], rows["attention"], strict=True)))
+
+
+def _title(panel: Panel, panels: list[Panel]) -> str:
+    objective, attention = panel
+    return objective if {a for _, a in panels} == {"full"} else f"{objective} ({attention})"
+
+
+def _panels(panels: list[Panel]) -> tuple[plt.Figure, list[plt.Axes]]:
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), sharey=True, squeeze=False)
+    return fig, list(axes[0])
+
+
+def select_rows(frame: pd.DataFrame, **equals: object) -> pd.DataFrame:
+    """Rows matching every ``column == value`` (NaN never matches); empty when a column is missing."""
+    if frame.empty or any(key not in frame.columns for key in equals):
+        return frame.iloc[0:0]
+    mask = np.ones(len(frame), dtype=bool)
+    for key, value in equals.items():
+        mask &= (frame[key] == value).fillna(False).to_numpy(dtype=bool)
+    return frame[mask]
+
+
+def save_figure(fig: plt.Figure, stem: Path) -> None:
+    """Write ``stem``.png and ``stem``.pdf atomically, then close the figure."""
+    for suffix in (".png", ".pdf"):
+        with atomic_path(stem.with_suffix(suffix)) as tmp:
+            fig.savefig(tmp, format=suffix[1:], dpi=150, bbox_inches="tight")
+    plt.close(fig)
+
+
+def size_column(metrics: pd.DataFrame, forecasts: pd.DataFrame) -> str:
+    """The metrics column the fits used as N (``fitting.size_axis``), read off the forecasts' sizes."""
+    if len(forecasts) and "size" in forecasts.columns and "params" in metrics.columns:
+        row = forecasts.iloc[0]
+        match = metrics[metrics["model"] == row["model"]]
+        if len(match) and np.isclose(match["params"].iloc[0], row["size"]):
+            return "params"
+    return "non_embedding_params"
+
+
+def _size_axis(ax: plt.Axes, column: str = "non_embedding_params") -> None:
+    """Log N axis labelled in millions at 1-2-5 steps (default log labels collide at this range)."""
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value / 1e6:g}M"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("total parameters N" if column == "params" else "non-embedding parameters N")
+
+
+def _last_checkpoints(rows: pd.DataFrame, k: int) -> pd.DataFrame:
+    """Each run's last ``k`` checkpoints (what the model-scaling protocol fits on)."""
+    rank = rows.groupby("run")["step"].rank(method="dense", ascending=False)
+    return rows[rank <= k]
+
+
+def model_scaling(
+    metrics: pd.DataFrame, fits: pd.DataFrame, forecasts: pd.DataFrame, metric: str, split: str
+) -> plt.Figure:
+    """Metric against N per objective (seed 000 §5): the last k checkpoints of every size (seeds
+    averaged, as fitted), the power law in N, and held-out forecasts with their 95% bands."""
+    runs = select_rows(metrics[metrics["family"] != "bm25"], metric=metric, split=split)
+    panels = _panel_keys(runs)
+    fig, axes = _panels(panels)
+    last_k = 1
+    size = size_column(metrics, forecasts)
+    for ax, panel in zip(axes, panels, strict=True):
+        objective, attention = panel
+        where = {"objective": objective, "attention": attention, "metric": metric, "split": split}
+        rows = select_rows(runs, objective=objective, attention=attention)
+        fit = fitted(fits, **where, law="power_N", protocol="model")
+        fit_sizes = rows.loc[rows["role"] == "fit", "model"].nunique()
+        last_k = max(1, int(fit["n_fit"].iloc[0]) // fit_sizes) if len(fit) and fit_sizes else 1
+        recent = _last_checkpoints(rows, last_k)
+        means = recent.groupby(["model", "role", size], as_index=False)["value"].mean()
+        ax.scatter(recent[size], recent["value"], s=8, color="0.6", alpha=0.5)
+        for role, marker in ROLE_MARKERS.items():
+            part = means[means["role"] == role]
+            ax.scatter(part[size], part["value"], marker=marker, s=60, label=f"observed ({role})")
+        if len(fit):
+            status = fit["status"].iloc[0]
+            flag = "" if status == "ok" else f" ({status})"
+            law, params = _law("power_N", metric), np.array(list(json.loads(fit["params"].iloc[0]).values()))
+            grid = np.geomspace(means[size].min() / 1.5, means[size].max() * 2)
+            ax.plot(
+                grid,
+                law.predict(params, {"N": grid / laws.SCALES["N"]}),
+                **({"color": "C2"} | line_style(status)),
+                label=f"power law fit{flag}",
+            )
+            held = select_rows(forecasts, **where, law="power_N", protocol="model")
+            held = held[held["held_out"]].groupby("size", as_index=False)[["forecast", "low", "high"]].mean()
+            ax.errorbar(
+                held["size"],
+                held["forecast"],
+                yerr=[held["forecast"] - held["low"], held["high"] - held["forecast"]],
+                fmt="s" if status == "ok" else "s--",
+                color="C3" if status == "ok" else "0.5",
+                capsize=4,
+                label=f"forecast (95% PI){flag}",
+            )
+            mark_degenerate(ax, fit.iloc[0])
+        _bm25(ax, metrics, metric, split)
+        _size_axis(ax, size)
+        ax.set_title(_title(panel, panels))
+    axes[0].set_ylabel(f"{metric} ({split}), last {last_k} checkpoints")
+    axes[-1].legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    return fig
+
+
+def data_scaling(metrics: pd.DataFrame, fits: pd.DataFrame, metric: str, split: str) -> plt.Figure:
+    """Metric against training steps for every size, with each size's fitted power law in S."""
+    runs = select_rows(metrics[metrics["family"] != "bm25"], metric=metric, split=split)
+    panels = _panel_keys(runs)
+    fig, axes = _panels(panels)
+    models = sorted(
+        runs["model"].unique(), key=lambda m: runs.loc[runs["model"] == m, "non_embedding_params"].iloc[0]
+    )
+    palette = dict(zip(models, sns.color_palette("viridis", len(models)), strict=True))
+    for ax, panel in zip(axes, panels, strict=True):
+        objective, attention = panel
+        where = {"objective": objective, "attention": attention, "metric": metric, "split": split}
+        rows = (
+            select_rows(runs, objective=objective, attention=attention)
+            .groupby(["model", "step"], as_index=False)["value"]
+            .mean()
+        )
+        for model in models:
+            part = rows[rows["model"] == model]
+            ax.scatter(part["step"], part["value"], s=14, color=palette[model], label=model)
+            fit = fitted(fits, **where, law="power_S", split_label=f"data:{model}")
+            if len(fit) and len(part):
+                law = _law("power_S", metric)
+                params = np.array(list(json.loads(fit["params"].iloc[0]).values()))
+                grid = np.geomspace(part["step"].min(), part["step"].max(), 100)
+                ax.plot(
+                    grid,
+                    law.predict(params, {"S": grid / laws.SCALES["S"]}),
+                    color=palette[model],
+                    linewidth=1,
+                    linestyle="-" if fit["status"].iloc[0] == "ok" else ":",
+                )
+        _bm25(ax, metrics, metric, split)
+        ax.set_xscale("log")
+        ax.set_title(_title(panel, panels))
+        ax.set_xlabel("training steps S (dotted: degenerate fit)")
+    axes[0].set_ylabel(f"{metric} ({split})")
+    axes[-1].legend(fontsize=8, title="size", loc="best")
+    fig.tight_layout()
+    return fig
+
+
+def joint_surface(
+    metrics: pd.DataFrame, fits: pd.DataFrame, forecasts: pd.DataFrame, metric: str, split: str
+) -> plt.Figure:
+    """Contours of the additive joint law over (N, S); fit points as dots, held-out points as crosses."""
+    runs = select_rows(metrics[metrics["family"] != "bm25"], metric=metric, split=split)
+    panels = _panel_keys(runs)
+    fig, axes = _panels(panels)
+    for ax, panel in zip(axes, panels, strict=True):
+        objective, attention = panel
+        where = {"objective": objective, "attention": attention, "metric": metric, "split": split}
+        fit = fitted(fits, **where, law="additive")
+        points = select_rows(forecasts, **where, law="additive")
+        if len(fit) and "split_label" in points.columns:
+            points = points[points["split_label"] == fit["split_label"].iloc[0]]
+        if len(fit) and len(points):
+            law, params = _law("additive", metric), np.array(list(json.loads(fit["params"].iloc[0]).values()))
+            n = np.geomspace(points["size"].min() / 1.2, points["size"].max() * 1.2, 80)
+            s = np.geomspace(points["step"].min(), points["step"].max(), 80)
+            nn, ss = np.meshgrid(n, s)
+            zz = law.predict(params, {"N": nn / laws.SCALES["N"], "S": ss / laws.SCALES["S"]})
+            contour = ax.contourf(nn, ss, zz, levels=12, cmap="viridis", alpha=0.8)
+            fig.colorbar(contour, ax=ax, label=metric)
+            for held, marker in ((False, "o"), (True, "X")):
+                part = points[points["held_out"] == held]
+                ax.scatter(
+                    part["size"],
+                    part["step"],
+                    marker=marker,
+                    c="white" if held else "black",
+                    s=18,
+                    edgecolors="black",
+                    label="held out" if held else "fit",
+                )
+            mark_degenerate(ax, fit.iloc[0])
+        _size_axis(ax, size_column(metrics, forecasts))
+        ax.set_yscale("log")
+        protocol = f" [{fit['protocol'].iloc[0]}, {fit['status'].iloc[0]}]" if len(fit) else ""
+        ax.set_title(_title(panel, panels) + protocol, fontsize=9)
+    axes[0].set_ylabel("training steps S")
+    axes[0].legend(fontsize=8, loc="lower left")
+    fig.tight_layout()
+    return fig
+
+
+def compute_frontier(allocation: pd.DataFrame, metric: str, split: str) -> plt.Figure:
+    """N / N*(C) of every checkpoint against compute C = N * S (1 = compute-optimal size)."""
+    rows = select_rows(allocation, metric=metric, split=split) if len(allocation) else allocation
+    panels = _panel_keys(rows)
+    fig, axes = _panels(panels)
+    for ax, panel in zip(axes, panels, strict=True):
+        objective, attention = panel
+        part = select_rows(rows, objective=objective, attention=attention) if len(rows) else rows
+        if len(part) and "planning" in part.columns:
+            part = part[part["planning"].astype(bool)]
+        unidentified = part[part["status"] != "ok"] if "status" in part.columns else part.iloc[0:0]
+        if len(part) and "status" in part.columns:
+            part = part[part["status"] == "ok"]
+        if len(unidentified) and not len(part):
+            reason = textwrap.fill(str(unidentified["reason"].iloc[0]), 44)
+            ax.text(
+                0.5,
+                0.5,
+                f"no compute-optimal size:\n{reason}",
+                ha="center",
+                va="center",
+                fontsize=7,
+                transform=ax.transAxes,
+            )
+        if len(part):
+            sns.lineplot(
+                data=part, x="compute", y="n_over_n_star", hue="model", marker="o", ax=ax, palette="viridis"
+            )
+            ax.set_yscale("log")
+        ax.axhline(1.0, color="0.3", linestyle="--", linewidth=1)
+        ax.set_xscale("log")
+        ax.set_title(_title(panel, panels))
+        ax.set_xlabel("compute C = N x S (M params x k steps)")
+    axes[0].set_ylabel("N / N*(C)")
+    fig.tight_layout()
+    return fig
+
+
+def equal_compute_bars(compared: pd.DataFrame) -> plt.Figure:
+    """Final checkpoint of the smaller model vs the larger model's checkpoint at equal compute."""
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    if len(compared):
+        long = compared.melt(
+            id_vars=["objective", "metric", "split"],
+            value_vars=["small_value", "large_value"],
+            var_name="model",
+            value_name="value",
+        )
+        long["model"] = long["model"].map(
+            {
+                "small_value": compared["small"].iloc[0] + " (final)",
+                "large_value": compared["large"].iloc[0] + " (same C)",
+            }
+        )
+        long["panel"] = long["objective"] + " / " + long["metric"] + " / " + long["split"]
+        sns.barplot(data=long, y="panel", x="value", hue="model", ax=ax)
+        ax.set_ylabel("")
+    else:
+        ax.text(
+            0.5, 0.5, "no equal-compute pair configured (fitting.equal_compute)", ha="center", va="center"
+        )
+    fig.tight_layout()
+    return fig
+
+
+def calibration(table: pd.DataFrame) -> plt.Figure:
+    """Nominal vs empirical coverage of prediction intervals over all rolling-origin backtests.
+
+    A calibrated method lies on the diagonal; below it, intervals are too narrow.
+    """
+    fig, ax = plt.subplots(figsize=(4.4, 4.0))
+    ax.plot([0, 1], [0, 1], color="0.4", linestyle="--", linewidth=1, label="calibrated")
+    if len(table):
+        for (protocol, law), part in table.groupby(["protocol", "law"]):
+            n = int(part["n_backtests"].iloc[0])
+            ax.plot(
+                part["nominal"],
+                part["empirical"],
+                marker="o",
+                label=f"{law} ({protocol}, {part['uncertainty'].iloc[0]}; {n} backtests)",
+            )
+    else:
+        ax.text(0.5, 0.5, "no backtest: fewer than 3 sizes", ha="center", va="center")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("nominal coverage")
+    ax.set_ylabel("empirical coverage of held-out points")
+    ax.set_title("calibration of rolling-origin backtests", fontsize=10)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,162 @@
+"""results/<run>/summary.md: the key numbers of a run in Markdown.
+
+BM25 against every run's final checkpoint, the scaling evidence per split with its noise yardsticks
+and verdicts (:mod:`.scaling_evidence`), the held-out size's final checkpoint against the gap between
+the two largest sizes (:mod:`.held_out_check`), the forecast errors, exponents and equal-compute
+tables of the fit stage, and what the data checks found.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from rerank_scaling.report.held_out_check import held_out_check
+from rerank_scaling.report.scaling_evidence import final_standard_errors, scaling_evidence
+
+EVIDENCE_METRIC = "nDCG@10"
+VERDICT_WORDS = {"yes": "exceeds its noise", "no": "within its noise", "unknown": "unknown (no yardstick)"}
+
+
+def _fmt(value: float) -> str:
+    return "n/a" if pd.isna(value) else f"{value:.4f}"
+
+
+def claims(evidence: pd.DataFrame) -> list[str]:
+    """One sentence per (objective, attention, split): each comparison, its yardsticks, its verdict."""
+    lines = []
+    for _, r in evidence.iterrows():
+        spread = "no seeds" if pd.isna(r["seed_spread"]) else f"seed spread {_fmt(r['seed_spread'])}"
+        lines.append(
+            f"- **{r['objective']} ({r['attention']}), {r['split']} {r['metric']}, {r['queries']} queries:** "
+            f"training gain {_fmt(r['training_gain'])} (first {_fmt(r['first_checkpoint'])} -> final "
+            f"{_fmt(r['final_checkpoint'])}, mean of sizes; SE {_fmt(r['training_gain_se'])}): "
+            f"{VERDICT_WORDS[r['training_gain_verdict']]}. Size gap {r['largest']} - {r['smallest']} "
+            f"{_fmt(r['size_gap'])} ({_fmt(r['largest_final'])} vs {_fmt(r['smallest_final'])}; SE "
+            f"{_fmt(r['size_gap_se'])}, {spread}): {VERDICT_WORDS[r['size_gap_verdict']]}. "
+            f"{r['largest']} - BM25 {_fmt(r['largest_minus_bm25'])} ({_fmt(r['largest_final'])} vs "
+            f"{_fmt(r['bm25'])}; SE {_fmt(r['largest_minus_bm25_se'])}): "
+            f"{VERDICT_WORDS[r['largest_beats_bm25']]}. Real scaling: **{r['real_scaling']}**."
+        )
+    return lines
+
+
+def data_check_lines(checks: dict | None) -> list[str]:
+    """The prepare_data stage's checks (``data/checks.json``): per split, queries and judgements, and a
+    warning for judgements naming unknown documents or queries (dropped below
+    ``dataset.max_unknown_qrels_share``; above it the job failed)."""
+    if not checks:
+        return ["(no data checks recorded)"]
+    rows = pd.DataFrame(checks["splits"])
+    lines = [rows.to_markdown(index=False), ""]
+    for row in rows.itertuples():
+        if row.unknown_documents or row.unknown_queries:
+            lines.append(
+                f"- **Warning**: {row.split}: {row.unknown_documents} judgements name documents not in the "
+                f"corpus and {row.unknown_queries} name unknown queries ({row.dropped_share:.1%} of "
+                "judgements, dropped); results on this split are scored without them."
+            )
+    return lines
+
+
+def planning_protocol(laws_dir: Path) -> str | None:
+    """The joint protocol planning uses (``fitting.joint_protocol``; column ``planning`` of the fits)."""
+    fits = pd.read_parquet(laws_dir / "fits.parquet", columns=["protocol", "planning"])
+    chosen = fits.loc[fits["planning"].astype(bool), "protocol"].unique()
+    return str(chosen[0]) if len(chosen) else None
+
+
+def held_out_lines(metrics: pd.DataFrame, laws_dir: Path, errors: pd.DataFrame) -> list[str]:
+    """The held-out size's final checkpoint against the gap between the two largest sizes
+    (:mod:`rerank_scaling.report.held_out_check`), for the model law and the joint law planning uses."""
+    table = laws_dir / "tables" / "table08_final_checkpoint.csv"
+    if not table.exists() or errors.empty:
+        return ["(no held-out size)"]
+    joint = planning_protocol(laws_dir)
+    protocols = ("model", joint) if joint else ("model",)
+    check = held_out_check(pd.read_csv(table), metrics, errors, protocols, EVIDENCE_METRIC)
+    if check.empty:
+        return ["(no held-out size)"]
+    return [
+        f"Recommended: `{joint}` (fitting.joint_protocol, the law planning uses); the model law for "
+        "comparison. miss = |forecast - observed|; gap = held-out final - largest fitted final; se: "
+        "the larger of the two runs' standard errors over queries; queries_for_third_of_gap: the "
+        "queries at which se would be gap / 3.",
+        "",
+        check.round(4).to_markdown(index=False),
+    ]
+
+
+def summary(
+    metrics: pd.DataFrame,
+    laws_dir: Path,
+    per_query: pd.DataFrame | None = None,
+    data_checks: dict | None = None,
+) -> str:
+    """Key numbers: BM25 vs every run's final checkpoint (with the standard error over queries),
+    the scaling evidence per split with its noise yardsticks and verdicts, forecast errors, exponents,
+    and what the data checks found."""
+    final = metrics[metrics["step"] == metrics.groupby("run")["step"].transform("max")]
+    main = final[final["metric"].isin(["nDCG@10", "RR@10", "CE@16", "CE@64"])]
+    pivot = main.pivot_table(
+        index=["objective", "model", "seed"], columns=["split", "metric"], values="value"
+    )
+    per_run_errors = final_standard_errors(metrics, per_query, EVIDENCE_METRIC)
+    errors = per_run_errors
+    if len(errors):
+        errors = errors.pivot_table(
+            index=["objective", "model", "seed"], columns="split", values=[EVIDENCE_METRIC, "se"]
+        )
+    splits = sorted(metrics.loc[metrics["metric"] == EVIDENCE_METRIC, "split"].unique())
+    evidence = pd.concat(
+        [scaling_evidence(metrics, per_query, EVIDENCE_METRIC, split) for split in splits]
+        or [pd.DataFrame()],
+        ignore_index=True,
+    )
+    parts = [
+        "# rerank-scaling summary",
+        "",
+        "## Final checkpoints vs BM25",
+        "",
+        pivot.round(4).to_markdown(),
+        "",
+        f"## Final {EVIDENCE_METRIC} per run, with its standard error over queries (bootstrap)",
+        "",
+        errors.round(4).to_markdown() if len(errors) else "(no runs)",
+        "",
+        f"## Scaling evidence ({EVIDENCE_METRIC}): training gain, size gap, BM25, each with its yardsticks",
+        "",
+        "SE: standard error of the difference from a paired bootstrap over the split's queries; seed "
+        "spread: max - min over seeds of one size (where there are seeds). A verdict is yes when the "
+        "difference exceeds 1.96 SE and the seed spread, no when it does not, unknown without a "
+        "per-query yardstick.",
+        "",
+        evidence.round(4).to_markdown(index=False) if len(evidence) else "(no trained runs)",
+        "",
+        "## Claims",
+        "",
+        *(claims(evidence) if len(evidence) else ["(no trained runs)"]),
+        "",
+        f"## Held-out size, final checkpoint: forecast miss vs the gap between the two largest sizes "
+        f"({EVIDENCE_METRIC})",
+        "",
+        *held_out_lines(metrics, laws_dir, per_run_errors),
+        "",
+        "## Data checks",
+        "",
+        *data_check_lines(data_checks),
+        "",
+    ]
+    for name, title in (
+        ("forecast_errors", "Held-out forecast errors"),
+        (
+            "table08_final_checkpoint",
+            "Held-out sizes at their final checkpoint: observed, forecast, 95% interval (paper Table 8)",
+        ),
+        ("exponents", "Fitted exponents"),
+        ("equal_compute", "Equal-compute comparison"),
+    ):
+        table = laws_dir / "tables" / f"{name}.md"
+        parts += [f"## {title}", "", table.read_text() if table.exists() else "(not available)", ""]
+    return "\n".join(parts)

@@ -1,0 +1,57 @@
+"""Stage: train one run and export its checkpoints (resumes after a kill).
+
+    python -m rerank_scaling.training.train --run L2__listwise__full__s13 --config-json JSON \
+        --pointwise P.parquet --groups G.parquet --corpus corpus.jsonl \
+        --checkpoints DIR --work DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from rerank_scaling.data.collection import iter_corpus
+from rerank_scaling.grid import RunSpec
+from rerank_scaling.settings import parse_json_arg, settings_from_dict
+from rerank_scaling.training.trainer import TrainingStopped, TrainSettings, train_run
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--run", required=True)
+    parser.add_argument("--model", required=True, help="JSON of the run's models[] entry")
+    parser.add_argument("--training", required=True, help="JSON of the config's training section")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--pointwise", required=True)
+    parser.add_argument("--groups", required=True)
+    parser.add_argument(
+        "--corpus", required=True, help="corpus.jsonl (tokenizer training for scratch models)"
+    )
+    parser.add_argument("--checkpoints", required=True)
+    parser.add_argument("--work", required=True)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    spec = RunSpec.parse(args.run)
+    model = parse_json_arg(args.model)
+    settings = settings_from_dict(TrainSettings, parse_json_arg(args.training), "training")
+    texts = [text for _, text in iter_corpus(args.corpus)] if model["family"] == "scratch" else None
+    try:
+        train_run(
+            model,
+            spec.objective,
+            spec.attention,
+            spec.seed,
+            settings,
+            args.pointwise,
+            args.groups,
+            args.checkpoints,
+            args.work,
+            device=args.device,
+            corpus_texts=texts,
+        )
+    except TrainingStopped as stopped:
+        raise SystemExit(f"{stopped}") from stopped
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,338 @@
+"""Train one cross-encoder run (size x objective x attention x seed) with checkpoints across the epoch.
+
+Objectives (sentence-transformers cross-encoder losses):
+
+* ``pointwise``: ``BinaryCrossEntropyLoss`` on (q, d, label) pairs;
+* ``pairwise``: ``RankNetLoss`` (Burges et al. 2005) on groups of 1 positive + n BM25 negatives;
+* ``listwise``: ``ListNetLoss`` (Cao et al. 2007) on the same groups. ListNet's target is
+  softmax(labels), so 0/1 labels give a soft target; labels are multiplied by
+  ``listnet_label_scale`` to make the target nearly one-hot.
+
+Checkpoints: at K steps (:func:`schedule.checkpoint_steps`) the model is exported to
+``<checkpoints>/ckpt-XX/`` (safetensors, loadable by ``CrossEncoder(path)``) with a
+``checkpoint.json`` sidecar written last (step, examples, tokens, FLOPs ~= 6*N*tokens, wall time,
+loss). The trainer's own state (optimizer, scheduler, RNG) is kept only for the latest step, and a
+copy of every exported checkpoint is kept, both in ``<work>`` (:mod:`.checkpoint_store`), so a job
+killed at any moment and re-run with the same arguments resumes from its latest state, re-publishes
+the checkpoints Snakemake removed, and ends with the same checkpoint steps and bit-identical
+tensors as an uninterrupted run. SIGTERM (SLURM's notice before a time-limit kill or a preemption)
+saves the state at the end of the current step, then the job exits non-zero, so a retry loses at
+most one step.
+
+Points of the fault-injection hook (``RERANK_SCALING_FAULT=<point>:<k>[:kill|term|hold]``, tests
+only; :func:`.checkpoint_store.fault_point`): ``state:k`` trainer state of checkpoint k written but
+not marked complete; ``export:k`` inside the export of checkpoint k; ``exported:k`` exported, state
+not marked complete; ``completed:k`` state complete, checkpoint not yet published; ``published:k``
+between checkpoints k and k+1; ``step:s`` the end of optimizer step s.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rerank_scaling.training.checkpoint_store import (
+    PROGRESS,
+    SIDECAR,
+    RunStore,
+    checkpoint_name,
+    fault_point,
+    file_digest,
+)
+from rerank_scaling.training.models import ModelStats, build_cross_encoder, model_stats
+from rerank_scaling.training.schedule import checkpoint_steps
+
+log = logging.getLogger(__name__)
+
+OBJECTIVES = ("pointwise", "pairwise", "listwise")
+# Settings that change what is trained; the others (threads, memory, time limit) may change between
+# attempts without discarding the saved state.
+RESOURCE_SETTINGS = ("threads", "mem_mb", "runtime")
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """Config ``training`` (the grid keys are read by the workflow, not here)."""
+
+    objectives: tuple[str, ...] = OBJECTIVES
+    attention: tuple[str, ...] = ("full",)
+    seeds: tuple[int, ...] = (13,)
+    extra_seeds: Any = None
+    lr: float = 2e-5
+    warmup_ratio: float = 0.1
+    weight_decay: float = 0.01
+    max_length: int = 256
+    epochs: float = 1.0
+    max_steps: int | None = None
+    freeze_embeddings: bool = False
+    pointwise_batch_size: int = 128
+    group_queries_per_batch: int = 16
+    listnet_label_scale: float = 10.0
+    checkpoints: int = 15
+    checkpoint_spacing: str = "geometric"
+    threads: int | None = None
+    mem_mb: int | None = None
+    runtime: int | None = None
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` -> ``cuda`` when a GPU is visible, else ``cpu``."""
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("config 'device' is cuda but no GPU is visible; use device: auto or cpu")
+    return device
+
+
+def load_examples(objective: str, pointwise: str, groups: str, label_scale: float) -> Any:
+    """The training dataset of an objective as a ``datasets.Dataset`` in the loss's column order."""
+    from datasets import Dataset
+
+    if objective == "pointwise":
+        frame = pd.read_parquet(pointwise)[["query", "document", "label"]]
+    elif objective in ("pairwise", "listwise"):
+        frame = pd.read_parquet(groups)[["query", "documents", "labels"]]
+        if objective == "listwise":
+            frame["labels"] = [[label * label_scale for label in labels] for labels in frame["labels"]]
+    else:
+        raise ValueError(f"training.objectives: unknown objective {objective!r}")
+    if frame.empty:
+        raise ValueError(f"no training examples for {objective}: check the examples settings")
+    return Dataset.from_pandas(frame, preserve_index=False)
+
+
+class TokenCountingLoss:
+    """Wraps a sentence-transformers loss and counts the non-padding tokens it is fed."""
+
+    def __new__(cls, loss: Any, tokenizer: Any, max_length: int) -> Any:
+        import torch
+
+        class _Counting(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.inner = loss
+                self.model = loss.model
+                self.tokens = 0
+                self.examples = 0
+
+            def forward(self, inputs: list[Any], labels: Any) -> Any:
+                queries, docs = inputs[0], inputs[1]
+                pairs = (
+                    [(q, d) for q, ds in zip(queries, docs, strict=True) for d in ds]
+                    if docs and isinstance(docs[0], list)
+                    else list(zip(queries, docs, strict=True))
+                )
+                lengths = tokenizer(pairs, truncation=True, max_length=max_length)["input_ids"]
+                self.tokens += sum(len(ids) for ids in lengths)
+                self.examples += len(pairs)
+                return self.inner(inputs, labels)
+
+        return _Counting()
+
+
+def make_loss(objective: str, model: Any) -> Any:
+    from sentence_transformers.cross_encoder import losses
+
+    if objective == "pointwise":
+        return losses.BinaryCrossEntropyLoss(model)
+    if objective == "pairwise":
+        return losses.RankNetLoss(model)
+    return losses.ListNetLoss(model)
+
+
+class TrainingStopped(RuntimeError):
+    """Training stopped early on request (SIGTERM); the state is saved for a resume."""
+
+
+class StopRequest:
+    """Set by SIGTERM: save the trainer state at the end of the current step, then stop."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        log.warning("SIGTERM: saving the trainer state after this step, then exiting to be resumed")
+        self.requested = True
+
+
+def run_fingerprint(
+    spec: dict[str, Any], run: str, settings: TrainSettings, device: str, data: list[str]
+) -> dict[str, Any]:
+    """What a saved trainer state belongs to: the run, model, settings and a digest of its examples."""
+    trained = {k: v for k, v in dataclasses.asdict(settings).items() if k not in RESOURCE_SETTINGS}
+    return {
+        "run": run,
+        "model": spec,
+        "training": json.loads(json.dumps(trained, default=list)),
+        "device": device,
+        "examples_sha256": file_digest(data),
+    }
+
+
+def train_run(
+    spec: dict[str, Any],
+    objective: str,
+    attention: str,
+    seed: int,
+    settings: TrainSettings,
+    pointwise: str,
+    groups: str,
+    checkpoints_dir: str | os.PathLike[str],
+    work_dir: str | os.PathLike[str],
+    device: str = "auto",
+    corpus_texts: list[str] | None = None,
+) -> list[dict[str, Any]]:
+    """Train one run and export its checkpoints; returns their sidecars. Resumes if interrupted."""
+    import torch
+    from sentence_transformers.cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments
+    from transformers import TrainerCallback
+
+    device = resolve_device(device)
+    if settings.threads:
+        torch.set_num_threads(settings.threads)
+    run = f"{spec['name']}__{objective}__{attention}__s{seed}"
+    store = RunStore(Path(work_dir), Path(checkpoints_dir))
+    store.prepare(run_fingerprint(spec, run, settings, device, [pointwise, groups]))
+
+    model = build_cross_encoder(spec, settings.max_length, seed, corpus_texts, store.work)
+    if attention != "full":
+        from rerank_scaling.training.sparse_encoder import apply_window_attention, attention_variant_from_name
+
+        apply_window_attention(model.model, attention_variant_from_name(attention))
+    if settings.freeze_embeddings:
+        model.model.get_input_embeddings().weight.requires_grad_(False)
+    stats: ModelStats = model_stats(model.model)
+
+    dataset = load_examples(objective, pointwise, groups, settings.listnet_label_scale)
+    batch = settings.pointwise_batch_size if objective == "pointwise" else settings.group_queries_per_batch
+    steps_per_epoch = math.ceil(len(dataset) / batch)
+    total = settings.max_steps or max(1, math.ceil(steps_per_epoch * settings.epochs))
+    save_at = checkpoint_steps(total, settings.checkpoints, settings.checkpoint_spacing)
+    if len(save_at) != settings.checkpoints:
+        raise ValueError(
+            f"training.checkpoints: {settings.checkpoints} checkpoints need at least as many optimizer "
+            f"steps, but {run} has {total} ({len(dataset)} {objective} rows / batch {batch}); lower "
+            "training.checkpoints, raise training.max_steps or epochs, or add examples"
+        )
+    indices = range(1, len(save_at) + 1)
+    log.info(
+        "%s: %d rows, batch %d, %d steps, checkpoints at %s, %s",
+        run,
+        len(dataset),
+        batch,
+        total,
+        save_at,
+        stats,
+    )
+
+    loss = TokenCountingLoss(make_loss(objective, model), model.tokenizer, settings.max_length)
+    resume_from = store.latest_state()
+    clock = {"start": time.perf_counter(), "offset": 0.0, "loss": float("nan")}
+    if resume_from is not None:
+        previous = json.loads((resume_from / PROGRESS).read_text())
+        loss.tokens, loss.examples, clock["offset"] = (
+            previous["tokens"],
+            previous["examples"],
+            previous["wall_s"],
+        )
+        log.info("resuming from %s (step %d)", resume_from, previous["step"])
+    store.republish_missing(indices)
+
+    stop = StopRequest()
+
+    class CheckpointCallback(TrainerCallback):
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+            fault_point("step", state.global_step)
+            control.should_save = state.global_step in save_at or stop.requested
+            if stop.requested:
+                control.should_training_stop = True
+            return control
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
+            if logs and "loss" in logs:
+                clock["loss"] = float(logs["loss"])
+
+        def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            step = state.global_step
+            saved = store.trainer_dir / f"checkpoint-{step}"
+            index = save_at.index(step) + 1 if step in save_at else None
+            progress = {
+                "run": run,
+                "model": spec["name"],
+                "family": spec["family"],
+                "role": spec["role"],
+                "objective": objective,
+                "attention": attention,
+                "seed": seed,
+                "checkpoint": index,
+                "step": step,
+                "total_steps": total,
+                "examples": loss.examples,
+                "tokens": loss.tokens,
+                "flops": 6.0 * stats.non_embedding_params * loss.tokens,
+                "wall_s": clock["offset"] + time.perf_counter() - clock["start"],
+                "loss": clock["loss"],
+                "device": device,
+                **stats.as_dict(),
+            }
+            if index is None:  # a state saved on SIGTERM between checkpoints
+                store.complete_state(saved, progress)
+                return
+            # The order keeps every kill recoverable (see checkpoint_store's invariants).
+            fault_point("state", index)
+            store.export(saved, index, progress)
+            fault_point("exported", index)
+            store.complete_state(saved, progress)
+            fault_point("completed", index)
+            store.publish(index)
+            log.info("checkpoint %d/%d at step %d (loss %.4f)", index, len(save_at), step, clock["loss"])
+            fault_point("published", index, released=lambda: stop.requested)
+
+    use_bf16 = device == "cuda" and torch.cuda.is_bf16_supported()
+    args = CrossEncoderTrainingArguments(
+        output_dir=str(store.trainer_dir),
+        num_train_epochs=settings.epochs,
+        max_steps=total,
+        per_device_train_batch_size=batch,
+        learning_rate=settings.lr,
+        warmup_ratio=settings.warmup_ratio,
+        weight_decay=settings.weight_decay,
+        seed=seed,
+        data_seed=seed,
+        save_strategy="steps",
+        save_steps=10**9,
+        save_total_limit=None,  # the store removes old states, only once a newer one is complete
+        logging_steps=max(1, min(save_at[0], 10)),
+        report_to="none",
+        use_cpu=device == "cpu",
+        bf16=use_bf16,
+        dataloader_drop_last=False,
+        disable_tqdm=False,
+    )
+    trainer = CrossEncoderTrainer(
+        model=model, args=args, train_dataset=dataset, loss=loss, callbacks=[CheckpointCallback()]
+    )
+    previous_handler = signal.signal(signal.SIGTERM, stop)
+    try:
+        trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+    finally:
+        signal.signal(signal.SIGTERM, previous_handler)
+    if stop.requested and trainer.state.global_step < total:
+        raise TrainingStopped(
+            f"{run}: stopped by SIGTERM at step {trainer.state.global_step} of {total}; its state is saved "
+            f"in {store.trainer_dir}, and re-running the job resumes from it"
+        )
+    store.republish_missing(indices)
+    return [json.loads((store.checkpoints / checkpoint_name(k) / SIDECAR).read_text()) for k in indices]

@@ -1,0 +1,158 @@
+"""The code inputs of each stage, derived from the imports: what they hold and what they leave out.
+
+tests/test_workflow.py checks the same on Snakemake's own plan of the real DAG (slow); these check
+the derivation itself, on the library and on a small made-up package.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+from rerank_scaling.stage_code import stage_code
+
+SOURCE = REPO / "src"
+
+
+def code(entry: str) -> set[str]:
+    """The stage's code as paths inside the package."""
+    return {
+        Path(path).relative_to(SOURCE / "rerank_scaling").as_posix() for path in stage_code(entry, SOURCE)
+    }
+
+
+def rule_blocks() -> list[str]:
+    """Every rule (and `use rule`) of the rule files, as text."""
+    blocks = []
+    for path in sorted((REPO / "rules").glob("*.smk")):
+        blocks += re.split(r"\n(?=(?:use )?rule )", path.read_text())
+    return blocks
+
+
+def test_training_code_holds_the_sparse_encoder_and_the_extension():
+    """Imported inside functions (windowed runs only), they still count: editing them re-runs training."""
+    assert {
+        "training/train.py",
+        "training/trainer.py",
+        "training/checkpoint_store.py",
+        "training/models.py",
+        "training/schedule.py",
+        "training/sparse_encoder.py",
+        "training/window_attention.py",
+        "hub.py",
+        "atomic.py",
+    } <= code("training.train")
+
+
+def test_a_report_only_module_is_code_of_the_report_alone():
+    only_report = {"report/scaling_evidence.py", "report/write_report.py"}
+    assert only_report <= code("report.write_report")
+    others = (
+        "training.train",
+        "evaluation.evaluate",
+        "evaluation.merge_metrics",
+        "laws.fit_laws",
+        "planning.plan",
+    )
+    for entry in others:
+        assert not only_report & code(entry), entry
+
+
+def test_the_parse_time_checks_do_not_make_the_examples_job_depend_on_evaluation():
+    """config_checks (shared) imports every family inside its check functions; those do not count."""
+    examples = code("data.build_examples")
+    assert "config_checks.py" in examples
+    assert not {
+        path for path in examples if path.startswith(("evaluation/", "laws/", "report/", "planning/"))
+    }
+
+
+def test_stages_of_one_family_have_their_own_code():
+    """Editing the merge re-runs no evaluation job, and the reverse."""
+    assert "evaluation/checkpoints.py" not in code("evaluation.merge_metrics")
+    assert "evaluation/merge_metrics.py" not in code("evaluation.evaluate")
+    assert "data/bm25.py" not in code("data.prepare_data")
+
+
+def test_figures_drawn_by_other_stages_are_their_code():
+    assert "report/figures.py" in code("laws.fit_laws")  # calibration figure, imported where drawn
+    plotted_and_costed = {"report/figures.py", "planning/costs.py", "training/models.py", "laws/forms.py"}
+    assert plotted_and_costed <= code("planning.plan")
+
+
+def test_every_rule_lists_the_code_of_the_module_its_shell_runs():
+    called = {}
+    for block in rule_blocks():
+        entries = re.findall(r'stage_code\("([\w.]+)"\)', block)
+        modules = re.findall(r"python -m rerank_scaling\.([\w.]+)", block)
+        if modules:
+            assert entries == modules[:1], block[:200]
+            called[modules[0]] = block
+    assert len(called) == 10
+    for entry in called:
+        files = stage_code(entry, SOURCE)
+        assert str(SOURCE / "rerank_scaling" / f"{entry.replace('.', '/')}.py") in files
+        assert all(Path(path).is_file() for path in files)
+
+
+def test_package_inits_hold_only_a_docstring():
+    """They are left out of the stage code, so they must not hold code (the version aside)."""
+    for path in sorted((SOURCE / "rerank_scaling").rglob("__init__.py")):
+        body = ast.parse(path.read_text()).body
+        assert isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant), path
+        version = [
+            node for node in body[1:] if isinstance(node, ast.Assign) and node.targets[0].id == "__version__"
+        ]
+        assert len(body) == 1 + len(version), (
+            f"{path}: code in a package __init__ would not count as any stage's code"
+        )
+
+
+@pytest.fixture
+def package(tmp_path):
+    """rerank_scaling with a shared module, a family with an entry point, and another family."""
+    files = {
+        "__init__.py": '"""Top."""\n',
+        "shared.py": "def check():\n    from rerank_scaling.other import unused\n",
+        "other/__init__.py": '"""Other."""\n',
+        "other/unused.py": "",
+        "other/helper.py": "",
+        "fam/__init__.py": '"""Family."""\n',
+        "fam/entry.py": (
+            "from rerank_scaling import shared\n"
+            "from rerank_scaling.other import helper as h\n"
+            "from .part import thing\n\n"
+            "def main():\n    from rerank_scaling.fam import optional\n"
+        ),
+        "fam/part.py": "from . import deep\nthing = 1\n",
+        "fam/deep.py": "import rerank_scaling.shared\n",
+        "fam/optional.py": "",
+        "fam/unimported.py": "",
+    }
+    for name, text in files.items():
+        path = tmp_path / "rerank_scaling" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return tmp_path
+
+
+def test_imports_are_followed_relative_nested_and_across_families(package):
+    files = stage_code("fam.entry", package)
+    assert [Path(path).relative_to(package / "rerank_scaling").as_posix() for path in files] == [
+        "fam/deep.py",
+        "fam/entry.py",
+        "fam/optional.py",
+        "fam/part.py",
+        "other/helper.py",
+        "shared.py",
+    ]
+
+
+def test_a_module_that_does_not_exist_fails_at_parse_time(package):
+    (package / "rerank_scaling" / "fam" / "entry.py").write_text("from rerank_scaling.nowhere import x\n")
+    with pytest.raises(FileNotFoundError, match="rerank_scaling.nowhere"):
+        stage_code("fam.entry", package)
