@@ -252,3 +252,17 @@ def test_held_out_check_compares_the_miss_with_the_gap_between_the_two_largest_s
     assert np.allclose(check["se"], 0.03) and not check["se_below_third_of_gap"].any()
     # SE shrinks as 1/sqrt(queries): 100 * (3 * 0.03 / 0.06)^2 = 225 queries make it gap / 3
     assert np.allclose(check["queries_for_third_of_gap"], np.ceil(100 * (3 * 0.03 / gap) ** 2))
+
+
+def test_no_held_out_size_gives_an_empty_check_and_a_summary_line(tmp_path):
+    """A grid without a held-out size writes an empty Table 8; the summary says so instead of failing."""
+    from rerank_scaling.report.held_out_check import held_out_check
+    from rerank_scaling.report.summary import held_out_lines
+
+    metrics = _final_rows({"A": 0.2}, {"A": 1}, queries=10)
+    errors = pd.DataFrame([{"objective": "pointwise", "model": "A", "seed": 1, "split": "dev", "se": 0.01}])
+    assert held_out_check(pd.DataFrame(), metrics, errors, ("model",)).empty
+    (tmp_path / "tables").mkdir()
+    # what law_tables.write_all writes for an empty table
+    pd.DataFrame().to_csv(tmp_path / "tables" / "table08_final_checkpoint.csv", index=False)
+    assert held_out_lines(metrics, tmp_path, errors) == ["(no held-out size)"]

@@ -41,6 +41,8 @@ def held_out_check(
     values and parameter counts); ``standard_errors``: :func:`final_standard_errors` of ``metric``.
     Columns ``miss_within_gap``, ``covered`` and ``se_below_third_of_gap`` are the three checks.
     """
+    if final_checkpoint.empty:
+        return pd.DataFrame()
     table = final_checkpoint[
         (final_checkpoint["metric"] == metric) & final_checkpoint["protocol"].isin(protocols)
     ]

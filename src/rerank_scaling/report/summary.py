@@ -71,11 +71,13 @@ def held_out_lines(metrics: pd.DataFrame, laws_dir: Path, errors: pd.DataFrame) 
     """The held-out size's final checkpoint against the gap between the two largest sizes
     (:mod:`rerank_scaling.report.held_out_check`), for the model law and the joint law planning uses."""
     table = laws_dir / "tables" / "table08_final_checkpoint.csv"
-    if not table.exists() or errors.empty:
+    try:
+        final_checkpoint = pd.read_csv(table)
+    except (FileNotFoundError, pd.errors.EmptyDataError):  # no held-out size: Table 8 is empty
         return ["(no held-out size)"]
     joint = planning_protocol(laws_dir)
     protocols = ("model", joint) if joint else ("model",)
-    check = held_out_check(pd.read_csv(table), metrics, errors, protocols, EVIDENCE_METRIC)
+    check = held_out_check(final_checkpoint, metrics, errors, protocols, EVIDENCE_METRIC)
     if check.empty:
         return ["(no held-out size)"]
     return [
