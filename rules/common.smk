@@ -43,10 +43,12 @@ def section_json(name):
     return json.dumps(config.get(name, {}), sort_keys=True)
 
 
-def evaluation_json():
+def evaluation_json(model_free=False):
     """The evaluation section without `unit`: how the work is cut into jobs changes no result, so
-    switching units re-runs no finished job (Snakemake re-runs a rule when its params change)."""
-    return json.dumps({k: v for k, v in config["evaluation"].items() if k != "unit"}, sort_keys=True)
+    switching units re-runs no finished job (Snakemake re-runs a rule when its params change).
+    ``model_free`` (BM25's evaluation) also drops what only concerns scoring checkpoints."""
+    ignored = {"unit", "precision", "final_only_splits"} if model_free else {"unit"}
+    return json.dumps({k: v for k, v in config["evaluation"].items() if k not in ignored}, sort_keys=True)
 
 
 def run_dir(stage, wildcards):

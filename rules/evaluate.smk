@@ -7,7 +7,7 @@ rule evaluate_bm25:
         metrics=f"{RESULTS}/eval/bm25/metrics.parquet",
         per_query=f"{RESULTS}/eval/bm25/per_query.parquet",
     params:
-        evaluation=evaluation_json(),
+        evaluation=evaluation_json(model_free=True),
         collection=directory_of("input", "qrels", levels=2),
         bm25_dir=directory_of("input", "runs"),
         splits=eval_splits(),

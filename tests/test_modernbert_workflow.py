@@ -116,15 +116,15 @@ def test_per_checkpoint_split_jobs_merge_to_the_same_table_from_the_cache(workfl
 
 def test_final_only_splits_are_evaluated_at_the_last_checkpoint_only(workflow: Path) -> None:
     """evaluation.final_only_splits: per-(checkpoint, split) jobs skip the test split before the
-    last checkpoint (4 runs x (2 dev + 1 test) parts; BM25's evaluation re-runs too, as the
-    evaluation settings changed), and the evaluated table has test at the last checkpoint only."""
+    last checkpoint (4 runs x (2 dev + 1 test) parts; BM25's evaluation does not re-run), and the
+    evaluated table has test at the last checkpoint only."""
     config = yaml.safe_load((workflow / "mb-checkpoint_split.yaml").read_text())
     config["evaluation"]["final_only_splits"] = ["test"]
     config["fitting"]["splits"] = ["dev"]
     (workflow / "mb-final-only.yaml").write_text(yaml.safe_dump(config))
     target = f"{RESULTS}/metrics/all.parquet"
     assert planned_jobs(workflow, "mb-final-only.yaml", target) == Counter(
-        {"evaluate_part": 12, "evaluate_bm25": 1, "merge_metrics": 1}
+        {"evaluate_part": 12, "merge_metrics": 1}
     )
     config["evaluation"]["unit"] = "run"
     (workflow / "mb-final-only-run.yaml").write_text(yaml.safe_dump(config))

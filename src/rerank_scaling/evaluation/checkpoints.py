@@ -178,7 +178,8 @@ def bm25_fields() -> dict[str, Any]:
 
 def _cache_key(sidecar: dict[str, Any], split: str, settings: EvalSettings, max_length: int) -> str:
     # "per_query": the cache holds per-query rows (older caches held means and must not match).
-    relevant = {k: v for k, v in settings.__dict__.items() if k != "unit"}  # job layout, not results
+    # job layout and which checkpoints score a split, not what a score is
+    relevant = {k: v for k, v in settings.__dict__.items() if k not in ("unit", "final_only_splits")}
     blob = json.dumps([sidecar, split, relevant, max_length, "per_query"], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

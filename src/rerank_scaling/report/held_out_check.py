@@ -12,6 +12,8 @@ precise: the standard error over queries of each of the two runs (a query bootst
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
@@ -99,3 +101,24 @@ def _queries_needed(se: float, queries: float, gap: float) -> float:
     if not np.isfinite(se) or gap == 0 or not np.isfinite(queries):
         return np.nan
     return float(np.ceil(queries * (3 * se / abs(gap)) ** 2))
+
+
+def planning_protocol(laws_dir: Path) -> str | None:
+    """The joint protocol planning uses (``fitting.joint_protocol``; column ``planning`` of the fits)."""
+    fits = pd.read_parquet(laws_dir / "fits.parquet", columns=["protocol", "planning"])
+    chosen = fits.loc[fits["planning"].astype(bool), "protocol"].unique()
+    return str(chosen[0]) if len(chosen) else None
+
+
+def run_check(
+    laws_dir: Path, metrics: pd.DataFrame, standard_errors: pd.DataFrame, metric: str = "nDCG@10"
+) -> tuple[pd.DataFrame, str | None]:
+    """(:func:`held_out_check` of the fit stage's Table 8 for the model law and the joint law
+    planning uses, that joint protocol); empty when the grid has no held-out size."""
+    try:
+        final_checkpoint = pd.read_csv(laws_dir / "tables" / "table08_final_checkpoint.csv")
+    except (FileNotFoundError, pd.errors.EmptyDataError):  # no held-out size: Table 8 is empty
+        return pd.DataFrame(), None
+    joint = planning_protocol(laws_dir)
+    protocols = ("model", joint) if joint else ("model",)
+    return held_out_check(final_checkpoint, metrics, standard_errors, protocols, metric), joint

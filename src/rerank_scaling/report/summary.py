@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rerank_scaling.report.held_out_check import held_out_check
+from rerank_scaling.report.held_out_check import run_check
 from rerank_scaling.report.scaling_evidence import final_standard_errors, scaling_evidence
 
 EVIDENCE_METRIC = "nDCG@10"
@@ -60,24 +60,10 @@ def data_check_lines(checks: dict | None) -> list[str]:
     return lines
 
 
-def planning_protocol(laws_dir: Path) -> str | None:
-    """The joint protocol planning uses (``fitting.joint_protocol``; column ``planning`` of the fits)."""
-    fits = pd.read_parquet(laws_dir / "fits.parquet", columns=["protocol", "planning"])
-    chosen = fits.loc[fits["planning"].astype(bool), "protocol"].unique()
-    return str(chosen[0]) if len(chosen) else None
-
-
 def held_out_lines(metrics: pd.DataFrame, laws_dir: Path, errors: pd.DataFrame) -> list[str]:
     """The held-out size's final checkpoint against the gap between the two largest sizes
     (:mod:`rerank_scaling.report.held_out_check`), for the model law and the joint law planning uses."""
-    table = laws_dir / "tables" / "table08_final_checkpoint.csv"
-    try:
-        final_checkpoint = pd.read_csv(table)
-    except (FileNotFoundError, pd.errors.EmptyDataError):  # no held-out size: Table 8 is empty
-        return ["(no held-out size)"]
-    joint = planning_protocol(laws_dir)
-    protocols = ("model", joint) if joint else ("model",)
-    check = held_out_check(final_checkpoint, metrics, errors, protocols, EVIDENCE_METRIC)
+    check, joint = run_check(laws_dir, metrics, errors, EVIDENCE_METRIC)
     if check.empty:
         return ["(no held-out size)"]
     return [
