@@ -140,9 +140,11 @@ RETRAIN = {"train": 8, "evaluate_run": 8, "merge_metrics": 1, "fit_laws": 1, "re
     ("module", "jobs"),
     [
         # imported inside the training run (windowed runs only): still the training stage's code; the
-        # examples job and the BM25 evaluation import the training module (its objectives, its device
-        # choice), and re-run too
-        ("training/sparse_encoder.py", {**RETRAIN, "training_examples": 1, "evaluate_bm25": 1}),
+        # evaluation stage scores windowed checkpoints with it, so the BM25 evaluation re-runs too
+        ("training/sparse_encoder.py", {**RETRAIN, "evaluate_bm25": 1}),
+        # the training loop: training and what follows; the examples job and the BM25 evaluation
+        # share only the objective names and the device choice with it, from the shared modules
+        ("training/trainer.py", RETRAIN),
         # a report-only module: the report alone
         ("report/scaling_evidence.py", {"report_figures": 1}),
         # the metrics: every evaluation job and what follows, no training (the parse-time config

@@ -9,6 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+# The training objectives (Section 3 of the paper): pointwise BCE, pairwise RankNet, listwise ListNet.
+OBJECTIVES = ("pointwise", "pairwise", "listwise")
+
 
 @dataclass(frozen=True)
 class RunSpec:

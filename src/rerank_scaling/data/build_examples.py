@@ -25,8 +25,8 @@ from rerank_scaling.data.training_examples import (
     select_examples,
 )
 from rerank_scaling.data.trec import read_run
+from rerank_scaling.grid import OBJECTIVES
 from rerank_scaling.settings import parse_json_arg, settings_from_dict
-from rerank_scaling.training.trainer import OBJECTIVES
 
 log = logging.getLogger(__name__)
 

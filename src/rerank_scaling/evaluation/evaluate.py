@@ -17,9 +17,9 @@ import logging
 from pathlib import Path
 
 from rerank_scaling.atomic import write_table
+from rerank_scaling.device import resolve_device
 from rerank_scaling.evaluation.checkpoints import EvalSettings, bm25_tables, evaluate_checkpoints, load_split
 from rerank_scaling.settings import parse_json_arg, settings_from_dict
-from rerank_scaling.training.trainer import resolve_device
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     import torch
 
-    from rerank_scaling.training.trainer import resolve_device
+    from rerank_scaling.device import resolve_device
 
     if args.threads:
         torch.set_num_threads(args.threads)

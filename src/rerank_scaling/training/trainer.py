@@ -41,6 +41,8 @@ from typing import Any
 
 import pandas as pd
 
+from rerank_scaling.device import resolve_device
+from rerank_scaling.grid import OBJECTIVES
 from rerank_scaling.training.checkpoint_store import (
     PROGRESS,
     SIDECAR,
@@ -54,7 +56,6 @@ from rerank_scaling.training.schedule import checkpoint_steps
 
 log = logging.getLogger(__name__)
 
-OBJECTIVES = ("pointwise", "pairwise", "listwise")
 # Settings that change what is trained; the others (threads, memory, time limit) may change between
 # attempts without discarding the saved state.
 RESOURCE_SETTINGS = ("threads", "mem_mb", "runtime")
@@ -83,17 +84,6 @@ class TrainSettings:
     threads: int | None = None
     mem_mb: int | None = None
     runtime: int | None = None
-
-
-def resolve_device(device: str) -> str:
-    """``auto`` -> ``cuda`` when a GPU is visible, else ``cpu``."""
-    import torch
-
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("config 'device' is cuda but no GPU is visible; use device: auto or cpu")
-    return device
 
 
 def load_examples(objective: str, pointwise: str, groups: str, label_scale: float) -> Any:
