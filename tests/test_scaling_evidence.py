@@ -253,6 +253,16 @@ def test_held_out_check_compares_the_miss_with_the_gap_between_the_two_largest_s
     # SE shrinks as 1/sqrt(queries): 100 * (3 * 0.03 / 0.06)^2 = 225 queries make it gap / 3
     assert np.allclose(check["queries_for_third_of_gap"], np.ceil(100 * (3 * 0.03 / gap) ** 2))
 
+    # a held-out size that ends below the largest fitted one: no miss, however small, is within the gap
+    below = held_out_check(
+        table8.assign(observed=0.29, forecast=0.295),
+        _final_rows({**values, "C": 0.29}, sizes, queries=100),
+        errors,
+        ("model",),
+    )
+    assert np.isclose(below["gap"].iloc[0], -0.01) and np.isclose(below["miss"].iloc[0], 0.005)
+    assert not below["miss_within_gap"].iloc[0]
+
 
 def test_no_held_out_size_gives_an_empty_check_and_a_summary_line(tmp_path):
     """A grid without a held-out size writes an empty Table 8; the summary says so instead of failing."""

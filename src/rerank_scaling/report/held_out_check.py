@@ -5,8 +5,10 @@ For every (objective, attention, split) with a held-out size, the forecast of it
 (paper Table 8, :func:`rerank_scaling.laws.law_tables.final_checkpoint`) is compared with the yardstick
 a planner cares about: the observed gap between the two largest sizes' final values (the held-out
 size and the largest fitted one). A forecast is useful when it misses by less than that gap, and
-its 95% interval covers the observation. The gap itself is only visible when the final value is
-precise: the standard error over queries of each of the two runs (a query bootstrap,
+its 95% interval covers the observation. The gap is signed: when the held-out size ends at or below
+the largest fitted one, no miss is within it (the law, fitted to sizes that improve, cannot tell that
+step apart), so ``miss_within_gap`` is False whatever the miss. The gap itself is only visible when
+the final value is precise: the standard error over queries of each of the two runs (a query bootstrap,
 :func:`rerank_scaling.report.scaling_evidence.final_standard_errors`) should be below a third of the gap.
 """
 
@@ -86,7 +88,7 @@ def held_out_check(
                 "largest_fitted": below["model"],
                 "largest_fitted_final": below["value"],
                 "gap": gap,
-                "miss_within_gap": bool(miss < abs(gap)),
+                "miss_within_gap": bool(miss < gap),
                 "se": se,
                 "se_below_third_of_gap": bool(np.isfinite(se) and se < abs(gap) / 3),
                 "queries_for_third_of_gap": _queries_needed(se, group["queries"].max(), gap),
