@@ -4,7 +4,7 @@ from pathlib import Path
 
 from rerank_scaling import workflow_time
 from rerank_scaling.config import validate_config
-from rerank_scaling.grid import Grid, RunSpec
+from rerank_scaling.grid import GRID_KEYS, RESOURCE_KEYS, Grid, RunSpec, without
 from rerank_scaling.laws.fit_laws import TABLES as LAW_TABLES
 from rerank_scaling.report.write_report import PER_METRIC as FIGURE_KINDS, slug
 from rerank_scaling.stage_code import stage_code
@@ -38,17 +38,20 @@ def directory_of(kind, key, levels=1):
     return derive
 
 
-def section_json(name):
-    """A config section as JSON, passed to stage entry points as a param (changes re-run the rule)."""
-    return json.dumps(config.get(name, {}), sort_keys=True)
+def section_json(name, *ignored):
+    """A config section as JSON, passed to stage entry points as a param (changes re-run the rule),
+    without the keys of the ``ignored`` groups (e.g. ``RESOURCE_KEYS``)."""
+    section = config.get(name, {})
+    return json.dumps(without(section, *ignored) if ignored else section, sort_keys=True)
 
 
 def evaluation_json(model_free=False):
-    """The evaluation section without `unit`: how the work is cut into jobs changes no result, so
-    switching units re-runs no finished job (Snakemake re-runs a rule when its params change).
+    """The evaluation section without `unit` and the job resources: how the work is cut into jobs
+    and what each job gets change no result, so switching them re-runs no finished job (Snakemake
+    re-runs a rule when its params change; threads reach the job as `--threads {threads}`).
     ``model_free`` (BM25's evaluation) also drops what only concerns scoring checkpoints."""
-    ignored = {"unit", "precision", "final_only_splits"} if model_free else {"unit"}
-    return json.dumps({k: v for k, v in config["evaluation"].items() if k not in ignored}, sort_keys=True)
+    ignored = ("unit", "precision", "final_only_splits") if model_free else ("unit",)
+    return json.dumps(without(config["evaluation"], ignored, RESOURCE_KEYS), sort_keys=True)
 
 
 def run_dir(stage, wildcards):
@@ -189,8 +192,11 @@ def model_json(wildcards):
     return json.dumps(GRID.model(RunSpec.parse(wildcards.run).model), sort_keys=True)
 
 
-def training_json():
-    return section_json("training")
+def run_training_json():
+    """What one training run needs of the training section: not the grid keys (its id says which
+    run it is) nor the job resources, so that adding a seed, an objective or threads re-trains no
+    finished run (Snakemake re-runs a job when its params change)."""
+    return json.dumps(without(config["training"], GRID_KEYS, RESOURCE_KEYS), sort_keys=True)
 
 
 # The training keys that set how many optimizer steps a run has: the examples job checks them

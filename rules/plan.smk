@@ -22,8 +22,8 @@ rule plan:
         planning=section_json("planning"),
         fitting=section_json("fitting"),
         models=section_json("models"),
-        training=training_json(),
-        evaluation=section_json("evaluation"),
+        training=section_json("training", RESOURCE_KEYS),
+        evaluation=section_json("evaluation", RESOURCE_KEYS),
         device=config["device"],
         cache="results/profiles",  # per device, shared by runs; not an output, so re-runs keep it
         out=directory_of("output", "parquet"),

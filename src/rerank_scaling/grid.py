@@ -12,6 +12,21 @@ from typing import Any
 # The training objectives (Section 3 of the paper): pointwise BCE, pairwise RankNet, listwise ListNet.
 OBJECTIVES = ("pointwise", "pairwise", "listwise")
 
+# Keys of the `training` section that say which runs exist, not how one run trains (a run's id
+# carries its objective, attention variant and seed): adding a seed or an objective must not
+# re-train, or discard the saved state of, the runs that were there.
+GRID_KEYS = ("objectives", "attention", "seeds", "extra_seeds")
+
+# Keys of a `training` or `evaluation` section that say how a job runs (threads, memory, time
+# limit), not what it computes: changing them re-runs nothing.
+RESOURCE_KEYS = ("threads", "mem_mb", "runtime")
+
+
+def without(section: dict[str, Any], *keys: tuple[str, ...]) -> dict[str, Any]:
+    """``section`` without the keys of the ``keys`` groups (e.g. :data:`GRID_KEYS`)."""
+    dropped = {key for group in keys for key in group}
+    return {key: value for key, value in section.items() if key not in dropped}
+
 
 @dataclass(frozen=True)
 class RunSpec:

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 
 from rerank_scaling.data.collection import iter_corpus
@@ -22,6 +23,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model", required=True, help="JSON of the run's models[] entry")
     parser.add_argument("--training", required=True, help="JSON of the config's training section")
     parser.add_argument("--device", default="auto")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (the job's; overrides JSON)")
     parser.add_argument("--pointwise", required=True)
     parser.add_argument("--groups", required=True)
     parser.add_argument(
@@ -34,6 +36,8 @@ def main(argv: list[str] | None = None) -> None:
     spec = RunSpec.parse(args.run)
     model = parse_json_arg(args.model)
     settings = settings_from_dict(TrainSettings, parse_json_arg(args.training), "training")
+    if args.threads:
+        settings = dataclasses.replace(settings, threads=args.threads)
     texts = [text for _, text in iter_corpus(args.corpus)] if model["family"] == "scratch" else None
     try:
         train_run(

@@ -42,7 +42,7 @@ from typing import Any
 import pandas as pd
 
 from rerank_scaling.device import resolve_device
-from rerank_scaling.grid import OBJECTIVES
+from rerank_scaling.grid import GRID_KEYS, OBJECTIVES, RESOURCE_KEYS, without
 from rerank_scaling.training.checkpoint_store import (
     PROGRESS,
     SIDECAR,
@@ -55,10 +55,6 @@ from rerank_scaling.training.models import ModelStats, build_cross_encoder, mode
 from rerank_scaling.training.schedule import checkpoint_steps
 
 log = logging.getLogger(__name__)
-
-# Settings that change what is trained; the others (threads, memory, time limit) may change between
-# attempts without discarding the saved state.
-RESOURCE_SETTINGS = ("threads", "mem_mb", "runtime")
 
 
 @dataclass(frozen=True)
@@ -160,8 +156,11 @@ class StopRequest:
 def run_fingerprint(
     spec: dict[str, Any], run: str, settings: TrainSettings, device: str, data: list[str]
 ) -> dict[str, Any]:
-    """What a saved trainer state belongs to: the run, model, settings and a digest of its examples."""
-    trained = {k: v for k, v in dataclasses.asdict(settings).items() if k not in RESOURCE_SETTINGS}
+    """What a saved trainer state belongs to: the run, model, settings and a digest of its examples.
+
+    Only the settings that change what this run trains count: not the grid keys (a seed added to
+    the grid) nor the job's resources, which may change between attempts without discarding it."""
+    trained = without(dataclasses.asdict(settings), GRID_KEYS, RESOURCE_KEYS)
     return {
         "run": run,
         "model": spec,
