@@ -2,14 +2,29 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import yaml
+from snakemake.utils import update_config
 
 from rerank_scaling.config import ConfigError, load_config, validate_config
+
+BENCHMARK_CONFIGS = Path(__file__).resolve().parents[1] / "benchmarks" / "configs"
 
 
 def test_shipped_configs_are_valid(repo):
     assert load_config(repo / "config.yaml")["run_name"] == "default"
     assert load_config(repo / "config.paper.yaml")["dataset"]["source"] == "ir_datasets"
+
+
+@pytest.mark.parametrize("overlay", sorted(BENCHMARK_CONFIGS.glob("*.yaml")), ids=lambda p: p.stem)
+def test_benchmark_overlays_are_valid_on_the_default(repo, overlay):
+    """The measured alternatives to the default (benchmarks/configs) pass every check as Snakemake
+    merges them over config.yaml, and each writes to its own run folder."""
+    config = load_config(repo / "config.yaml")
+    update_config(config, yaml.safe_load(overlay.read_text()))
+    assert validate_config(config)["run_name"] not in ("default", "paper")
 
 
 def _break(config: dict, path: list, value) -> dict:

@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -112,6 +113,24 @@ def test_adding_a_model_size_trains_and_evaluates_only_that_size(workflow):
     )
 
 
+def test_adding_a_seed_trains_only_its_runs_and_resources_rerun_nothing(workflow):
+    """A second seed for L1: its 2 objectives x 2 attention variants, no finished run re-trained.
+    Threads, memory and time limits of training and evaluation change no result: nothing re-runs."""
+    config = yaml.safe_load((workflow / "tiny.yaml").read_text())
+    config["training"]["extra_seeds"] = {"models": ["L1"], "seeds": [14]}
+    seeded = workflow / "tiny-seed.yaml"
+    seeded.write_text(yaml.safe_dump(config))
+    assert planned_jobs(workflow, "--configfile", str(seeded)) == Counter(
+        {"train": 4, "evaluate_run": 4, "merge_metrics": 1, "fit_laws": 1, "report_figures": 1, "plan": 1}
+    )
+    config = yaml.safe_load((workflow / "tiny.yaml").read_text())
+    for section in ("training", "evaluation"):
+        config[section].update(threads=2, mem_mb=1234, runtime=7)
+    resized = workflow / "tiny-resources.yaml"
+    resized.write_text(yaml.safe_dump(config))
+    assert planned_jobs(workflow, "--configfile", str(resized)) == Counter()
+
+
 @contextlib.contextmanager
 def edited(workflow: Path, module: str) -> Iterator[None]:
     """A library module of the workflow copy edited (a comment appended), then restored with its mtime."""
@@ -164,3 +183,36 @@ def test_the_report_is_one_self_contained_page(workflow):
     page = (workflow / "report.html").read_text()
     for name in ("model_scaling__nDCG-10__dev.png", "budget_curves.png", "forecast_errors.csv", "summary.md"):
         assert name in page, name
+
+
+def test_the_readme_block_and_the_pointwise_table_read_a_finished_run(workflow, tmp_path):
+    """scripts/readme_default.py and benchmarks/default_pointwise_steps.py, on the tiny run's files:
+    the held-out size's final dev nDCG@10 they print is the one in the metric table."""
+    results = workflow / "results" / "tiny"
+    metrics = pd.read_parquet(results / "metrics" / "all.parquet")
+    dev = metrics[
+        (metrics["metric"] == "nDCG@10")
+        & (metrics["split"] == "dev")
+        & (metrics["model"] == "L2")
+        & (metrics["objective"] == "pointwise")
+        & (metrics["attention"] == "full")
+    ]
+    held_out_final = f"{dev.loc[dev['step'].idxmax(), 'value']:.3f}"
+
+    readme = tmp_path / "README.md"
+    readme.write_text("before\n<!-- default-results:begin -->\nold\n<!-- default-results:end -->\nafter\n")
+    script = [sys.executable]
+    command = [*script, str(REPO / "scripts" / "readme_default.py"), str(results), str(readme)]
+    result = subprocess.run(command, capture_output=True, text=True, env=workflow_env())
+    assert result.returncode == 0, result.stderr[-3000:]
+    text = readme.read_text()
+    assert text.startswith("before\n") and text.endswith("after\n") and "\nold\n" not in text
+    assert f"| dev | pointwise | joint_code (additive) | L2 {held_out_final} |" in text
+
+    out = tmp_path / "pointwise_steps.md"
+    benchmarks = REPO / "benchmarks"
+    command = [*script, str(benchmarks / "default_pointwise_steps.py"), str(results), "--out", str(out)]
+    result = subprocess.run(command, capture_output=True, text=True, env=workflow_env(), cwd=benchmarks)
+    assert result.returncode == 0, result.stderr[-3000:]
+    row = next(line for line in out.read_text().splitlines() if line.startswith("| tiny "))
+    assert f"L2 {held_out_final}" in row and f"| {int(dev['step'].max())} |" in row
