@@ -47,11 +47,14 @@ def run_row(run_dir: Path) -> dict[str, object]:
     metrics = pd.read_parquet(run_dir / "metrics" / "all.parquet")
     per_query = pd.read_parquet(run_dir / "metrics" / "per_query.parquet")
     check, joint = run_check(run_dir / "laws", metrics, final_standard_errors(metrics, per_query, METRIC))
-    row = check[(check["objective"] == OBJECTIVE) & (check["split"] == SPLIT) & (check["protocol"] == joint)]
-    if row.empty:
+    if not check.empty:
+        wanted = (check["objective"] == OBJECTIVE) & (check["split"] == SPLIT) & (check["protocol"] == joint)
+        check = check[wanted]
+    if check.empty:
         raise SystemExit(f"{run_dir}: no held-out check for {OBJECTIVE} on {SPLIT} (no held-out size?)")
-    r = row.iloc[0]
-    dev, test = _finals(metrics, SPLIT), _finals(metrics, "test")
+    r = check.iloc[0]
+    variant = metrics[metrics["attention"] == r.attention]
+    dev, test = _finals(variant, SPLIT), _finals(variant, "test")
     first_seed = dev.groupby("model")["seed"].transform("min") == dev["seed"]
     cpu = {
         run: float(pd.read_csv(run_dir / "benchmarks" / "train" / f"{run}.tsv", sep="\t")["cpu_time"].iloc[0])

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rerank_scaling.report.held_out_check import run_check
+from rerank_scaling.report.held_out_check import NO_CHECK, run_check
 from rerank_scaling.report.scaling_evidence import final_standard_errors, scaling_evidence
 from rerank_scaling.report.summary import EVIDENCE_METRIC
 
@@ -29,6 +29,11 @@ BEGIN, END = "<!-- default-results:begin -->", "<!-- default-results:end -->"
 
 def _num(value: float) -> str:
     return f"{value:.3f}"
+
+
+def _variant(objective: str, attention: str) -> str:
+    """An objective, with its attention variant when it is not full attention."""
+    return objective if attention == "full" else f"{objective} ({attention})"
 
 
 def evidence_table(metrics: pd.DataFrame, per_query: pd.DataFrame) -> list[str]:
@@ -41,7 +46,8 @@ def evidence_table(metrics: pd.DataFrame, per_query: pd.DataFrame) -> list[str]:
         evidence = scaling_evidence(metrics, per_query, EVIDENCE_METRIC, split)
         for row in evidence.itertuples():
             rows.append(
-                f"| {split} | {row.objective} | {_num(row.training_gain)} ({_num(row.training_gain_se)}) | "
+                f"| {split} | {_variant(row.objective, row.attention)} | "
+                f"{_num(row.training_gain)} ({_num(row.training_gain_se)}) | "
                 f"{_num(row.smallest_final)} | {row.largest} "
                 f"{_num(row.largest_final)} | {_num(row.size_gap)} ({_num(row.size_gap_se)}) | "
                 f"{_num(row.seed_spread)} | {_num(row.bm25)} | {_num(row.largest_minus_bm25)} "
@@ -53,6 +59,8 @@ def evidence_table(metrics: pd.DataFrame, per_query: pd.DataFrame) -> list[str]:
 
 def held_out_table(check: pd.DataFrame) -> list[str]:
     """The held-out size's final checkpoint against the gap between the two largest sizes."""
+    if check.empty:
+        return [NO_CHECK]
     rows = [
         "| split | objective | protocol (law) | held-out final | forecast | 95% interval | covered | miss "
         "| gap to largest fitted | miss < gap | SE (queries) | SE < gap / 3 | queries for SE = gap / 3 "
@@ -61,7 +69,8 @@ def held_out_table(check: pd.DataFrame) -> list[str]:
     ]
     for r in check.sort_values(["split", "objective", "protocol"]).itertuples():
         rows.append(
-            f"| {r.split} | {r.objective} | {r.protocol} ({r.law}) | {r.held_out} {_num(r.observed)} | "
+            f"| {r.split} | {_variant(r.objective, r.attention)} | {r.protocol} ({r.law}) | "
+            f"{r.held_out} {_num(r.observed)} | "
             f"{_num(r.forecast)} | [{_num(r.low)}, {_num(r.high)}] | {_yes(r.covered)} | {_num(r.miss)} | "
             f"{_num(r.gap)} ({r.largest_fitted}) | {_yes(r.miss_within_gap)} | {_num(r.se)} | "
             f"{_yes(r.se_below_third_of_gap)} | {r.queries_for_third_of_gap:.0f} | {r.status} |"
@@ -87,7 +96,7 @@ def precision_cost_line(results: Path, check: pd.DataFrame, metrics: pd.DataFram
     the held-out check asks for."""
     files = [f for f in (results / "benchmarks" / "eval").rglob("*.tsv") if f.stem not in ("bm25", "merge")]
     seconds = sum(float(pd.read_csv(f, sep="\t")["s"].iloc[-1]) for f in files)
-    dev = check[check["split"] == "dev"]
+    dev = check[check["split"] == "dev"] if not check.empty else check
     if dev.empty or not seconds:
         return ""
     queries = int(metrics.loc[(metrics["split"] == "dev") & (metrics["run"] != "bm25"), "queries"].max())
@@ -117,7 +126,10 @@ def workflow_time_line(results: Path) -> str:
 
 
 def calibration_line(tables: Path) -> str:
-    calibration = pd.read_csv(tables / "calibration.csv")
+    try:
+        calibration = pd.read_csv(tables / "calibration.csv")
+    except pd.errors.EmptyDataError:  # too few sizes for a backtest: the fit stage writes an empty table
+        return "Backtest coverage (`laws/tables/calibration.csv`): no backtests (too few fitted sizes)."
     at95 = calibration[calibration["nominal"] == 0.95]
     parts = [
         f"{row.protocol} ({row.law}): {row.empirical:.2f} of {row.n_points} held-out points "

@@ -21,6 +21,12 @@ import pandas as pd
 
 KEYS = ["objective", "attention", "metric", "split"]
 
+# What summary.md and the README say when there is nothing to check.
+NO_CHECK = (
+    "(no forecast of a held-out size: the grid has no held-out size, or no law fitted to the other "
+    "sizes forecast it; see laws/tables/table08_final_checkpoint.csv and laws/fits.parquet)"
+)
+
 
 def _largest_fitted(finals: pd.DataFrame, held_out: str) -> pd.Series | None:
     """The final row of the largest size below ``held_out`` (seeds averaged), or None."""

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rerank_scaling.report.held_out_check import run_check
+from rerank_scaling.report.held_out_check import NO_CHECK, run_check
 from rerank_scaling.report.scaling_evidence import final_standard_errors, scaling_evidence
 
 EVIDENCE_METRIC = "nDCG@10"
@@ -65,7 +65,7 @@ def held_out_lines(metrics: pd.DataFrame, laws_dir: Path, errors: pd.DataFrame) 
     (:mod:`rerank_scaling.report.held_out_check`), for the model law and the joint law planning uses."""
     check, joint = run_check(laws_dir, metrics, errors, EVIDENCE_METRIC)
     if check.empty:
-        return ["(no held-out size)"]
+        return [NO_CHECK]
     return [
         f"Recommended: `{joint}` (fitting.joint_protocol, the law planning uses); the model law for "
         "comparison. miss = |forecast - observed|; gap = held-out final - largest fitted final; se: "
