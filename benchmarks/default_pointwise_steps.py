@@ -1,16 +1,18 @@
-"""How many pointwise steps the embedded default needs for the held-out size to pass the largest
-fitted one, and what they cost: a table over finished runs of the default's pointwise grid.
+"""Pointwise levers of the embedded default: does the held-out size pass the largest fitted one,
+is its forecast within that gap, and what does it cost? A table over finished runs.
 
 Each run is the default with one overlay from ``benchmarks/configs/`` (pointwise objective only;
-more negatives per query = more steps in the one epoch; or a second seed for the two largest sizes):
+more negatives per query = more steps in the one epoch, a smaller batch = more steps on the same
+pairs, a lower learning rate; a second seed for L1, L4 and L6), run first, then tabulated:
 
     snakemake --cores 2 --configfile benchmarks/configs/pointwise_negatives_4.yaml
-    python benchmarks/default_pointwise_steps.py results/exp-pw-seeds results/exp-pw-neg3 \\
-        results/exp-pw-neg4 --out benchmarks/results/default_pointwise_steps.md
+    python benchmarks/default_pointwise_steps.py benchmarks/configs/pointwise_*.yaml \\
+        --out benchmarks/results/default_pointwise_steps.md
 
-Per run it reads ``metrics/all.parquet`` and ``metrics/per_query.parquet`` (final dev nDCG@10 and
-its standard error over queries), ``laws/`` (the held-out check of summary.md, the same function)
-and Snakemake's ``benchmarks/train/<run>.tsv`` (training CPU time of the first seed's pointwise runs).
+Per overlay it reads the run folder ``results/<run_name>`` (``--results``): ``metrics/all.parquet``
+and ``metrics/per_query.parquet`` (final dev nDCG@10 and its standard error over queries),
+``laws/`` (the held-out check of summary.md, the same function) and Snakemake's
+``benchmarks/train/<run>.tsv`` (training CPU time of the first seed's pointwise runs).
 """
 
 from __future__ import annotations
@@ -21,12 +23,14 @@ import platform
 from pathlib import Path
 
 import pandas as pd
+import yaml
 from benchmark_output import emit
 
 from rerank_scaling.report.held_out_check import run_check
 from rerank_scaling.report.scaling_evidence import final_standard_errors
 
 OBJECTIVE, SPLIT, METRIC = "pointwise", "dev", "nDCG@10"
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _finals(metrics: pd.DataFrame, split: str) -> pd.DataFrame:
@@ -42,8 +46,22 @@ def _by_seed(finals: pd.DataFrame, model: str) -> str:
     return " / ".join(f"{v:.3f}" for v in values["value"])
 
 
-def run_row(run_dir: Path) -> dict[str, object]:
-    """One table row: steps, the two largest sizes' finals per seed, the joint law's held-out check."""
+def levers(overlay: dict) -> str:
+    """The overlay's pointwise levers, as written in it."""
+    examples, training = overlay.get("examples", {}), overlay.get("training", {})
+    parts = [
+        f"negatives {examples['pointwise_negatives']}" if "pointwise_negatives" in examples else "",
+        f"batch {training['pointwise_batch_size']}" if "pointwise_batch_size" in training else "",
+        f"lr {training['lr']:g}" if "lr" in training else "",
+    ]
+    return ", ".join(part for part in parts if part)
+
+
+def run_row(overlay_path: Path, results: Path) -> dict[str, object]:
+    """One table row: the overlay's levers and steps, the two largest sizes' finals per seed, the
+    joint law's held-out check, and the training CPU time."""
+    overlay = yaml.safe_load(overlay_path.read_text())
+    run_dir = results / overlay["run_name"]
     metrics = pd.read_parquet(run_dir / "metrics" / "all.parquet")
     per_query = pd.read_parquet(run_dir / "metrics" / "per_query.parquet")
     check, joint = run_check(run_dir / "laws", metrics, final_standard_errors(metrics, per_query, METRIC))
@@ -61,7 +79,8 @@ def run_row(run_dir: Path) -> dict[str, object]:
         for run in dev.loc[first_seed, "run"]
     }
     return {
-        "run": run_dir.name,
+        "overlay": overlay_path.stem,
+        "levers": levers(overlay),
         "steps": int(dev["step"].max()),
         "pairs": int(dev["examples"].max()),
         "largest fitted": f"{r.largest_fitted} {_by_seed(dev, r.largest_fitted)}",
@@ -80,17 +99,19 @@ def run_row(run_dir: Path) -> dict[str, object]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("runs", nargs="+", type=Path, help="finished run folders (results/<run_name>)")
+    parser.add_argument("overlays", nargs="+", type=Path, help="benchmarks/configs/*.yaml, each run already")
+    parser.add_argument("--results", type=Path, default=REPO / "results", help="where run folders are")
     parser.add_argument("--out", help="also write the Markdown report here")
     args = parser.parse_args()
-    table = pd.DataFrame([run_row(run) for run in args.runs])
+    table = pd.DataFrame([run_row(overlay, args.results) for overlay in args.overlays])
     load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
     text = "\n".join(
         [
-            f"# Pointwise steps in the embedded default: held-out {SPLIT} {METRIC} at the final checkpoint",
+            f"# Pointwise levers of the embedded default: held-out {SPLIT} {METRIC} at the final checkpoint",
             "",
             f"Machine: {platform.machine()}, {os.cpu_count()} CPUs; load average when tabulated {load} "
-            "(the CPU times come from each run's Snakemake benchmark files, two 1-thread jobs side by side).",
+            "(the CPU times come from each run's Snakemake benchmark files, two 1-thread jobs side by side; "
+            "some runs shared the machine with test runs, so their CPU times carry that load).",
             "Values per seed (`a / b`); gap = held-out mean - largest fitted mean (miss < gap needs a "
             "positive gap); SE: the larger of the two sizes' standard errors over queries.",
             "",

@@ -209,8 +209,12 @@ def test_the_readme_block_and_the_pointwise_table_read_a_finished_run(workflow, 
         assert text.startswith("before\n") and text.endswith("after\n") and "\nold\n" not in text
         return text
 
+    overlay = tmp_path / "pointwise_tiny.yaml"
+    overlay.write_text("run_name: tiny\ntraining: {lr: 1.0e-4}\n")
+
     def pointwise_table() -> subprocess.CompletedProcess:
-        command = [sys.executable, str(benchmarks / "default_pointwise_steps.py"), str(results)]
+        script = str(benchmarks / "default_pointwise_steps.py")
+        command = [sys.executable, script, str(overlay), "--results", str(tmp_path)]
         return subprocess.run(command, capture_output=True, text=True, env=workflow_env(), cwd=benchmarks)
 
     assert NO_CHECK in readme_block()
@@ -238,7 +242,13 @@ def test_the_readme_block_and_the_pointwise_table_read_a_finished_run(workflow, 
     assert f"| dev | pointwise | joint_code (additive) | {observed} | {forecast} |" in readme_block()
     result = pointwise_table()
     assert result.returncode == 0, result.stderr[-3000:]
-    cells = next(line for line in result.stdout.splitlines() if line.startswith("| tiny ")).split("|")
-    # run, steps, pairs, largest fitted (per seed), held out (per seed): full attention only
-    assert [cell.strip() for cell in cells[1:3]] == ["tiny", str(int(dev["step"].max()))]
-    assert cells[5].strip() == observed
+    cells = next(line for line in result.stdout.splitlines() if line.startswith("| pointwise_tiny ")).split(
+        "|"
+    )
+    # overlay, levers, steps, pairs, largest fitted (per seed), held out (per seed): full attention only
+    assert [cell.strip() for cell in cells[1:4]] == [
+        "pointwise_tiny",
+        "lr 0.0001",
+        str(int(dev["step"].max())),
+    ]
+    assert cells[6].strip() == observed
