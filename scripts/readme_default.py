@@ -106,8 +106,9 @@ def precision_cost_line(results: Path, check: pd.DataFrame, metrics: pd.DataFram
         f"What the precision target costs: with the observed gaps, SE < gap / 3 on dev would take "
         f"{needed.min():.0f}-{needed.max():.0f} dev queries instead of {queries} (column above). "
         f"Evaluation time grows with the queries: this run's checkpoint evaluation took "
-        f"{seconds / 60:.1f} CPU-min (`benchmarks/eval/*.tsv`), so even the smallest of those needs "
-        f"about {seconds * scale / 60:.0f} CPU-min, {seconds * scale / 3600 / 2:.1f} hours on 2 cores."
+        f"{seconds / 60:.1f} min of single-thread jobs (`benchmarks/eval/*.tsv`), so even the smallest "
+        f"of those needs about {seconds * scale / 60:.0f} such minutes, {seconds * scale / 3600 / 2:.1f} "
+        "hours on 2 cores."
     )
 
 
