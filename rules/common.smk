@@ -194,8 +194,9 @@ def model_json(wildcards):
 
 def run_training_json():
     """What one training run needs of the training section: not the grid keys (its id says which
-    run it is) nor the job resources, so that adding a seed, an objective or threads re-trains no
-    finished run (Snakemake re-runs a job when its params change)."""
+    run it is) nor the job resources, so that adding a seed or changing threads re-trains no
+    finished run (Snakemake re-runs a job when its params change). A new objective still does,
+    through the examples job (STEP_KEYS below)."""
     return json.dumps(without(config["training"], GRID_KEYS, RESOURCE_KEYS), sort_keys=True)
 
 

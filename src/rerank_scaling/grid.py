@@ -13,8 +13,8 @@ from typing import Any
 OBJECTIVES = ("pointwise", "pairwise", "listwise")
 
 # Keys of the `training` section that say which runs exist, not how one run trains (a run's id
-# carries its objective, attention variant and seed): adding a seed or an objective must not
-# re-train, or discard the saved state of, the runs that were there.
+# carries its objective, attention variant and seed): adding a seed must not re-train, or discard
+# the saved state of, the runs that were there.
 GRID_KEYS = ("objectives", "attention", "seeds", "extra_seeds")
 
 # Keys of a `training` or `evaluation` section that say how a job runs (threads, memory, time
