@@ -27,7 +27,8 @@ import yaml
 from benchmark_output import emit
 
 from rerank_scaling.report.held_out_check import run_check
-from rerank_scaling.report.scaling_evidence import final_standard_errors
+from rerank_scaling.report.scaling_evidence import final_rows, final_standard_errors
+from rerank_scaling.workflow_time import job_times
 
 OBJECTIVE, SPLIT, METRIC = "pointwise", "dev", "nDCG@10"
 REPO = Path(__file__).resolve().parents[1]
@@ -35,10 +36,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _finals(metrics: pd.DataFrame, split: str) -> pd.DataFrame:
     """Final nDCG@10 of every pointwise run on ``split``: model, seed, step, examples, value."""
-    rows = metrics[
-        (metrics["metric"] == METRIC) & (metrics["objective"] == OBJECTIVE) & (metrics["split"] == split)
-    ]
-    return rows[rows["step"] == rows.groupby("run")["step"].transform("max")]
+    return final_rows(
+        metrics[
+            (metrics["metric"] == METRIC) & (metrics["objective"] == OBJECTIVE) & (metrics["split"] == split)
+        ]
+    )
 
 
 def _by_seed(finals: pd.DataFrame, model: str) -> str:
@@ -74,10 +76,8 @@ def run_row(overlay_path: Path, results: Path) -> dict[str, object]:
     variant = metrics[metrics["attention"] == r.attention]
     dev, test = _finals(variant, SPLIT), _finals(variant, "test")
     first_seed = dev.groupby("model")["seed"].transform("min") == dev["seed"]
-    cpu = {
-        run: float(pd.read_csv(run_dir / "benchmarks" / "train" / f"{run}.tsv", sep="\t")["cpu_time"].iloc[0])
-        for run in dev.loc[first_seed, "run"]
-    }
+    runs = set(dev.loc[first_seed, "run"])
+    cpu = {t.job: t.cpu_s for t in job_times(run_dir) if t.stage == "train" and t.job in runs}
     return {
         "overlay": overlay_path.stem,
         "levers": levers(overlay),
@@ -89,7 +89,7 @@ def run_row(overlay_path: Path, results: Path) -> dict[str, object]:
         "SE": f"{r.se:.3f}",
         f"{joint} forecast [95%]": f"{r.forecast:.3f} [{r.low:.3f}, {r.high:.3f}]",
         "miss": f"{r.miss:.3f}",
-        "miss < gap": "yes" if r.miss < r.gap else "no",
+        "miss < gap": "yes" if r.miss_within_gap else "no",
         "covered": "yes" if r.covered else "no",
         "test: fitted / held out": f"{_by_seed(test, r.largest_fitted)} / {_by_seed(test, r.held_out)}",
         "training CPU-min, one seed per size": f"{sum(cpu.values()) / 60:.1f}",

@@ -53,6 +53,24 @@ def per_query_of(out):
     return pd.read_parquet(out.with_suffix(".per_query.parquet"))
 
 
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, examples):
+    """One tiny run trained once (6 steps, 3 checkpoints); tests copy its checkpoints."""
+    out = tmp_path_factory.mktemp("trained")
+    training = {**TINY_TRAINING, "max_steps": 6, "checkpoints": 3}
+    result = subprocess.run(
+        train_command("L1__pointwise__full__s13", LADDER, training, examples, out),
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return out / "ckpts"
+
+
+def checkpoints_copy(trained, tmp_path):
+    return shutil.copytree(trained, tmp_path / "ckpts")
+
+
 def assert_means_of_the_per_query_rows(table, per_query):
     """The long table's nDCG@10 is the mean of the per-query rows; CE@4_dropped counts their 1s."""
     assert list(per_query.columns) == list(PER_QUERY_COLUMNS)
@@ -65,15 +83,8 @@ def assert_means_of_the_per_query_rows(table, per_query):
     pd.testing.assert_series_equal(dropped.sort_index(), counted.sort_index(), check_names=False)
 
 
-def test_evaluation_scores_every_checkpoint_and_only_new_ones_on_rerun(small_collection, examples, tmp_path):
-    training = {**TINY_TRAINING, "max_steps": 6, "checkpoints": 3}
-    result = subprocess.run(
-        train_command("L1__pointwise__full__s13", LADDER, training, examples, tmp_path),
-        capture_output=True,
-        text=True,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    ckpts, work = tmp_path / "ckpts", tmp_path / "eval-work"
+def test_evaluation_scores_every_checkpoint_and_only_new_ones_on_rerun(small_collection, trained, tmp_path):
+    ckpts, work = checkpoints_copy(trained, tmp_path), tmp_path / "eval-work"
     held_back = tmp_path / "held-back"
     shutil.move(ckpts / "ckpt-03", held_back)
 
@@ -115,17 +126,10 @@ def _scores(trec):
     return pd.Series({(q, d): s for q, docs in run.items() for d, s in docs.items()}).sort_index()
 
 
-def test_final_only_splits_and_bf16_scoring(small_collection, examples, tmp_path):
+def test_final_only_splits_and_bf16_scoring(small_collection, trained, tmp_path):
     """A final-only split is scored at the last checkpoint only; bf16 scoring really runs in bf16 on
     the CPU (its scores differ from fp32's)."""
-    training = {**TINY_TRAINING, "max_steps": 6, "checkpoints": 3}
-    result = subprocess.run(
-        train_command("L1__pointwise__full__s13", LADDER, training, examples, tmp_path),
-        capture_output=True,
-        text=True,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    ckpts = tmp_path / "ckpts"
+    ckpts = checkpoints_copy(trained, tmp_path)
     tables = {}
     for precision in ("fp32", "bf16"):
         tables[precision] = evaluate(

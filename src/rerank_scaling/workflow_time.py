@@ -5,16 +5,20 @@ The clock starts when the Snakefile is parsed (DAG building included) and stops 
 has finished. ``fresh`` says whether the run started without a ``data/`` directory, i.e. whether
 this is the time of the whole DAG or of a partial re-run; ``jobs`` counts the jobs it finished.
 The file keeps the latest run (``last_run``) and the latest fresh one (``last_fresh_run``), so a
-partial re-run does not hide the whole DAG's time.
+partial re-run does not hide the whole DAG's time. :func:`job_times` reads the per-job side:
+Snakemake's benchmark file of every job (``benchmarks/<stage>/...tsv``).
 """
 
 from __future__ import annotations
 
+import csv
 import datetime as dt
 import json
+import math
 import os
 import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from rerank_scaling.atomic import write_text
@@ -55,3 +59,27 @@ def record(
     runs = {"last_run": record, "last_fresh_run": record if record["fresh"] else kept.get("last_fresh_run")}
     write_text(path, json.dumps(runs, indent=2) + "\n")
     return path
+
+
+@dataclass(frozen=True)
+class JobTime:
+    stage: str  # the folder under benchmarks/: train, eval, bm25, ...
+    job: str  # the benchmark file's name: a run id, a part, bm25, merge, ...
+    wall_s: float
+    cpu_s: float  # nan where Snakemake could not measure it
+
+
+def job_times(results: str | os.PathLike[str]) -> list[JobTime]:
+    """Every job's wall and CPU seconds from Snakemake's benchmark files under ``results/benchmarks``
+    (the last repeat of each file)."""
+    root = Path(results) / "benchmarks"
+    times = []
+    for path in sorted(root.rglob("*.tsv")):
+        with path.open(newline="") as handle:
+            last = list(csv.DictReader(handle, delimiter="\t"))[-1]
+        try:
+            cpu = float(last["cpu_time"])
+        except (KeyError, ValueError):
+            cpu = math.nan
+        times.append(JobTime(path.relative_to(root).parts[0], path.stem, float(last["s"]), cpu))
+    return times

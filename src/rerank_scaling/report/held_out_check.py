@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-KEYS = ["objective", "attention", "metric", "split"]
+from rerank_scaling.report.scaling_evidence import final_rows
 
 # What summary.md and the README say when there is nothing to check.
 NO_CHECK = (
@@ -56,8 +56,7 @@ def held_out_check(
     table = final_checkpoint[
         (final_checkpoint["metric"] == metric) & final_checkpoint["protocol"].isin(protocols)
     ]
-    rows = metrics[(metrics["metric"] == metric) & (metrics["role"] != "baseline")]
-    finals = rows[rows["step"] == rows.groupby("run")["step"].transform("max")]
+    finals = final_rows(metrics[(metrics["metric"] == metric) & (metrics["role"] != "baseline")])
     finals = finals.merge(
         standard_errors[["objective", "model", "seed", "split", "se"]],
         on=["objective", "model", "seed", "split"],

@@ -116,7 +116,8 @@ def _terms(rows: pd.DataFrame, weight: float) -> dict[Term, float]:
     return {(r["run"], int(r["checkpoint"])): weight for _, r in rows.iterrows()}
 
 
-def _final(rows: pd.DataFrame) -> pd.DataFrame:
+def final_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """Each run's rows at its final checkpoint (its largest step)."""
     return rows[rows["step"] == rows.groupby("run")["step"].transform("max")]
 
 
@@ -135,10 +136,10 @@ def _evidence_rows(
         first_seed = group[group["seed"] == group.groupby("model")["seed"].transform("min")]
         first_checkpoint = first_seed.groupby("run")["checkpoint"].transform("min")
         start = first_seed[first_seed["checkpoint"] == first_checkpoint]
-        final = _final(first_seed)
+        final = final_rows(first_seed)
         by_size = final.sort_values("non_embedding_params", kind="stable")
         smallest, largest = by_size.iloc[0], by_size.iloc[-1]
-        seeds = _final(group).groupby("model")["value"]
+        seeds = final_rows(group).groupby("model")["value"]
         spread = (seeds.max() - seeds.min())[seeds.count() > 1]
         seed_spread = float(spread.max()) if len(spread) else np.nan
         # Training gain: mean over sizes of (final - first), each size one run.
@@ -214,8 +215,7 @@ def final_standard_errors(
     metrics: pd.DataFrame, per_query: pd.DataFrame | None, metric: str = "nDCG@10", resamples: int = 1000
 ) -> pd.DataFrame:
     """Every run's final-checkpoint ``metric`` per split with its standard error over queries."""
-    rows = metrics[metrics["metric"] == metric]
-    final = rows[rows["step"] == rows.groupby("run")["step"].transform("max")]
+    final = final_rows(metrics[metrics["metric"] == metric])
     out = []
     for split, group in final.groupby("split"):
         bootstrap = (

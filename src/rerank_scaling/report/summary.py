@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from rerank_scaling.report.held_out_check import NO_CHECK, run_check
-from rerank_scaling.report.scaling_evidence import final_standard_errors, scaling_evidence
+from rerank_scaling.report.scaling_evidence import final_rows, final_standard_errors, scaling_evidence
 
 EVIDENCE_METRIC = "nDCG@10"
 VERDICT_WORDS = {"yes": "exceeds its noise", "no": "within its noise", "unknown": "unknown (no yardstick)"}
@@ -85,17 +85,19 @@ def summary(
     """Key numbers: BM25 vs every run's final checkpoint (with the standard error over queries),
     the scaling evidence per split with its noise yardsticks and verdicts, forecast errors, exponents,
     and what the data checks found."""
-    final = metrics[metrics["step"] == metrics.groupby("run")["step"].transform("max")]
+    final = final_rows(metrics)
     main = final[final["metric"].isin(["nDCG@10", "RR@10", "CE@16", "CE@64"])]
     pivot = main.pivot_table(
         index=["objective", "model", "seed"], columns=["split", "metric"], values="value"
     )
-    per_run_errors = final_standard_errors(metrics, per_query, EVIDENCE_METRIC)
-    errors = per_run_errors
-    if len(errors):
-        errors = errors.pivot_table(
+    errors = final_standard_errors(metrics, per_query, EVIDENCE_METRIC)
+    errors_by_run = (
+        errors.pivot_table(
             index=["objective", "model", "seed"], columns="split", values=[EVIDENCE_METRIC, "se"]
         )
+        if len(errors)
+        else errors
+    )
     splits = sorted(metrics.loc[metrics["metric"] == EVIDENCE_METRIC, "split"].unique())
     evidence = pd.concat(
         [scaling_evidence(metrics, per_query, EVIDENCE_METRIC, split) for split in splits]
@@ -111,7 +113,7 @@ def summary(
         "",
         f"## Final {EVIDENCE_METRIC} per run, with its standard error over queries (bootstrap)",
         "",
-        errors.round(4).to_markdown() if len(errors) else "(no runs)",
+        errors_by_run.round(4).to_markdown() if len(errors) else "(no runs)",
         "",
         f"## Scaling evidence ({EVIDENCE_METRIC}): training gain, size gap, BM25, each with its yardsticks",
         "",
@@ -129,7 +131,7 @@ def summary(
         f"## Held-out size, final checkpoint: forecast miss vs the gap between the two largest sizes "
         f"({EVIDENCE_METRIC})",
         "",
-        *held_out_lines(metrics, laws_dir, per_run_errors),
+        *held_out_lines(metrics, laws_dir, errors),
         "",
         "## Data checks",
         "",
