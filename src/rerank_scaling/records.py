@@ -24,6 +24,8 @@ METRIC_COLUMNS: tuple[str, ...] = (
     "examples",  # training examples (query-document pairs) seen
     "tokens",  # training tokens seen (non-padding)
     "flops",  # training FLOPs ~= 6 * non_embedding_params * tokens
+    "train_precision",  # what training computed in: "fp32" | "bf16" | "fp16" (precision.resolve_precision)
+    "precision",  # what the scores were computed in: "fp32" | "bf16" | "fp16"; "none" for BM25
     "split",  # evaluation split, e.g. "dev", "test", "dl19"
     "queries",  # queries the value averages over (fewer than the split's with evaluation.max_queries)
     "metric",  # "nDCG@10", "AP", "RR@10", "R@10", "P@10", "CE@64", "RBP@k", "RRstar@m"

@@ -11,7 +11,8 @@ ignores ``evaluation.unit`` (how the work is split into jobs), so the units shar
 split (:func:`subsample_queries`); the ``queries`` column of the metrics table records how many.
 ``evaluation.final_only_splits`` scores those splits at a run's final checkpoint only (a test split
 that reports the end result but is not fitted along training); ``evaluation.precision`` picks
-fp32 or bfloat16 scoring (:func:`rerank_scaling.evaluation.rerank.use_bf16`).
+fp32 or bfloat16 scoring (:func:`rerank_scaling.precision.resolve_precision`: ``auto`` is bf16 where
+the device has bf16 units), recorded in the table's ``precision`` column.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from rerank_scaling.evaluation.metrics import (
     metric_names,
 )
 from rerank_scaling.evaluation.rerank import candidate_pairs, score_pairs, tokenize_pairs
+from rerank_scaling.precision import resolve_precision
 from rerank_scaling.records import METRIC_COLUMNS, PER_QUERY_COLUMNS
 
 log = logging.getLogger(__name__)
@@ -58,7 +60,7 @@ class EvalSettings:
     runtime: int | None = None
     unit: str = "run"  # "run" | "checkpoint" | "checkpoint_split": one evaluation job per ...
     max_queries: dict[str, int | None] | None = None  # split -> queries evaluated (None: all)
-    precision: str = "auto"  # auto | fp32 | bf16 (rerank.use_bf16)
+    precision: str = "auto"  # auto | fp32 | bf16 (precision.resolve_precision)
     final_only_splits: tuple[str, ...] = ()  # splits scored at the final checkpoint only
 
     def splits_at(self, splits: list[SplitData], final: bool) -> list[SplitData]:
@@ -173,13 +175,19 @@ def bm25_fields() -> dict[str, Any]:
         "examples": 0,
         "tokens": 0,
         "flops": 0.0,
+        "train_precision": "none",
+        "precision": "none",
     }
 
 
-def _cache_key(sidecar: dict[str, Any], split: str, settings: EvalSettings, max_length: int) -> str:
+def _cache_key(
+    sidecar: dict[str, Any], split: str, settings: EvalSettings, max_length: int, precision: str
+) -> str:
     # "per_query": the cache holds per-query rows (older caches held means and must not match).
-    # job layout and which checkpoints score a split, not what a score is
+    # job layout and which checkpoints score a split, not what a score is; the precision resolved
+    # on this device, not the request ("auto" means different things on different machines)
     relevant = {k: v for k, v in settings.__dict__.items() if k not in ("unit", "final_only_splits")}
+    relevant["precision"] = precision
     blob = json.dumps([sidecar, split, relevant, max_length, "per_query"], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -196,15 +204,19 @@ def evaluate_checkpoints(
     """Rerank every split with every checkpoint of one run: (long metric table, per-query table)."""
     from sentence_transformers.cross_encoder import CrossEncoder
 
+    precision = resolve_precision(settings.precision, device, "evaluation.precision")
+    log.info("scoring in %s (evaluation.precision: %s, %s)", precision, settings.precision, device)
     tokenized: dict[str, Any] = {}
     tables, per_query = [], []
     for index, ckpt in enumerate(checkpoint_dirs, 1):
         sidecar = json.loads((ckpt / "checkpoint.json").read_text())
         fields = {c: sidecar[c] for c in METRIC_COLUMNS if c in sidecar}
+        fields.setdefault("train_precision", "unknown")  # trained before the sidecars recorded it
+        fields["precision"] = precision
         model = None
         scored = settings.splits_at(splits, final=sidecar["step"] == sidecar["total_steps"])
         for split in scored:
-            key = _cache_key(sidecar, split.name, settings, max_length)
+            key = _cache_key(sidecar, split.name, settings, max_length, precision)
             cached = cache_dir / f"{ckpt.name}.{split.name}.{key}.parquet"
             if cached.exists():
                 per_query.append(pd.read_parquet(cached))
@@ -231,7 +243,7 @@ def evaluate_checkpoints(
                 settings.batch_size,
                 tokenizer.pad_token_id or 0,
                 device,
-                settings.precision,
+                precision,
             )
             write_run(scores, runs_dir / f"{ckpt.name}.{split.name}.trec", tag=sidecar["run"])
             per_query.append(per_query_rows(scores, split, settings, fields))

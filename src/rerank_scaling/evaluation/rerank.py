@@ -3,7 +3,7 @@
 Each split's (query, passage) pairs are tokenized once (:func:`tokenize_pairs`) and reused for
 every checkpoint of a run; batches are formed from pairs of similar length and padded only to
 the batch's longest pair (dynamic padding); scoring runs under ``torch.inference_mode``, in the
-precision of :func:`use_bf16` (config ``evaluation.precision``).
+precision :func:`rerank_scaling.precision.resolve_precision` picks (config ``evaluation.precision``).
 """
 
 from __future__ import annotations
@@ -67,32 +67,25 @@ def _batches(tokens: TokenizedPairs, batch_size: int, pad_id: int) -> Any:
         yield start, batch
 
 
-def use_bf16(precision: str, device: str) -> bool:
-    """Whether to score under bfloat16 autocast: ``bf16`` always, ``fp32`` never, ``auto`` on GPUs
-    that support it. On CPUs with AVX512-BF16 (Zen 4, Sapphire Rapids) ``bf16`` halves scoring
-    time; ``benchmarks/bench_eval_precision.py`` measures how far it moves the metrics."""
-    import torch
-
-    if precision not in ("auto", "fp32", "bf16"):
-        raise ValueError(f"evaluation.precision: unknown precision {precision!r}; use auto, fp32 or bf16")
-    if precision == "auto":
-        return device == "cuda" and torch.cuda.is_bf16_supported()
-    return precision == "bf16"
-
-
 def score_pairs(
-    model: Any, tokens: TokenizedPairs, batch_size: int, pad_id: int, device: str, precision: str = "auto"
+    model: Any, tokens: TokenizedPairs, batch_size: int, pad_id: int, device: str, precision: str = "fp32"
 ) -> Run:
-    """Relevance scores (logits) of every pair under ``model``, a ``CrossEncoder`` module stack."""
+    """Relevance scores (logits) of every pair under ``model``, a ``CrossEncoder`` module stack.
+
+    ``precision`` is a resolved one (:func:`rerank_scaling.precision.resolve_precision`): ``bf16`` or
+    ``fp16`` run under autocast (matmuls in the low precision, layer norms and softmax in fp32), which
+    ``benchmarks/bench_cpu_peak.py`` measured within 6% of casting the weights once."""
     import torch
+
+    from rerank_scaling.precision import autocast_dtype
 
     model = model.to(device).eval()
-    autocast = use_bf16(precision, device)
+    dtype = autocast_dtype(precision)
     device_type = "cuda" if device.startswith("cuda") else "cpu"
     scores: Run = {}
     with (
         torch.inference_mode(),
-        torch.autocast(device_type=device_type, dtype=torch.bfloat16, enabled=autocast),
+        torch.autocast(device_type=device_type, dtype=dtype or torch.bfloat16, enabled=dtype is not None),
     ):
         for start, batch in _batches(tokens, batch_size, pad_id):
             batch = {k: v.to(device) for k, v in batch.items()}

@@ -24,6 +24,7 @@ import pandas as pd
 from rerank_scaling.laws.forms import SCALES
 from rerank_scaling.planning.costs import CostProfile, EncoderShape, cached_profile, keys_per_token, window_of
 from rerank_scaling.planning.plan_settings import PlanSettings
+from rerank_scaling.precision import resolve_precision
 
 log = logging.getLogger(__name__)
 
@@ -156,10 +157,16 @@ def collect_profiles(
     training: dict[str, Any],
     device: str,
     cache: str | Path,
+    evaluation: dict[str, Any] | None = None,
 ) -> list[CostProfile]:
-    """A measured profile of every configured model (cached per device); none when profile is off."""
+    """A measured profile of every configured model (cached per device), in the precisions training
+    and evaluation resolve to on ``device``; none when profile is off."""
     if not settings.profile:
         return []
+    precisions = (
+        resolve_precision(training.get("precision", "auto"), device, "training.precision"),
+        resolve_precision((evaluation or {}).get("precision", "auto"), device, "evaluation.precision"),
+    )
     profiles = []
     for spec in models:
         try:
@@ -172,6 +179,7 @@ def collect_profiles(
                     device,
                     cache,
                     bool(training.get("freeze_embeddings", False)),
+                    precisions=precisions,
                 )
             )
         except (OSError, RuntimeError, ValueError) as err:  # a model that cannot be built or run

@@ -66,7 +66,7 @@ from rerank_scaling.atomic import write_json
 log = logging.getLogger(__name__)
 
 #: Bump when the profiling procedure changes, so that old cache entries are not reused.
-PROFILE_VERSION = 2  # 2: eager attention while counting FLOPs; ModernBERT local layers
+PROFILE_VERSION = 3  # 2: eager attention while counting FLOPs; ModernBERT local layers; 3: precisions
 FLOP_RATIO_RANGE = (0.9, 1.1)  # analytic / counted outside this range is flagged
 
 
@@ -240,6 +240,8 @@ class CostProfile:
     infer_flops_measured: float
     peak_memory_mb: float  # training: CUDA max allocated; CPU peak RSS growth (NaN if unknown)
     torch_version: str
+    train_precision: str = "fp32"  # what the timed steps computed in (precision.resolve_precision)
+    infer_precision: str = "fp32"
     created: float = field(default_factory=time.time)
     cached: bool = False  # set on load; not stored
 
@@ -292,8 +294,15 @@ def device_name(device: str) -> str:
     return f"cpu: {model} ({torch.get_num_threads()} threads)"
 
 
-def profile_key(device: str, spec: dict[str, Any], max_length: int, batch: int) -> str:
-    """Cache key: device name, model spec (without its name and role), max_length, batch, torch."""
+def profile_key(
+    device: str,
+    spec: dict[str, Any],
+    max_length: int,
+    batch: int,
+    precisions: tuple[str, str] = ("fp32", "fp32"),
+) -> str:
+    """Cache key: device name, model spec (without its name and role), max_length, batch, torch,
+    the (training, inference) precisions."""
     import torch
 
     shape_spec = {k: v for k, v in sorted(spec.items()) if k not in ("name", "role")}
@@ -304,6 +313,7 @@ def profile_key(device: str, spec: dict[str, Any], max_length: int, batch: int) 
         "batch": batch,
         "torch": torch.__version__,
         "version": PROFILE_VERSION,
+        "precisions": list(precisions),
     }
     return json.dumps(payload, sort_keys=True)
 
@@ -382,17 +392,20 @@ def measure_profile(
     freeze_embeddings: bool = True,
     query_words: int = 12,
     seed: int = 0,
+    precisions: tuple[str, str] = ("fp32", "fp32"),
 ) -> CostProfile:
     """Time ``steps`` training steps and inference batches of one model configuration (after a warm-up).
 
     Sequences are filled to ``max_length`` (long synthetic query/document pairs, truncated by the
     model's own tokenizer), so the profile is the cost of full-length pairs. Training: binary
     cross-entropy on the relevance logit, AdamW, word embeddings frozen as in training when
-    ``freeze_embeddings``; bfloat16 autocast on CUDA as the training stage does.
+    ``freeze_embeddings``; under autocast in the resolved (training, inference) ``precisions``
+    (:func:`rerank_scaling.precision.resolve_precision`), as the training and evaluation stages run.
     """
     import sentence_transformers.cross_encoder  # noqa: F401  (imported before the memory baseline)
     import torch
 
+    from rerank_scaling.precision import autocast_dtype
     from rerank_scaling.training.models import build_cross_encoder, model_stats
 
     name = device_name(device)
@@ -413,18 +426,20 @@ def measure_profile(
     seq_len = int(features["input_ids"].shape[1])
     labels = torch.tensor([float(i % 2) for i in range(batch)], device=device)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
-    use_bf16 = device == "cuda" and torch.cuda.is_bf16_supported()
-    autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if use_bf16 else contextlib.nullcontext
+
+    def autocast(precision: str) -> Any:
+        dtype = autocast_dtype(precision)
+        return torch.autocast(device, dtype=dtype) if dtype is not None else contextlib.nullcontext()
 
     def train_step() -> None:
-        with autocast():
+        with autocast(precisions[0]):
             scores = model(features)["scores"].view(-1).float()
         torch.nn.functional.binary_cross_entropy_with_logits(scores, labels).backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
     def infer() -> None:
-        with torch.inference_mode(), autocast():
+        with torch.inference_mode(), autocast(precisions[1]):
             model(features)["scores"]
 
     model.train()
@@ -440,7 +455,7 @@ def measure_profile(
     infer_counted = measured_flops(infer, hf_model)  # also the warm-up
     infer_times = _timed(infer, steps, device)
     profile = CostProfile(
-        key=profile_key(name, spec, max_length, batch),
+        key=profile_key(name, spec, max_length, batch, precisions),
         device=name,
         device_kind=device,
         model=spec.get("name", ""),
@@ -460,6 +475,8 @@ def measure_profile(
         infer_flops_measured=float(infer_counted),
         peak_memory_mb=float(peak_mb),
         torch_version=torch.__version__,
+        train_precision=precisions[0],
+        infer_precision=precisions[1],
     )
     return profile
 
@@ -473,13 +490,14 @@ def cached_profile(
     cache_dir: str | os.PathLike[str],
     freeze_embeddings: bool = True,
     measure: Callable[..., CostProfile] = measure_profile,
+    precisions: tuple[str, str] = ("fp32", "fp32"),
 ) -> CostProfile:
     """The profile of a model configuration on ``device``: from the cache, else measured and cached.
 
     The returned profile's ``cached`` flag says which; ``measure`` is replaceable for tests.
     """
     name = device_name(device)
-    key = profile_key(name, spec, max_length, batch)
+    key = profile_key(name, spec, max_length, batch, precisions)
     path = cache_path(cache_dir, name, key)
     if path.exists():
         with contextlib.suppress(ValueError, TypeError, KeyError):
@@ -491,7 +509,7 @@ def cached_profile(
                 log.info("profile of %s on %s: cached (%s)", spec.get("name"), name, path)
                 return profile
     start = time.perf_counter()
-    profile = measure(spec, max_length, batch, steps, device, freeze_embeddings)
+    profile = measure(spec, max_length, batch, steps, device, freeze_embeddings, precisions=precisions)
     record = profile.as_record()
     record.pop("cached")
     write_json(path, record)

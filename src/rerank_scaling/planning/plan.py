@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> None:
     device = resolve_device(args.device)
     metrics, fits = pd.read_parquet(args.metrics), pd.read_parquet(args.fits)
 
-    profiles = collect_profiles(models, settings, training, device, args.cache)
+    profiles = collect_profiles(models, settings, training, device, args.cache, evaluation)
     plan = make_plan(
         metrics,
         fits,

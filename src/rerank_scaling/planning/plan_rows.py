@@ -76,6 +76,7 @@ def make_plan(
                     profile.non_embedding_params if size_column == "non_embedding_params" else profile.params
                 ),
                 "device": profile.device,
+                "precision": f"train {profile.train_precision}, inference {profile.infer_precision}",
                 "currency": settings.currency,
                 "train_seconds_per_example": profile.train_seconds_per_example,
                 "infer_seconds_per_pair": profile.infer_seconds_per_pair,

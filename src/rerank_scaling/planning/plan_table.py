@@ -77,6 +77,7 @@ def plan_markdown(table: pd.DataFrame, settings: PlanSettings, profiles: list[Co
                 "status",
                 "size",
                 "device",
+                "precision",
                 "train_seconds_per_example",
                 "infer_seconds_per_pair",
                 "train_flops_per_second",

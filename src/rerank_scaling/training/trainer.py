@@ -43,6 +43,7 @@ import pandas as pd
 
 from rerank_scaling.device import resolve_device
 from rerank_scaling.grid import GRID_KEYS, OBJECTIVES, RESOURCE_KEYS, without
+from rerank_scaling.precision import resolve_precision
 from rerank_scaling.training.checkpoint_store import (
     PROGRESS,
     SIDECAR,
@@ -77,6 +78,7 @@ class TrainSettings:
     listnet_label_scale: float = 10.0
     checkpoints: int = 15
     checkpoint_spacing: str = "geometric"
+    precision: str = "auto"  # auto | fp32 | bf16 (precision.resolve_precision)
     threads: int | None = None
     mem_mb: int | None = None
     runtime: int | None = None
@@ -189,6 +191,7 @@ def train_run(
     from transformers import TrainerCallback
 
     device = resolve_device(device)
+    precision = resolve_precision(settings.precision, device, "training.precision")
     if settings.threads:
         torch.set_num_threads(settings.threads)
     run = f"{spec['name']}__{objective}__{attention}__s{seed}"
@@ -217,13 +220,14 @@ def train_run(
         )
     indices = range(1, len(save_at) + 1)
     log.info(
-        "%s: %d rows, batch %d, %d steps, checkpoints at %s, %s",
+        "%s: %d rows, batch %d, %d steps, checkpoints at %s, %s, %s",
         run,
         len(dataset),
         batch,
         total,
         save_at,
         stats,
+        precision,
     )
 
     loss = TokenCountingLoss(make_loss(objective, model), model.tokenizer, settings.max_length)
@@ -274,6 +278,7 @@ def train_run(
                 "wall_s": clock["offset"] + time.perf_counter() - clock["start"],
                 "loss": clock["loss"],
                 "device": device,
+                "train_precision": precision,
                 **stats.as_dict(),
             }
             if index is None:  # a state saved on SIGTERM between checkpoints
@@ -289,7 +294,6 @@ def train_run(
             log.info("checkpoint %d/%d at step %d (loss %.4f)", index, len(save_at), step, clock["loss"])
             fault_point("published", index, released=lambda: stop.requested)
 
-    use_bf16 = device == "cuda" and torch.cuda.is_bf16_supported()
     args = CrossEncoderTrainingArguments(
         output_dir=str(store.trainer_dir),
         num_train_epochs=settings.epochs,
@@ -306,7 +310,8 @@ def train_run(
         logging_steps=max(1, min(save_at[0], 10)),
         report_to="none",
         use_cpu=device == "cpu",
-        bf16=use_bf16,
+        bf16=precision == "bf16",  # autocast (fp32 weights and optimizer state): bench_cpu_peak.py
+        fp16=precision == "fp16",  # CUDA without native bf16: autocast with the Trainer's GradScaler
         dataloader_drop_last=False,
         disable_tqdm=False,
     )

@@ -1,0 +1,106 @@
+"""Which floating-point precision a job computes in: detected from the hardware, never guessed.
+
+Config ``evaluation.precision`` and ``training.precision`` take ``auto``, ``fp32`` or ``bf16``;
+:func:`resolve_precision` turns them into what runs (``fp32``, ``bf16`` or ``fp16``):
+
+* CPU, ``auto``: ``bf16`` where the CPU has bfloat16 matrix units (Intel AMX-BF16, or the
+  AVX512-BF16 dot-product instructions of Intel Cooper Lake/Sapphire Rapids and AMD Zen 4/5),
+  which oneDNN uses for bfloat16 matmuls; else ``fp32`` (without them bf16 is emulated: slower
+  than fp32, and less precise).
+* CUDA, ``auto``: ``bf16`` where the GPU has native bf16 (Ampere and later), else ``fp16``
+  (training then scales the loss: the Hugging Face Trainer's ``fp16`` GradScaler).
+* ``fp32`` is always honoured; ``bf16`` is honoured even where emulated (with a warning).
+
+The resolved precision is recorded per row of the metrics table (``records.METRIC_COLUMNS``'s
+``precision``) and in the planning profiles, so every number says what it was computed in.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+#: What the config may ask for.
+REQUESTS: tuple[str, ...] = ("auto", "fp32", "bf16")
+#: What runs; the torch dtype of each low precision is :func:`autocast_dtype`.
+PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "fp16")
+#: CPU flags (``/proc/cpuinfo`` spelling) of native bfloat16 matmul units, best first.
+CPU_BF16_FLAGS: tuple[str, ...] = ("amx_bf16", "avx512_bf16")
+
+
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's fields of ``/proc/cpuinfo`` (empty where there is none)."""
+    path = Path("/proc/cpuinfo")
+    fields: dict[str, str] = {}
+    if not path.exists():
+        return fields
+    for line in path.read_text().splitlines():
+        if not line.strip():
+            break
+        key, _, value = line.partition(":")
+        fields[key.strip()] = value.strip()
+    return fields
+
+
+@functools.cache
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags: torch's cpuinfo (``torch.cpu.get_capabilities``) where it has it,
+    else ``/proc/cpuinfo``'s ``flags`` line."""
+    import torch
+
+    capabilities = getattr(torch.cpu, "get_capabilities", None)
+    if capabilities is not None:
+        return frozenset(name for name, present in capabilities().items() if present is True)
+    return frozenset(_cpuinfo().get("flags", "").split())
+
+
+def cpu_bf16_units(flags: frozenset[str] | None = None) -> str | None:
+    """The CPU's best native bfloat16 matmul unit (``amx_bf16`` or ``avx512_bf16``), or None."""
+    flags = cpu_flags() if flags is None else flags
+    return next((flag for flag in CPU_BF16_FLAGS if flag in flags), None)
+
+
+def cpu_name() -> str:
+    """The CPU's model name with its family/model numbers and bf16 unit, for benchmark tables
+    (a virtual machine may report only "AMD EPYC"; family 25 is Zen 3/4, 26 is Zen 5)."""
+    info = _cpuinfo()
+    name = info.get("model name", "unknown CPU")
+    family, model = info.get("cpu family"), info.get("model")
+    ident = f", family {family} model {model}" if family and model else ""
+    return f"{name}{ident}, bf16 units: {cpu_bf16_units() or 'none'}"
+
+
+def native_bf16(device: str) -> bool:
+    """Whether ``device`` computes bfloat16 matmuls natively (not emulated)."""
+    import torch
+
+    if device.startswith("cuda"):
+        return bool(torch.cuda.is_bf16_supported(including_emulation=False))
+    return cpu_bf16_units() is not None
+
+
+def resolve_precision(requested: str, device: str, field: str = "precision") -> str:
+    """``fp32``, ``bf16`` or ``fp16`` for a config request on ``device`` (see the module docstring)."""
+    if requested not in REQUESTS:
+        raise ValueError(f"{field}: unknown precision {requested!r}; use one of {', '.join(REQUESTS)}")
+    if requested == "fp32":
+        return "fp32"
+    native = native_bf16(device)
+    if requested == "bf16":
+        if not native:
+            log.warning("%s: bf16 on %s is emulated (no native bf16 units): slower than fp32", field, device)
+        return "bf16"
+    if native:
+        return "bf16"
+    return "fp16" if device.startswith("cuda") else "fp32"
+
+
+def autocast_dtype(precision: str) -> Any:
+    """The torch dtype autocast runs a resolved precision's matmuls in (None for ``fp32``)."""
+    import torch
+
+    return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
