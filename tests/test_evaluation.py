@@ -144,6 +144,8 @@ def test_final_only_splits_and_bf16_scoring(small_collection, trained, tmp_path)
         assert sorted(table.loc[table["split"] == "dev", "checkpoint"].unique()) == [1, 2, 3]
         assert sorted(table.loc[table["split"] == "test", "checkpoint"].unique()) == [3]
         assert_means_of_the_per_query_rows(table, per_query_of(tmp_path / f"{precision}.parquet"))
+        assert set(table["precision"]) == {precision}, "each row records what its scores were computed in"
+        assert set(table["train_precision"]) <= {"fp32", "bf16"}
     fp32 = _scores(tmp_path / "fp32" / "runs" / "ckpt-03.dev.trec")
     bf16 = _scores(tmp_path / "bf16" / "runs" / "ckpt-03.dev.trec")
     assert list(fp32.index) == list(bf16.index)

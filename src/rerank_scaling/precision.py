@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -104,3 +106,28 @@ def autocast_dtype(precision: str) -> Any:
     import torch
 
     return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+
+
+@contextmanager
+def fp32_score_layer(model: Any, device_type: str) -> Iterator[None]:
+    """Run the model's score layer (its last ``nn.Linear``: the mean head's ``Dense``, a sequence
+    classifier's ``classifier``) in fp32 under autocast.
+
+    Under bf16 autocast a linear layer's output is bf16: 8 significant bits would quantize the
+    relevance logits and tie near-equal candidates, swapping ranks that fp32 separates (measured:
+    ``benchmarks/results/eval_precision_cpu.md``). The mean head's input comes out of a layer norm,
+    which autocast runs in fp32, so its score is fp32 end to end, at the cost of one tiny matmul."""
+    import torch
+
+    linear = [m for m in model.modules() if isinstance(m, torch.nn.Linear)][-1]
+    original = linear.forward
+
+    def forward(hidden: Any) -> Any:
+        with torch.autocast(device_type=device_type, enabled=False):
+            return original(hidden.float())
+
+    linear.forward = forward
+    try:
+        yield
+    finally:
+        del linear.forward

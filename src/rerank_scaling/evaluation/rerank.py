@@ -73,11 +73,12 @@ def score_pairs(
     """Relevance scores (logits) of every pair under ``model``, a ``CrossEncoder`` module stack.
 
     ``precision`` is a resolved one (:func:`rerank_scaling.precision.resolve_precision`): ``bf16`` or
-    ``fp16`` run under autocast (matmuls in the low precision, layer norms and softmax in fp32), which
-    ``benchmarks/bench_cpu_peak.py`` measured within 6% of casting the weights once."""
+    ``fp16`` run under autocast: matmuls in the low precision; layer norms, softmax and the score
+    layer (:func:`rerank_scaling.precision.fp32_score_layer`) in fp32. ``benchmarks/bench_cpu_peak.py``
+    measured autocast within 10% of casting the weights once."""
     import torch
 
-    from rerank_scaling.precision import autocast_dtype
+    from rerank_scaling.precision import autocast_dtype, fp32_score_layer
 
     model = model.to(device).eval()
     dtype = autocast_dtype(precision)
@@ -86,6 +87,7 @@ def score_pairs(
     with (
         torch.inference_mode(),
         torch.autocast(device_type=device_type, dtype=dtype or torch.bfloat16, enabled=dtype is not None),
+        fp32_score_layer(model, device_type),
     ):
         for start, batch in _batches(tokens, batch_size, pad_id):
             batch = {k: v.to(device) for k, v in batch.items()}

@@ -34,6 +34,7 @@ PLAN_COLUMNS = [
     "at_boundary",
     "currency",
     "device",
+    "precision",
     "train_seconds_per_example",
     "infer_seconds_per_pair",
     "train_flops_per_second",
@@ -60,6 +61,7 @@ def plan_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
         "cost_scope",
         "currency",
         "device",
+        "precision",
     ):
         table[column] = table[column].astype("string")
     return table

@@ -43,7 +43,7 @@ import pandas as pd
 
 from rerank_scaling.device import resolve_device
 from rerank_scaling.grid import GRID_KEYS, OBJECTIVES, RESOURCE_KEYS, without
-from rerank_scaling.precision import resolve_precision
+from rerank_scaling.precision import fp32_score_layer, resolve_precision
 from rerank_scaling.training.checkpoint_store import (
     PROGRESS,
     SIDECAR,
@@ -320,7 +320,8 @@ def train_run(
     )
     previous_handler = signal.signal(signal.SIGTERM, stop)
     try:
-        trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+        with fp32_score_layer(model, "cuda" if device.startswith("cuda") else "cpu"):  # logits in fp32
+            trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
     finally:
         signal.signal(signal.SIGTERM, previous_handler)
     if stop.requested and trainer.state.global_step < total:
