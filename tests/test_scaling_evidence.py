@@ -83,7 +83,7 @@ def test_a_clear_size_gap_is_real_scaling():
     assert set(evidence.index) == {"pointwise", "listwise"}
     row = evidence.loc["pointwise"]
     assert row["queries"] == 100 and row["training_gain"] > 0 and row["size_gap"] > 0.01
-    assert row["seed_spread"] == pytest.approx(0.001)
+    assert row["seed_spread"] == pytest.approx(0.001) and row["seed_spread_models"] == "s1"
     assert 0 < row["size_gap_se"] < row["size_gap"] / 3 and 0 < row["training_gain_se"]
     assert row["training_gain_verdict"] == row["size_gap_verdict"] == row["real_scaling"] == "yes"
     assert row["largest_beats_bm25"] == "yes" and row["largest_minus_bm25"] > 0

@@ -179,6 +179,7 @@ def _evidence_rows(
                 "size_gap": size_gap,
                 "size_gap_se": size_se,
                 "seed_spread": seed_spread,
+                "seed_spread_models": ", ".join(map(str, spread.index)),  # the sizes it is measured at
                 "size_gap_verdict": size_verdict,
                 "bm25": bm25_value,
                 "largest_minus_bm25": vs_bm25,

@@ -27,7 +27,11 @@ def claims(evidence: pd.DataFrame) -> list[str]:
     """One sentence per (objective, attention, split): each comparison, its yardsticks, its verdict."""
     lines = []
     for _, r in evidence.iterrows():
-        spread = "no seeds" if pd.isna(r["seed_spread"]) else f"seed spread {_fmt(r['seed_spread'])}"
+        spread = (
+            "no seeds"
+            if pd.isna(r["seed_spread"])
+            else f"seed spread {_fmt(r['seed_spread'])} at {r['seed_spread_models']}"
+        )
         lines.append(
             f"- **{r['objective']} ({r['attention']}), {r['split']} {r['metric']}, {r['queries']} queries:** "
             f"training gain {_fmt(r['training_gain'])} (first {_fmt(r['first_checkpoint'])} -> final "
