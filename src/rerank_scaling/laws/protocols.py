@@ -240,7 +240,15 @@ def fit_split(
     units = fit_rows["model"].to_numpy()
     x_all = _variables(both, law)
     residuals = y - law.predict(result.params, x)
-    components = variance_components(residuals, units, len(law.params), spread, settings.run_sigma)
+    components = variance_components(
+        residuals,
+        units,
+        len(law.params),
+        spread,
+        settings.run_sigma,
+        spread_points=settings.last_k,
+        weights=fit_rows["seeds"].to_numpy(float),
+    )
     if settings.uncertainty == "iid":
         quality = goodness_of_fit(y, law.predict(result.params, x), len(law.params))
         intervals = iid_bootstrap(law, result, x, y, x_all, settings.bootstrap, seed, settings.loss)
