@@ -133,12 +133,12 @@ def calibration_line(tables: Path) -> str:
     except pd.errors.EmptyDataError:  # too few sizes for a backtest: the fit stage writes an empty table
         return "Backtest coverage (`laws/tables/calibration.csv`): no backtests (too few fitted sizes)."
     at95 = calibration[calibration["nominal"] == 0.95]
-    parts = [
-        f"{row.protocol} ({row.law}): {row.empirical:.2f} of {row.n_points} held-out points "
-        f"in {row.n_backtests} backtests"
-        for row in at95.itertuples()
-    ]
-    return "Backtest coverage at nominal 0.95 (`laws/tables/calibration.csv`): " + "; ".join(parts) + "."
+    parts = [f"{row.metric} {row.protocol} ({row.law}): {row.statement}" for row in at95.itertuples()]
+    return (
+        "Backtest coverage at nominal 0.95 over independent units (one per objective and rolling "
+        "origin at the final checkpoint, fitted sizes only; `laws/tables/calibration.csv`, exact "
+        "binomial bounds): " + "; ".join(parts) + "."
+    )
 
 
 def status_line(fits: pd.DataFrame) -> str:

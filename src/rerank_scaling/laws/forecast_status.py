@@ -58,7 +58,9 @@ def validated_ratio(backtests: pd.DataFrame, sizes: pd.Series) -> float:
     return max(ratios)
 
 
-def _log_linear(fit_rows: pd.DataFrame, new_rows: pd.DataFrame, variables: tuple[str, ...]) -> np.ndarray:
+def log_linear_forecast(
+    fit_rows: pd.DataFrame, new_rows: pd.DataFrame, variables: tuple[str, ...]
+) -> np.ndarray:
     """Least-squares forecasts of y = alpha + sum_v beta_v ln v (NaN where it is not identified)."""
     used = [v for v in variables if fit_rows[v].nunique() > 1]
     if len(fit_rows) < len(used) + 2:
@@ -92,7 +94,7 @@ def judge(
     forecast, low, high = (rows[c].to_numpy(float) for c in ("forecast", "low", "high"))
     half = (high - low) / 2
     distance = np.abs(forecast - reference)
-    alternative = _log_linear(fit_rows, rows, variables)
+    alternative = log_linear_forecast(fit_rows, rows, variables)
     parameters = ""
     if fit_status != "ok" and fit_reason:
         detail = fit_reason.removeprefix("not identifiable: ")
