@@ -1,11 +1,13 @@
 # Helpers shared by the rule files (config validation, paths, target lists, JSON params).
 import json
+import sys
 from pathlib import Path
 
 from rerank_scaling import workflow_time
 from rerank_scaling.config import validate_config
 from rerank_scaling.grid import GRID_KEYS, RESOURCE_KEYS, Grid, RunSpec, without
 from rerank_scaling.laws.fit_laws import TABLES as LAW_TABLES
+from rerank_scaling.planning.memory import memory_plans
 from rerank_scaling.report.write_report import PER_METRIC as FIGURE_KINDS, slug
 from rerank_scaling.stage_code import stage_code
 
@@ -198,6 +200,21 @@ def run_training_json():
     finished run (Snakemake re-runs a job when its params change). A new objective still does,
     through the examples job (STEP_KEYS below)."""
     return json.dumps(without(config["training"], GRID_KEYS, RESOURCE_KEYS), sort_keys=True)
+
+
+# The memory preflight (rerank_scaling.planning.memory): how each (model, objective) trains on a GPU
+# of gpu_memory_gb. validate_config has refused the runs nothing fits; the notes say what it changed.
+MEMORY_PLANS = memory_plans(config)
+for _note in sorted({plan.note for plan in MEMORY_PLANS.values() if plan.note}):
+    print(f"memory preflight: {_note}", file=sys.stderr)
+
+
+def memory_plan_json(wildcards):
+    """The run's memory plan (checkpointing, micro-batches) for the train job: a change re-trains only
+    the runs whose plan changes. micro_batches 0 (shape unknown here): the job plans for itself."""
+    run = RunSpec.parse(wildcards.run)
+    plan = MEMORY_PLANS[run.model, run.objective].as_dict()
+    return json.dumps({**plan, "gpu_memory_gb": config.get("gpu_memory_gb")} if not plan["micro_batches"] else plan, sort_keys=True)
 
 
 # The training keys that set how many optimizer steps a run has: the examples job checks them

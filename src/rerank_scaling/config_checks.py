@@ -325,12 +325,25 @@ def training_problems(config: dict[str, Any]) -> Problems:
     return training_steps_problems(config["training"], rows or {}, exact=False)
 
 
+def memory_problems(config: dict[str, Any]) -> Problems:
+    """Every run fits ``gpu_memory_gb``, as configured or by micro-batching / gradient checkpointing
+    (:func:`rerank_scaling.planning.memory.config_memory_plans`); else the numbers and the fix."""
+    from rerank_scaling.planning.memory import MemoryRefused, config_memory_plans
+
+    return [
+        _problem("gpu_memory_gb", f"{plan}")
+        for plan in config_memory_plans(config).values()
+        if isinstance(plan, MemoryRefused)
+    ]
+
+
 CHECKS: tuple[Callable[[dict[str, Any]], Problems], ...] = (
     dataset_problems,
     depth_problems,
     model_problems,
     attention_problems,
     training_problems,
+    memory_problems,
     final_only_problems,
     fitting_problems,
 )
