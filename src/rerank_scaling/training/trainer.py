@@ -144,6 +144,16 @@ class TokenCounter:
 CHARS_PER_TOKEN = 5
 
 
+def enable_checkpointing(hf_model: Any) -> None:
+    """Non-reentrant activation checkpointing of every layer of a transformers model (the name
+    transformers >= 5.2x gives it; ``gradient_checkpointing_enable`` before)."""
+    kwargs = {"use_reentrant": False}
+    if hasattr(hf_model, "activation_checkpointing_enable"):
+        hf_model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        hf_model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+
+
 def run_memory_plan(
     memory: dict[str, Any] | None,
     model_config: Any,
@@ -264,6 +274,8 @@ def train_run(
     batch = settings.pointwise_batch_size if objective == "pointwise" else settings.group_queries_per_batch
     half = device == "cuda" and torch.cuda.is_bf16_supported()
     plan = run_memory_plan(memory, model.model.config, dataset, objective, batch, settings, half, run)
+    if plan.gradient_checkpointing:
+        enable_checkpointing(model.model)
     steps_per_epoch = math.ceil(len(dataset) / batch)
     total = settings.max_steps or max(1, math.ceil(steps_per_epoch * settings.epochs))
     save_at = checkpoint_steps(total, settings.checkpoints, settings.checkpoint_spacing)
@@ -359,8 +371,6 @@ def train_run(
         max_steps=total,
         per_device_train_batch_size=batch // plan.micro_batches,
         gradient_accumulation_steps=plan.micro_batches,
-        gradient_checkpointing=plan.gradient_checkpointing,
-        gradient_checkpointing_kwargs={"use_reentrant": False},
         batch_sampler=functools.partial(LengthBucketBatchSampler, lengths=lengths, step_rows=batch),
         learning_rate=settings.lr,
         warmup_ratio=settings.warmup_ratio,
