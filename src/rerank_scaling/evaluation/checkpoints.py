@@ -37,6 +37,7 @@ from rerank_scaling.evaluation.metrics import (
     metric_names,
 )
 from rerank_scaling.evaluation.rerank import candidate_pairs, score_pairs, tokenize_pairs
+from rerank_scaling.evaluation.split_texts import read_split_texts
 from rerank_scaling.records import METRIC_COLUMNS, PER_QUERY_COLUMNS
 
 log = logging.getLogger(__name__)
@@ -98,10 +99,21 @@ def subsample_queries(qids: list[str], n: int | None, seed: int, split: str) -> 
 
 
 def load_split(
-    collection: str, bm25_run: str, split: str, depth: int, max_queries: int | None = None, seed: int = 0
+    collection: str,
+    bm25_run: str,
+    split: str,
+    depth: int,
+    max_queries: int | None = None,
+    seed: int = 0,
+    texts_file: str | None = None,
+    with_texts: bool = True,
 ) -> SplitData:
     """Queries, qrels, BM25 candidates (top ``depth``) and the candidates' texts of one split;
-    with ``max_queries``, only a seeded subset of the judged queries (:func:`subsample_queries`)."""
+    with ``max_queries``, only a seeded subset of the judged queries (:func:`subsample_queries`).
+
+    Texts come from the split's :mod:`.split_texts` table when ``texts_file`` is given (the
+    workflow's evaluation jobs), else from a scan of the corpus; none when ``with_texts`` is False
+    (BM25's own evaluation needs none)."""
     queries, qrels = read_split(collection, split)
     candidates = top_k(read_run(bm25_run), depth)
     missing = sorted(set(candidates) - set(queries))
@@ -113,7 +125,13 @@ def load_split(
         qrels = {q: judged for q, judged in qrels.items() if q in keep}
         candidates = {q: docs for q, docs in candidates.items() if q in keep}
     docids = {d for docs in candidates.values() for d in docs}
-    return SplitData(split, queries, qrels, candidates, load_texts(CollectionDir(collection).corpus, docids))
+    if not with_texts:
+        texts: dict[str, str] = {}
+    elif texts_file is not None:
+        texts = read_split_texts(texts_file, docids)
+    else:
+        texts = load_texts(CollectionDir(collection).corpus, docids)
+    return SplitData(split, queries, qrels, candidates, texts)
 
 
 def per_query_rows(

@@ -38,6 +38,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--work", help="run mode: cache and reranked runs")
+    parser.add_argument(
+        "--texts-dir",
+        help="run mode: directory of <split>.parquet candidate texts (evaluation.split_texts); "
+        "without it the corpus is scanned",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = settings_from_dict(EvalSettings, parse_json_arg(args.settings), "evaluation")
@@ -50,6 +55,8 @@ def main(argv: list[str] | None = None) -> None:
             settings.rerank_depth,
             limits.get(s),
             settings.seed,
+            texts_file=str(Path(args.texts_dir) / f"{s}.parquet") if args.texts_dir else None,
+            with_texts=args.mode == "run",
         )
         for s in args.splits
     ]
