@@ -158,3 +158,22 @@ def test_readme_block_is_what_the_memory_model_says():
     assert readme[start:end] == script.block("config.paper.yaml"), (
         "re-run python scripts/paper_grid_memory.py"
     )
+
+
+def _snakemake(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", *args], cwd=REPO, capture_output=True, text=True
+    )
+
+
+def test_snakemake_prints_the_preflights_fix_or_refuses_before_any_job(tmp_path):
+    planned = _snakemake("-n", "--configfile", "config.paper.yaml", "--quiet", "rules")
+    assert planned.returncode == 0, planned.stderr[-3000:]
+    assert "memory preflight: ettin-1b pointwise: 88.9 GB as configured > 72.2 GB usable" in planned.stderr
+    overlay = tmp_path / "small_gpu.yaml"
+    overlay.write_text(yaml.safe_dump({"gpu_memory_gb": 16, "training": {"gradient_checkpointing": False}}))
+    refused = _snakemake("-n", "--configfile", "config.paper.yaml", str(overlay), "--quiet", "rules")
+    output = refused.stdout + refused.stderr
+    assert refused.returncode != 0 and "job count" not in output
+    assert "config field 'gpu_memory_gb': ettin-1b pointwise needs" in output
+    assert "train it on a GPU of at least 22 GB" in output
