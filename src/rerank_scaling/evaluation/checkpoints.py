@@ -36,9 +36,10 @@ from rerank_scaling.evaluation.metrics import (
     evaluate_per_query,
     metric_names,
 )
-from rerank_scaling.evaluation.rerank import candidate_pairs, score_pairs, tokenize_pairs
+from rerank_scaling.evaluation.rerank import candidate_pairs, score_pairs, tokenize_pairs, use_bf16
 from rerank_scaling.evaluation.split_texts import read_split_texts
 from rerank_scaling.records import METRIC_COLUMNS, PER_QUERY_COLUMNS
+from rerank_scaling.training.models import attention_implementation
 
 log = logging.getLogger(__name__)
 
@@ -229,7 +230,10 @@ def evaluate_checkpoints(
                 tables.append(metric_rows(per_query[-1], split.name, settings, fields))
                 continue
             if model is None:
-                model = CrossEncoder(str(ckpt), device=device, max_length=max_length)
+                # FlashAttention-2 where training would use it; never under fp32 scoring
+                attn = attention_implementation(device, use_bf16(settings.precision, device))
+                kwargs = {"attn_implementation": attn} if attn and sidecar["attention"] == "full" else None
+                model = CrossEncoder(str(ckpt), device=device, max_length=max_length, model_kwargs=kwargs)
                 if sidecar["attention"] != "full":
                     from rerank_scaling.training.sparse_encoder import (
                         apply_window_attention,

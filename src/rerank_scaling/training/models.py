@@ -73,15 +73,16 @@ def train_wordpiece(texts: Iterable[str], vocab_size: int, out_dir: str | os.Pat
     return fast
 
 
-def attention_implementation(device: str) -> str | None:
+def attention_implementation(device: str, half: bool) -> str | None:
     """The fastest attention transformers offers on ``device``: FlashAttention-2 (its varlen kernel
-    drops padding; needs the ``flash-attn`` package and a GPU of compute capability >= 8.0), else
-    None: transformers' default, PyTorch's SDPA for the architectures that have it (fused kernels,
-    padded). What was used is recorded in each checkpoint's sidecar."""
+    drops padding; needs the ``flash-attn`` package, a GPU of compute capability >= 8.0 and
+    half-precision autocast, ``half``: it computes in bf16/fp16 only), else None: transformers'
+    default, PyTorch's SDPA for the architectures that have it (fused kernels, padded). Training
+    records what was used in each checkpoint's sidecar (``attn_implementation``)."""
     import torch
     from transformers.utils import is_flash_attn_2_available
 
-    if device.startswith("cuda") and torch.cuda.is_available() and is_flash_attn_2_available():
+    if half and device.startswith("cuda") and torch.cuda.is_available() and is_flash_attn_2_available():
         if torch.cuda.get_device_capability()[0] >= 8:
             return "flash_attention_2"
     return None

@@ -260,7 +260,8 @@ def train_run(
     store = RunStore(Path(work_dir), Path(checkpoints_dir))
     store.prepare(run_fingerprint(spec, run, settings, device, [pointwise, groups]))
 
-    attn = attention_implementation(device) if attention == "full" else None
+    half = device == "cuda" and torch.cuda.is_bf16_supported()
+    attn = attention_implementation(device, half) if attention == "full" else None
     model = build_cross_encoder(spec, settings.max_length, seed, corpus_texts, store.work, attn)
     if attention != "full":
         from rerank_scaling.training.sparse_encoder import apply_window_attention, attention_variant_from_name
@@ -272,7 +273,6 @@ def train_run(
 
     dataset = load_examples(objective, pointwise, groups, settings.listnet_label_scale)
     batch = settings.pointwise_batch_size if objective == "pointwise" else settings.group_queries_per_batch
-    half = device == "cuda" and torch.cuda.is_bf16_supported()
     plan = run_memory_plan(memory, model.model.config, dataset, objective, batch, settings, half, run)
     if plan.gradient_checkpointing:
         enable_checkpointing(model.model)
