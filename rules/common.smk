@@ -7,7 +7,7 @@ from rerank_scaling import workflow_time
 from rerank_scaling.config import validate_config
 from rerank_scaling.grid import GRID_KEYS, RESOURCE_KEYS, Grid, RunSpec, without
 from rerank_scaling.laws.fit_laws import TABLES as LAW_TABLES
-from rerank_scaling.planning.memory import memory_plans
+from rerank_scaling.config_checks import memory_plans
 from rerank_scaling.report.write_report import PER_METRIC as FIGURE_KINDS, slug
 from rerank_scaling.stage_code import stage_code
 

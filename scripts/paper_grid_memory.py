@@ -5,11 +5,12 @@
 Per model of the config (``config.yaml`` with ``--configfile`` merged over it, as Snakemake does):
 its parameters and shape (:func:`rerank_scaling.planning.memory.model_shape`: the cached
 ``config.json``, else the Ettin table), the peak training memory of each objective as configured
-and what the preflight makes of it on ``gpu_memory_gb`` (:func:`config_memory_plans`), and the disk
-its runs take: checkpoints exported as fp32 safetensors (4 bytes per parameter, ``training.checkpoints``
-per run; publishing hard-links them, so the copy in the work directory costs nothing) and the
-latest trainer state per run (fp32 weights 4 + AdamW moments 8 = 12 bytes per parameter; two
-states for a moment while a newer one is saved). Replaces the text between
+and what the preflight makes of it on ``gpu_memory_gb``
+(:func:`rerank_scaling.config_checks.config_memory_plans`), and the disk its runs take:
+checkpoints exported as fp32 safetensors (4 bytes per parameter, ``training.checkpoints`` per run;
+publishing hard-links them, so the copy in the work directory costs nothing) and the latest
+trainer state per run (fp32 weights 4 + AdamW moments 8 = 12 bytes per parameter; two states for
+a moment while a newer one is saved). Replaces the text between
 ``<!-- paper-grid-memory:begin -->`` and ``<!-- paper-grid-memory:end -->``.
 """
 
@@ -26,15 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from paper_grid_cost import merged_config  # noqa: E402
 
+from rerank_scaling.config_checks import config_memory_plans  # noqa: E402
 from rerank_scaling.grid import Grid  # noqa: E402
-from rerank_scaling.planning.memory import (  # noqa: E402
-    GB,
-    MemoryPlan,
-    config_memory_plans,
-    model_shape,
-    training_peak,
-    usable_bytes,
-)
+from rerank_scaling.planning.memory import GB, MemoryPlan, model_shape, training_peak, usable_bytes  # noqa: E402
 
 BEGIN, END = "<!-- paper-grid-memory:begin -->", "<!-- paper-grid-memory:end -->"
 EXPORT_BYTES_PER_PARAM = 4  # fp32 safetensors

@@ -12,11 +12,11 @@ import pytest
 import yaml
 
 from rerank_scaling.config import ConfigError, load_config, validate_config
+from rerank_scaling.config_checks import config_memory_plans
 from rerank_scaling.planning.memory import (
     GB,
     MemoryRefused,
     MemoryShape,
-    config_memory_plans,
     plan_memory,
     training_peak,
     usable_bytes,
