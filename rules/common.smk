@@ -210,11 +210,15 @@ for _note in sorted({plan.note for plan in MEMORY_PLANS.values() if plan.note}):
 
 
 def memory_plan_json(wildcards):
-    """The run's memory plan (checkpointing, micro-batches) for the train job: a change re-trains only
-    the runs whose plan changes. micro_batches 0 (shape unknown here): the job plans for itself."""
+    """The run's memory plan for the train job: checkpointing and micro-batches only (not the planned
+    peak or the note), so a change re-trains only the runs whose training changes. micro_batches 0
+    (shape unknown here, not prefetched): the job plans for itself from the model it loads."""
     run = RunSpec.parse(wildcards.run)
-    plan = MEMORY_PLANS[run.model, run.objective].as_dict()
-    return json.dumps({**plan, "gpu_memory_gb": config.get("gpu_memory_gb")} if not plan["micro_batches"] else plan, sort_keys=True)
+    plan = MEMORY_PLANS[run.model, run.objective]
+    how = {"gradient_checkpointing": plan.gradient_checkpointing, "micro_batches": plan.micro_batches}
+    if not plan.micro_batches:
+        how["gpu_memory_gb"] = config.get("gpu_memory_gb")
+    return json.dumps(how, sort_keys=True)
 
 
 # The training keys that set how many optimizer steps a run has: the examples job checks them
