@@ -14,10 +14,16 @@ Checkpoints: at K steps (:func:`schedule.checkpoint_steps`) the model is exporte
 loss). The trainer's own state (optimizer, scheduler, RNG) is kept only for the latest step, and a
 copy of every exported checkpoint is kept, both in ``<work>`` (:mod:`.checkpoint_store`), so a job
 killed at any moment and re-run with the same arguments resumes from its latest state, re-publishes
-the checkpoints Snakemake removed, and ends with the same checkpoint steps and bit-identical
-tensors as an uninterrupted run. SIGTERM (SLURM's notice before a time-limit kill or a preemption)
+the checkpoints Snakemake removed, and ends with the same checkpoint steps as an uninterrupted run
+and, on CPU, bit-identical tensors (CUDA kernels are not bit-reproducible between executions). SIGTERM (SLURM's notice before a time-limit kill or a preemption)
 saves the state at the end of the current step, then the job exits non-zero, so a retry loses at
 most one step.
+
+Without waste: batches are length-bucketed (:mod:`.batching`), tokens are counted from the
+attention masks of the batches the loss tokenized (:class:`TokenCounter`), ModernBERT runs with
+FlashAttention-2 where it can (:func:`.models.attention_implementation`), and the workflow's memory
+plan (:mod:`rerank_scaling.planning.memory`) turns on micro-batching (gradient accumulation over
+slices of one bucketed batch) and gradient checkpointing where a run would not fit the GPU.
 
 Points of the fault-injection hook (``RERANK_SCALING_FAULT=<point>:<k>[:kill|term|hold]``, tests
 only; :func:`.checkpoint_store.fault_point`): ``state:k`` trainer state of checkpoint k written but
