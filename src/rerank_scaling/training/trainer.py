@@ -15,9 +15,9 @@ loss). The trainer's own state (optimizer, scheduler, RNG) is kept only for the 
 copy of every exported checkpoint is kept, both in ``<work>`` (:mod:`.checkpoint_store`), so a job
 killed at any moment and re-run with the same arguments resumes from its latest state, re-publishes
 the checkpoints Snakemake removed, and ends with the same checkpoint steps as an uninterrupted run
-and, on CPU, bit-identical tensors (CUDA kernels are not bit-reproducible between executions). SIGTERM (SLURM's notice before a time-limit kill or a preemption)
-saves the state at the end of the current step, then the job exits non-zero, so a retry loses at
-most one step.
+and, on CPU, bit-identical tensors (CUDA kernels are not bit-reproducible between executions).
+SIGTERM (SLURM's notice before a time-limit kill or a preemption) saves the state at the end of
+the current step, then the job exits non-zero, so a retry loses at most one step.
 
 Without waste: batches are length-bucketed (:mod:`.batching`), tokens are counted from the
 attention masks of the batches the loss tokenized (:class:`TokenCounter`), ModernBERT runs with
