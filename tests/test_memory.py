@@ -122,7 +122,7 @@ def test_paper_1b_refused_with_the_numbers_and_the_fix_before_any_job():
     message = str(refused.value)
     assert "config field 'gpu_memory_gb'" in message and "ettin-1b pointwise needs" in message
     assert "usable on a 16 GB GPU" in message and "AdamW state alone take 18.6 GB" in message
-    assert "train it on a GPU of at least 22 GB" in message
+    assert "train it on a GPU of at least 23 GB" in message
     assert "ettin-150m" not in message  # only the runs that cannot fit
 
 
@@ -176,4 +176,4 @@ def test_snakemake_prints_the_preflights_fix_or_refuses_before_any_job(tmp_path)
     output = refused.stdout + refused.stderr
     assert refused.returncode != 0 and "job count" not in output
     assert "config field 'gpu_memory_gb': ettin-1b pointwise needs" in output
-    assert "train it on a GPU of at least 22 GB" in output
+    assert "train it on a GPU of at least 23 GB" in output

@@ -38,8 +38,9 @@ applies one rule, the same at parse time and in the training job:
 from __future__ import annotations
 
 import json
+import math
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -221,13 +222,10 @@ class MemoryPlan:
     peak_gb: float | None = None  # planned peak (None: no GPU memory given, nothing checked)
     note: str = ""
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 def checkpointing_mode(value: str | bool) -> str:
     """``training.gradient_checkpointing`` as auto | true | false (YAML reads true/false as booleans)."""
-    mode = {True: "true", False: "false"}.get(value, value) if isinstance(value, bool) else str(value)
+    mode = ("true" if value else "false") if isinstance(value, bool) else str(value)
     if mode not in ("auto", "true", "false"):
         raise ValueError(f"training.gradient_checkpointing: {value!r}; use auto, true or false")
     return mode
@@ -290,7 +288,7 @@ def plan_memory(
     else:
         card = smallest / GPU_USABLE_SHARE + GPU_RESERVE_BYTES
         fix = (
-            f"train it on a GPU of at least {card / GB:.0f} GB (and set gpu_memory_gb), or lower "
+            f"train it on a GPU of at least {math.ceil(card / GB)} GB (and set gpu_memory_gb), or lower "
             "training.max_length"
         )
     raise MemoryRefused(
