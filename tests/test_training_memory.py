@@ -115,3 +115,31 @@ def test_micro_batches_and_checkpointing_train_like_the_full_batch(
             # Adam moves each weight by up to lr per step; rounding may differ by 1% of one step
             torch.testing.assert_close(other[name] - start[name], change, rtol=1e-3, atol=0.01 * lr)
     assert moved > len(full) // 2  # the comparison is about weights that trained
+
+
+def test_a_job_plans_like_the_workflow_when_the_shape_was_unknown_at_parse_time():
+    """micro_batches 0 (not prefetched when Snakemake parsed): the job plans from the loaded model."""
+    from transformers import ModernBertConfig
+
+    from rerank_scaling.training.trainer import TrainSettings, run_memory_plan
+
+    config = ModernBertConfig(
+        hidden_size=1792, num_hidden_layers=28, intermediate_size=3840, vocab_size=50368
+    )
+    settings = settings_from_dict(TrainSettings, {"max_length": 256, "pointwise_batch_size": 128}, "training")
+    unknown = {"gradient_checkpointing": False, "micro_batches": 0, "gpu_memory_gb": 80}
+    plan = run_memory_plan(unknown, config, None, "pointwise", 128, settings, True, "ettin-1b__pointwise")
+    assert (plan.micro_batches, plan.gradient_checkpointing) == (2, False)  # as config_memory_plans says
+    given = run_memory_plan(
+        {"gradient_checkpointing": True, "micro_batches": 4},
+        config,
+        None,
+        "pointwise",
+        128,
+        settings,
+        True,
+        "r",
+    )
+    assert (given.micro_batches, given.gradient_checkpointing) == (4, True)
+    with pytest.raises(ValueError, match="batch 128 cannot be cut into 3 micro-batches"):
+        run_memory_plan({"micro_batches": 3}, config, None, "pointwise", 128, settings, True, "r")
