@@ -68,7 +68,7 @@ rule split_tokens:
         collection=directory_of("input", "qrels", levels=2),
         max_length=config["training"]["max_length"],
     resources:
-        mem_mb=16000,
+        mem_mb=config["evaluation"].get("mem_mb", 8000),  # what an evaluation job needed to tokenize
         runtime=120,
     log:
         log_path("eval", "tokens/{model}/{split}"),
