@@ -56,6 +56,13 @@ def evaluation_json(model_free=False):
     return json.dumps(without(config["evaluation"], ignored, RESOURCE_KEYS), sort_keys=True)
 
 
+def candidate_selection_json():
+    """The evaluation keys that choose a split's candidate pairs (depth, query subset): all the
+    tokenization jobs read, so that changing how pairs are scored re-tokenizes nothing."""
+    keys = ("rerank_depth", "max_queries", "seed")
+    return json.dumps({key: config["evaluation"][key] for key in keys if key in config["evaluation"]}, sort_keys=True)
+
+
 def run_dir(stage, wildcards):
     """Per-run directory of a stage, e.g. results/default/checkpoints/<run>."""
     return f"{RESULTS}/{stage}/{wildcards.run}"

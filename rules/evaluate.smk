@@ -64,7 +64,7 @@ rule split_tokens:
         tokens=f"{RESULTS}/eval/tokens/{{model}}/{{split}}.parquet",
     params:
         model=lambda wildcards: json.dumps(GRID.model(wildcards.model), sort_keys=True),
-        evaluation=evaluation_json(),
+        evaluation=candidate_selection_json(),
         collection=directory_of("input", "qrels", levels=2),
         max_length=config["training"]["max_length"],
     resources:
