@@ -65,8 +65,8 @@ def held_out_table(check: pd.DataFrame) -> list[str]:
     rows = [
         "| split | objective | protocol (law) | held-out final | forecast | 95% interval | covered | miss "
         "| gap to largest fitted | miss < gap | SE (queries) | SE < gap / 3 | queries for SE = gap / 3 "
-        "| fit status |",
-        "|---|---|---|---:|---:|---|---|---:|---:|---|---:|---|---:|---|",
+        "| forecast status | fit status |",
+        "|---|---|---|---:|---:|---|---|---:|---:|---|---:|---|---:|---|---|",
     ]
     for r in check.sort_values(["split", "objective", "protocol"]).itertuples():
         rows.append(
@@ -74,7 +74,8 @@ def held_out_table(check: pd.DataFrame) -> list[str]:
             f"{r.held_out} {_num(r.observed)} | "
             f"{_num(r.forecast)} | [{_num(r.low)}, {_num(r.high)}] | {_yes(r.covered)} | {_num(r.miss)} | "
             f"{_num(r.gap)} ({r.largest_fitted}) | {_yes(r.miss_within_gap)} | {_num(r.se)} | "
-            f"{_yes(r.se_below_third_of_gap)} | {r.queries_for_third_of_gap:.0f} | {r.status} |"
+            f"{_yes(r.se_below_third_of_gap)} | {r.queries_for_third_of_gap:.0f} | "
+            f"{r.forecast_status} | {r.status} |"
         )
     return rows
 
@@ -132,12 +133,12 @@ def calibration_line(tables: Path) -> str:
     except pd.errors.EmptyDataError:  # too few sizes for a backtest: the fit stage writes an empty table
         return "Backtest coverage (`laws/tables/calibration.csv`): no backtests (too few fitted sizes)."
     at95 = calibration[calibration["nominal"] == 0.95]
-    parts = [
-        f"{row.protocol} ({row.law}): {row.empirical:.2f} of {row.n_points} held-out points "
-        f"in {row.n_backtests} backtests"
-        for row in at95.itertuples()
-    ]
-    return "Backtest coverage at nominal 0.95 (`laws/tables/calibration.csv`): " + "; ".join(parts) + "."
+    parts = [f"{row.metric} {row.protocol} ({row.law}): {row.statement}" for row in at95.itertuples()]
+    return (
+        "Backtest coverage at nominal 0.95 over independent units (one per objective and rolling "
+        "origin at the final checkpoint, fitted sizes only; `laws/tables/calibration.csv`, exact "
+        "binomial bounds): " + "; ".join(parts) + "."
+    )
 
 
 def status_line(fits: pd.DataFrame) -> str:

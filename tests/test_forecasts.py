@@ -151,6 +151,9 @@ def test_degenerate_joint_fit_gives_no_allocation():
 def test_rolling_origin_reproduces_a_hand_computed_split():
     """4 sizes: fit s1+s2 -> forecast s3; fit s1+s2+s3 -> forecast s4 (last k checkpoints each)."""
     group = _group(checkpoints=8)
+    # a held-out size is never part of a backtest: with s4 held out only one origin is left
+    assert rolling_origins(group) == [(2, ["s1", "s2"], "s3")]
+    group = group.assign(role="fit")
     assert rolling_origins(group) == [(2, ["s1", "s2"], "s3"), (3, ["s1", "s2", "s3"], "s4")]
     settings = FitSettings(bootstrap=20, last_k=3)
     keys = {

@@ -235,6 +235,7 @@ def test_held_out_check_compares_the_miss_with_the_gap_between_the_two_largest_s
                 "low": forecast - 0.05,
                 "high": forecast + 0.05,
                 "covered": abs(forecast - 0.36) <= 0.05,
+                "forecast_status": "usable",
                 "status": "ok",
             }
             for protocol, forecast in (("model", 0.33), ("joint_code", 0.25), ("joint_text", 0.36))

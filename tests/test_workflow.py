@@ -243,7 +243,7 @@ def test_the_readme_block_and_the_pointwise_table_read_a_finished_run(workflow, 
         **dict(objective="pointwise", attention="full", metric="nDCG@10", split="dev"),
         **dict(protocol="joint_code", law="additive", model="L2", step=final["step"]),
         **dict(observed=final["value"], forecast=final["value"] + 0.004, low=0.0, high=1.0),
-        **dict(covered=True, status="degenerate", k_of_n_covered="1 of 1"),
+        **dict(covered=True, forecast_status="too_wide", status="degenerate", k_of_n_covered="1 of 1"),
     }
     pd.DataFrame([row]).to_csv(results / "laws" / "tables" / "table08_final_checkpoint.csv", index=False)
     observed = f"L2 {final['value']:.3f}"

@@ -1,12 +1,20 @@
 """Rolling-origin backtests over model sizes (issue 12, beyond the paper).
 
-Sizes of a group are ordered by N; for every k from 2 to (number of sizes - 1), fit on the k smallest
-and forecast the next one (Tashman 2000, rolling-origin evaluation; Hyndman & Athanasopoulos,
-"time series cross-validation", here over size instead of time). Two laws are backtested, each
+The fitted sizes of a group (role ``fit``: a held-out size is never part of a backtest) are ordered
+by N; for every k from 2 to (number of sizes - 1), fit on the k smallest and forecast the next one
+(Tashman 2000, rolling-origin evaluation; Hyndman & Athanasopoulos, "time series cross-validation",
+here over size instead of time). Two laws are backtested, each
 with its protocol's rows: the power law in N on the last ``last_k`` checkpoints (model protocol)
 and the additive joint law on every checkpoint (the released code's joint protocol). Each held-out
 point records its forecast and its prediction interval at every level of :data:`LEVELS`, so the
-calibration (nominal vs empirical coverage over all backtests) can be read off.
+calibration can be read off, with two naive baselines at the final checkpoint: the largest fitted
+size's value ("no change") and a log-linear fit in N.
+
+Calibration is counted over independent units (:func:`calibration`): the checkpoints of one
+forecast share one fit and one run offset, so a unit is one (group, origin) at its final
+checkpoint, and only origins with as many sizes as the law needs count. Coverage claims are exact
+binomial ones (Clopper & Pearson 1934): "k of n inside is consistent with coverage >= L" with L the
+one-sided 95% lower bound.
 """
 
 from __future__ import annotations
@@ -15,8 +23,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from rerank_scaling.laws import forms as laws
+from rerank_scaling.laws.forecast_status import log_linear_forecast
 from rerank_scaling.laws.protocols import FitSettings, _last, fit_split
 from rerank_scaling.records import metric_direction
 
@@ -25,8 +35,10 @@ LEVELS = (0.5, 0.68, 0.8, 0.9, 0.95, 0.99)
 
 
 def rolling_origins(group: pd.DataFrame) -> list[tuple[int, list[str], str]]:
-    """(k, the k smallest models, the next model) for every k from 2 to the number of sizes - 1."""
-    order = group.groupby("model")["N"].first().sort_values().index.tolist()
+    """(k, the k smallest fitted models, the next one) for every k from 2 to the number of fitted
+    sizes - 1; held-out sizes (role ``held_out``) are never used."""
+    fitted = group[group["role"] == "fit"] if "role" in group else group
+    order = fitted.groupby("model")["N"].first().sort_values().index.tolist()
     return [(k, order[:k], order[k]) for k in range(2, len(order))]
 
 
@@ -42,6 +54,8 @@ def backtest_group(
     spread: tuple[float, float] = (0.0, 0.0),
 ) -> pd.DataFrame:
     """Held-out points of every rolling origin of one group, with intervals at every level."""
+    from rerank_scaling.laws.identifiability import too_few_levels
+
     sign, bounds = metric_direction(keys["metric"]), laws.metric_range(keys["metric"])
     candidates = (
         ("model", laws.power_law("N", sign, bounds)),
@@ -57,9 +71,15 @@ def backtest_group(
             frame = held[["model", "checkpoint", "step", "final", "value"]].rename(
                 columns={"value": "observed", "model": "forecast_size"}
             )
+            finals = _last(group[group["model"].isin(fitted)], 1)  # each fitted size's final value
+            target = _last(group[group["model"] == following], 1)
+            identified = not too_few_levels(law, {v: fit_rows[v].to_numpy(float) for v in law.variables})
             frame = frame.assign(
                 **keys,
                 origin=k,
+                enough_sizes=identified,
+                naive_last=float(finals.sort_values("N")["value"].iloc[-1]),
+                log_linear=float(log_linear_forecast(finals, target, ("N",))[0]),
                 fit_sizes="+".join(fitted),
                 protocol=protocol,
                 law=law.name,
@@ -116,23 +136,57 @@ def summary(points: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def coverage_bound(inside: int, total: int, confidence: float = 0.95) -> float:
+    """One-sided exact (Clopper-Pearson) lower confidence bound on coverage from k of n inside."""
+    if total == 0:
+        return float("nan")
+    return float(stats.beta.ppf(1 - confidence, inside, total - inside + 1)) if inside else 0.0
+
+
+def interval_score(low: np.ndarray, high: np.ndarray, y: np.ndarray, level: float = 0.95) -> np.ndarray:
+    """Gneiting & Raftery (2007) eq. 43: width plus 2/alpha times the distance outside."""
+    alpha = 1 - level
+    return (high - low) + 2 / alpha * np.clip(low - y, 0, None) + 2 / alpha * np.clip(y - high, 0, None)
+
+
 def calibration(points: pd.DataFrame) -> pd.DataFrame:
-    """Nominal vs empirical coverage over all backtested points (fits that did not fail), per law."""
+    """Coverage per (protocol, law, metric) over independent units, at every nominal level.
+
+    A unit is one (group, origin) at its final checkpoint, kept only when the origin has as many
+    sizes as the law needs (``enough_sizes``) and its fit did not fail. With each level: units
+    inside, the exact one-sided 95% lower bound on coverage and its sentence; at the final
+    checkpoint, the method's median |error| and interval score against the naive baselines'
+    median |error| (the largest fitted size's value, a log-linear fit in N).
+    """
     if points.empty or "forecast" not in points:
         return pd.DataFrame()
-    usable = points.dropna(subset=["forecast"])
+    units = points.dropna(subset=["forecast"])
+    units = units[units["final"] & units.get("enough_sizes", True)]
     rows = []
-    for (protocol, law), part in usable.groupby(["protocol", "law"]):
+    for (protocol, law, metric), part in units.groupby(["protocol", "law", "metric"]):
+        y = part["observed"].to_numpy(float)
+        scores = interval_score(part["low"].to_numpy(float), part["high"].to_numpy(float), y)
         for level in LEVELS:
+            inside, total = int(part[f"covered@{level:g}"].sum()), len(part)
+            bound = coverage_bound(inside, total)
             rows.append(
                 {
                     "protocol": protocol,
                     "law": law,
+                    "metric": metric,
                     "uncertainty": part["uncertainty"].iloc[0],
                     "nominal": level,
-                    "empirical": float(part[f"covered@{level:g}"].mean()),
-                    "n_points": len(part),
-                    "n_backtests": part.groupby(["objective", "metric", "split", "origin"]).ngroups,
+                    "empirical": inside / total,
+                    "n_units": total,
+                    "inside": inside,
+                    "coverage_lower_95": bound,
+                    "statement": f"{inside} of {total} inside is consistent with coverage >= {bound:.2f}",
+                    "median_abs_error": float(np.median(np.abs(part["forecast"] - y))),
+                    "median_interval_score_95": float(np.median(scores)),
+                    "naive_last_median_abs_error": float(np.median(np.abs(part["naive_last"] - y))),
+                    "log_linear_median_abs_error": float(np.nanmedian(np.abs(part["log_linear"] - y)))
+                    if part["log_linear"].notna().any()
+                    else np.nan,
                 }
             )
     return pd.DataFrame(rows)

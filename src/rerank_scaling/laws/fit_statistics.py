@@ -25,10 +25,11 @@
   Each resample first draws both variances from their scaled inverse-chi^2 sampling
   distributions (tau*^2 = tau^2 nu/chi^2_nu), so the intervals carry the uncertainty of the
   variance estimates the way a t quantile on nu dof does; then simulates the fitted curve plus
-  run offsets and checkpoint noise, refits (:func:`rerank_scaling.laws.fitting.refit_batch`) and
+  run offsets and checkpoint noise, refits (:func:`rerank_scaling.laws.fitting.refit_multistart`) and
   records the prediction error d* = f(theta*, x_new) - (f(theta, x_new) + delta*_new + eps*_new),
-  with a fresh offset for a run the fit has not seen (a held-out size) and none for later
-  checkpoints of a fitted run (its offset is in the fit). The interval is the percentile one of
+  with a fresh offset for a run the fit has not seen (a held-out size) and, for later checkpoints
+  of a fitted run, the offset that run drew in the same resample (its fitted points carry it too).
+  The interval is the percentile one of
   the simulated predictive distribution, [f + q_lo(d*), f + q_hi(d*)] (D&H §5.3.1, §6.3.3 with
   model-based errors): a forecast is a nonlinear, bounded function of the exponent, and the
   percentile interval respects that transformation where the basic (pivot) interval reflects
@@ -50,7 +51,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from rerank_scaling.laws.fitting import FitResult, fit_law, predict_batch, refit_batch
+from rerank_scaling.laws.fitting import FitResult, fit_law, predict_batch, refit_multistart
 from rerank_scaling.laws.forms import Law, Variables
 
 #: Parameters that an offset per run can trade against (asymptote, size amplitude, size exponent).
@@ -169,7 +170,7 @@ def _refits(
     if law.log_target:
         samples = np.clip(samples, 1e-9, 1 - 1e-9)
     if loss == "least_squares":
-        return refit_batch(law, x, samples, fit.params)
+        return refit_multistart(law, x, samples, fit.params)
     params, ok = [], []
     for column in samples.T:
         refit = fit_law(law, x, column, loss=loss, starts=[fit.params], max_evaluations=REFIT_EVALUATIONS)
@@ -219,20 +220,70 @@ class VarianceComponents:
     basis: str
 
 
+def _pooled(sources: list[tuple[str, float, float]]) -> tuple[float, float, str]:
+    """Pool variance estimates (name, variance, dof) weighted by their degrees of freedom."""
+    dof = sum(d for _, _, d in sources)
+    value = sum(v * d for _, v, d in sources) / dof
+    return value, dof, " + ".join(f"{name} ({d:g} dof)" for name, _, d in sources)
+
+
+def one_point_per_run(
+    residuals: np.ndarray,
+    n_params: int,
+    seed_spread: tuple[float, float] = (0.0, 0.0),
+    configured_sigma: float | None = None,
+    weights: np.ndarray | None = None,
+) -> VarianceComponents:
+    """The variance of a run's value when every run contributes one point (``last_k = 1``).
+
+    A run's final value deviates from the law by its offset plus its checkpoint noise,
+    delta_u + eps_u; with one point per run the two cannot be told apart, and a forecast of another
+    run's final value needs only their sum, v = tau^2 + sigma^2. Two unbiased estimates of v are
+    pooled by their degrees of freedom (the usual pooled variance):
+      * the seed spread of final values, (sum of seeds - 1) dof (replicates of a final value
+        estimate v itself, so sigma^2 must not be added again);
+      * the residual mean square of the fit, sum_u m_u r_u^2 / (n - p) with m_u the seeds averaged
+        into run u, (n - p) dof when the law leaves any.
+    The result is returned as tau^2 = v (one offset per run) and sigma^2 = 0.
+    """
+    residuals = np.asarray(residuals, float)
+    weights = np.ones(len(residuals)) if weights is None else np.asarray(weights, float)
+    sources: list[tuple[str, float, float]] = []
+    seed_var, seed_dof = seed_spread
+    if seed_dof > 0:
+        sources.append(("seed spread of final values", seed_var, seed_dof))
+    spare = len(residuals) - n_params
+    if spare > 0:
+        sources.append(("residual mean square", float((weights * residuals**2).sum()) / spare, spare))
+    if sources:
+        value, dof, basis = _pooled(sources)
+        return VarianceComponents(value, dof, 0.0, np.inf, f"one point per run: {basis}")
+    if configured_sigma is not None:
+        return VarianceComponents(configured_sigma**2, np.inf, 0.0, np.inf, "fitting.run_sigma")
+    return VarianceComponents(0.0, np.inf, 0.0, np.inf, "none: one point per run, no seeds, no spare runs")
+
+
 def variance_components(
     residuals: np.ndarray,
     units: np.ndarray,
     n_params: int,
     seed_spread: tuple[float, float] = (0.0, 0.0),
     configured_sigma: float | None = None,
+    spread_points: int = 1,
+    weights: np.ndarray | None = None,
 ) -> VarianceComponents:
     """tau^2 and sigma^2 of the random-effect model from a fit's residuals (module docstring).
 
-    ``seed_spread`` is (pooled variance of run means between seeds, its dof).
+    ``seed_spread`` is (pooled variance between seeds of a run's mean over its last
+    ``spread_points`` checkpoints, its dof); that variance is tau^2 + sigma^2 / spread_points, so
+    sigma^2 / spread_points is taken off before it is pooled into tau^2. With one point per run
+    the two components are not separable: :func:`one_point_per_run`.
     """
     frame = pd.DataFrame({"u": units, "r": residuals})
-    means = frame.groupby("u")["r"].transform("mean")
     n, n_units = len(frame), frame["u"].nunique()
+    if n == n_units:
+        return one_point_per_run(residuals, n_params, seed_spread, configured_sigma, weights)
+    means = frame.groupby("u")["r"].transform("mean")
     sigma_dof = n - max(n_units, n_params)
     within = float(((frame["r"] - means) ** 2).sum())
     sigma2 = within / sigma_dof if sigma_dof > 0 else float(frame["r"].var(ddof=0))
@@ -241,7 +292,8 @@ def variance_components(
     seed_var, seed_dof = seed_spread
     if seed_dof > 0:
         sources.append(f"seed spread ({seed_dof:g} dof)")
-        tau_sum, tau_dof = tau_sum + seed_var * seed_dof, tau_dof + seed_dof
+        corrected = max(seed_var - sigma2 / max(spread_points, 1), 0.0)
+        tau_sum, tau_dof = tau_sum + corrected * seed_dof, tau_dof + seed_dof
     spare = n_units - min(n_params, BETWEEN_RUN_PARAMS)
     if n_units > 1 and spare > 0:
         unit_means = frame.groupby("u")["r"].agg(["mean", "size"])
@@ -303,7 +355,11 @@ def run_bootstrap(
     noise = rng.standard_normal((resamples, len(fitted))) * np.sqrt(sigma2[:, None])
     samples = (fitted + offsets[:, index] + noise).T
     params, ok = _refits(law, fit, x, samples, loss)
-    new_offsets = rng.standard_normal((resamples, len(new_names))) * np.sqrt(tau2[:, None]) * fresh
+    # a new point of a fitted run shares that run's offset in this resample (its later checkpoints
+    # carry the same luck as the fitted ones); a run the fit has not seen gets a fresh offset
+    new_offsets = rng.standard_normal((resamples, len(new_names))) * np.sqrt(tau2[:, None])
+    seen = np.flatnonzero(~fresh)
+    new_offsets[:, seen] = offsets[:, np.searchsorted(names, new_names[seen])]
     new_noise = rng.standard_normal((resamples, len(centre))) * np.sqrt(sigma2[:, None])
     forecasts = predict_batch(law, params, x_new)
     keep = ok & np.isfinite(forecasts).all(1)

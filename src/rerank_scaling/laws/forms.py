@@ -71,6 +71,9 @@ class Law:
     function: Callable[[np.ndarray, Variables], np.ndarray]
     log_target: bool = False  # fit log(-log y) instead of y (relative-based law)
     amplitudes: tuple[str, ...] = ()  # parameters whose value 0 removes a term (identifiability check)
+    # distinct values each variable needs (identifiability check); default: p for a law in one
+    # variable, 2 for each variable of a joint law
+    min_levels: tuple[tuple[str, int], ...] = ()
 
     def predict(self, params: np.ndarray, x: Variables) -> np.ndarray:
         """The law's prediction of the metric itself (also for log-space laws)."""
@@ -130,6 +133,9 @@ def additive_law(sign: int, asymptote: Range = UNBOUNDED) -> Law:
         (_asymptote_starts(asymptote, (0.0, 1.0, 3.0)), (0.01, 0.1), (0.2, 1.0), (0.01, 0.1), (0.2, 1.0)),
         f,
         amplitudes=("b", "c"),
+        # a - b N^-alpha at two sizes is two numbers for three unknowns (a trades against b, alpha):
+        # a joint fit on two sizes is exactly unidentified in N, however many steps it has
+        min_levels=(("N", 3), ("S", 3)),
     )
 
 

@@ -6,14 +6,15 @@ says the data cannot see model size. Three checks, in the spirit of the warnings
 `simple-scaling-laws` (weakly identified exponents, parameters pinned to a bound):
 
 0. too few distinct values of a variable: a law in one variable with p parameters needs p distinct
-   values of it (3 sizes for a - b N^-c); a joint law needs 2 of each (bootstrap refits started at
-   the optimum cannot reveal an exactly flat direction, so this is counted, not sampled);
+   values of it (3 sizes for a - b N^-c); a joint law needs 2 of each, or what it declares
+   (``Law.min_levels``: the additive law needs 3 sizes, since a - b N^-alpha at two sizes leaves a,
+   b and alpha trading exactly); bootstrap refits started at the optimum cannot reveal an exactly
+   flat direction, so this is counted, not sampled;
 1. a parameter ends on one of its finite bounds (the optimum lies outside the admissible region);
 2. a term is flat: setting its amplitude (``Law.amplitudes``) to zero changes the fitted curve over
    the fitted points by less than ``FLAT_TERM`` of the data's range;
-3. a parameter's bootstrap spread exceeds its size: the robust standard deviation of its refits,
-   (q84 - q16)/2, is larger than |value| (a "t-ratio" below 1): the data do not determine its order
-   of magnitude.
+3. a parameter's bootstrap spread is too large for its kind (:func:`wide_spreads`): an exponent's
+   exceeds |value| (a "t-ratio" below 1), a level's exceeds a quarter of its admissible range.
 
 Each returns a readable reason; :func:`degenerate_reasons` joins them ("" when the fit is identified).
 """
@@ -32,9 +33,10 @@ FLAT_TERM = 0.01
 
 def too_few_levels(law: Law, x: Variables) -> list[str]:
     """Variables with fewer distinct values than the law needs to identify its parameters."""
-    needed = len(law.params) if len(law.variables) == 1 else 2
+    default = len(law.params) if len(law.variables) == 1 else 2
     reasons = []
     for name in law.variables:
+        needed = dict(law.min_levels).get(name, default)
         levels = len(np.unique(np.asarray(x[name], float)))
         if levels < needed:
             reasons.append(f"{levels} distinct {name} for a law that needs {needed}")
@@ -70,16 +72,36 @@ def flat_terms(law: Law, params: np.ndarray, x: Variables, y: np.ndarray) -> lis
     return reasons
 
 
+#: Parameters that set a law's level (its asymptote or floor), by name across the forms.
+LEVEL_PARAMS = ("a", "delta")
+#: A level whose bootstrap spread exceeds this fraction of its admissible range is not identified.
+LEVEL_SPREAD = 0.25
+
+
 def wide_spreads(law: Law, params: np.ndarray, refits: np.ndarray) -> list[str]:
-    """Parameters whose bootstrap spread (q84 - q16)/2 over the refits (B, P) exceeds their magnitude."""
+    """Parameters the bootstrap refits (B, P) do not determine, judged on a scale each one has:
+
+    * an exponent (unitless): its robust spread (q84 - q16)/2 exceeds |value| (a t-ratio below 1);
+    * a level (asymptote ``a`` or floor ``delta``): its spread exceeds ``LEVEL_SPREAD`` of the range
+      its bounds allow (a CE floor near 0 is not "wide" merely because |value| is tiny);
+    * an amplitude is not judged here: its size depends on the units of the variables (b N^-c with
+      N in millions or in units), and :func:`flat_terms` already asks whether its term matters.
+    """
     if len(refits) < 2:
         return []
     spread = (np.percentile(refits, 84, axis=0) - np.percentile(refits, 16, axis=0)) / 2
-    return [
-        f"{name} = {value:.3g} has bootstrap spread {sd:.3g} larger than itself"
-        for name, value, sd in zip(law.params, params, spread, strict=True)
-        if np.isfinite(sd) and sd > abs(value)
-    ]
+    reasons = []
+    for name, value, sd, lo, hi in zip(law.params, params, spread, law.lower, law.upper, strict=True):
+        if not np.isfinite(sd) or name in law.amplitudes:
+            continue
+        if name in LEVEL_PARAMS:
+            if np.isfinite(lo) and np.isfinite(hi) and sd > LEVEL_SPREAD * (hi - lo):
+                reasons.append(
+                    f"{name} = {value:.3g} not identified (spread {sd:.3g} of a range {hi - lo:.3g})"
+                )
+        elif sd > abs(value):
+            reasons.append(f"{name} = {value:.3g} has bootstrap spread {sd:.3g} larger than itself")
+    return reasons
 
 
 def degenerate_reasons(

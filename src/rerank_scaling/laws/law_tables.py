@@ -60,7 +60,9 @@ def errors_per_held_out_size(
 
 
 def final_checkpoint(forecasts: pd.DataFrame) -> pd.DataFrame:
-    """Table 8: each held-out size at its final checkpoint, and "k of n covered" per setting."""
+    """Table 8: each held-out size at its final checkpoint, and "k of n covered" per setting; with
+    each forecast's ``forecast_status`` and ``reason`` (:mod:`rerank_scaling.laws.forecast_status`),
+    its extrapolation ratio and the fit's own ``status`` (diagnostics of its parameters)."""
     if forecasts.empty:
         return pd.DataFrame()
     rows = forecasts[
@@ -82,7 +84,10 @@ def final_checkpoint(forecasts: pd.DataFrame) -> pd.DataFrame:
             "low",
             "high",
             "covered",
+            "forecast_status",
+            "extrapolation",
             "status",
+            "reason",
         ]
     ].copy()
     counts = table.groupby(["metric", "split", "protocol", "law"])["covered"].agg(["sum", "size"])

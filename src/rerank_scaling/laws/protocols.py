@@ -39,6 +39,7 @@ from rerank_scaling.laws.fit_statistics import (
     variance_components,
 )
 from rerank_scaling.laws.fitting import FitResult, fit_law
+from rerank_scaling.laws.forecast_status import StatusRule, judge, validated_ratio
 from rerank_scaling.laws.identifiability import degenerate_reasons
 from rerank_scaling.records import metric_direction
 
@@ -69,6 +70,8 @@ class FitSettings:
     joint_protocol: str = "code"  # or "text": which joint protocol planning uses
     run_sigma: float | None = None  # run-to-run sd when neither seeds nor spare sizes estimate it
     backtest: bool = True  # rolling-origin backtests over sizes
+    validated_ratio: float | None = None  # extrapolation a forecast may make (null: the backtests')
+    usable_half_width: float = 0.0  # a 95% half-width always narrow enough to decide with
 
     def __post_init__(self) -> None:
         choices = {
@@ -240,7 +243,15 @@ def fit_split(
     units = fit_rows["model"].to_numpy()
     x_all = _variables(both, law)
     residuals = y - law.predict(result.params, x)
-    components = variance_components(residuals, units, len(law.params), spread, settings.run_sigma)
+    components = variance_components(
+        residuals,
+        units,
+        len(law.params),
+        spread,
+        settings.run_sigma,
+        spread_points=settings.last_k,
+        weights=fit_rows["seeds"].to_numpy(float),
+    )
     if settings.uncertainty == "iid":
         quality = goodness_of_fit(y, law.predict(result.params, x), len(law.params))
         intervals = iid_bootstrap(law, result, x, y, x_all, settings.bootstrap, seed, settings.loss)
@@ -279,8 +290,11 @@ def fit_one(
     settings: FitSettings,
     seed: int,
     spread: tuple[float, float] = (0.0, 0.0),
+    rule: StatusRule | None = None,
 ) -> tuple[dict[str, Any], pd.DataFrame]:
-    """Fit, diagnose, forecast and bootstrap one law on one protocol split: (fits row, forecast rows)."""
+    """Fit, diagnose, forecast and bootstrap one law on one protocol split: (fits row, forecast rows),
+    each forecast row judged by ``rule`` (:mod:`rerank_scaling.laws.forecast_status`)."""
+    rule = rule or StatusRule(settings.validated_ratio or 1.0, settings.usable_half_width)
     done = fit_split(law, fit_rows, held_rows, settings, seed, spread)
     protocol = label.split(":")[0]
     record = {
@@ -316,6 +330,15 @@ def fit_one(
     forecast["covered"] = (forecast["observed"] >= forecast["low"]) & (
         forecast["observed"] <= forecast["high"]
     )
+    judged = judge(
+        both.assign(forecast=boot.centre, low=low, high=high),
+        fit_rows,
+        law.variables,
+        rule,
+        done.status,
+        done.reason,
+    )
+    forecast = forecast.join(judged)
     held = forecast[forecast["held_out"]]
     names = law.params
     record.update(
@@ -341,6 +364,14 @@ def fit_one(
     return record, forecast
 
 
+def status_rule(settings: FitSettings, backtests: pd.DataFrame, group: pd.DataFrame) -> StatusRule:
+    """The forecast-status rule of a group: the configured validated ratio, else its backtests'."""
+    ratio = settings.validated_ratio
+    if ratio is None:
+        ratio = validated_ratio(backtests, group.groupby("model")["N"].first())
+    return StatusRule(ratio, settings.usable_half_width)
+
+
 def fit_group(
     keys: dict[str, Any],
     group: pd.DataFrame,
@@ -355,10 +386,13 @@ def fit_group(
     output = ProtocolOutput()
     if settings.backtest:
         output.backtests.append(backtest_group(keys, group, settings, seed, spread))
+    rule = status_rule(settings, output.backtests[0] if output.backtests else pd.DataFrame(), group)
     for protocol in PROTOCOLS:
         for label, fit_rows, held_rows in splits_for(protocol, group, settings):
             for law in laws_for(protocol, keys["metric"], settings):
-                record, forecast = fit_one(law, label, keys, fit_rows, held_rows, settings, seed, spread)
+                record, forecast = fit_one(
+                    law, label, keys, fit_rows, held_rows, settings, seed, spread, rule
+                )
                 output.fits.append(record)
                 if not forecast.empty:
                     output.forecasts.append(forecast)

@@ -97,6 +97,7 @@ def held_out_check(
                 "se": se,
                 "se_below_third_of_gap": bool(np.isfinite(se) and se < abs(gap) / 3),
                 "queries_for_third_of_gap": _queries_needed(se, group["queries"].max(), gap),
+                "forecast_status": r.forecast_status,
                 "status": r.status,
             }
         )

@@ -1,0 +1,71 @@
+"""Forecast intervals on the embedded default's own path (issue 24): coverage AND width.
+
+The simulation (``tests/default_path_simulation.py``) has the default's structure: last_k = 1,
+four fitted sizes, seeds at the largest fitted one, the asymptote on its bound, run noise growing
+with size. Coverage must lie in [0.90, 0.985] and the median width within 1.5x the oracle's: an
+interval too wide passes a coverage-only test, so width is asserted too, and the same assertions
+are shown to reject the two wrong methods the old test let through (tau off, tau 5x too large).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from default_path_simulation import LAW, oracle_width, replicate, simulate
+
+from rerank_scaling.laws import fit_statistics, protocols
+from rerank_scaling.laws.fitting import fit_law, refit_multistart
+
+
+def _judge(frame) -> tuple[float, float]:
+    return float(frame["covered"].mean()), float(frame["width"].median() / oracle_width(frame))
+
+
+@pytest.mark.slow
+def test_default_path_intervals_cover_at_nominal_and_are_not_too_wide():
+    """200 replicates: binomial SE of the coverage ~0.015 at 0.95."""
+    coverage, width_ratio = _judge(simulate(200, bootstrap=200, seed=1))
+    assert 0.90 <= coverage <= 0.985, coverage
+    assert width_ratio <= 1.5, width_ratio
+
+
+def test_default_path_intervals_quick():
+    """The same on 40 replicates (quick suite): looser bounds for the smaller sample."""
+    coverage, width_ratio = _judge(simulate(40, bootstrap=100, seed=2))
+    assert coverage >= 0.8, coverage
+    assert width_ratio <= 2.0, width_ratio
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scale", [0.0, 25.0], ids=["tau-off", "tau-5x"])
+def test_the_assertions_reject_a_wrong_run_variance(monkeypatch, scale):
+    """The run variance switched off (coverage fails) or 5x too large in sd (width fails)."""
+    original = fit_statistics.variance_components
+
+    def wrong(*args, **kwargs):
+        right = original(*args, **kwargs)
+        return dataclasses.replace(right, tau2=right.tau2 * scale)
+
+    monkeypatch.setattr(protocols, "variance_components", wrong)
+    coverage, width_ratio = _judge(simulate(100, bootstrap=100, seed=3))
+    assert not (0.90 <= coverage <= 0.985 and width_ratio <= 1.5), (coverage, width_ratio)
+
+
+def test_bootstrap_refits_reach_the_multistart_optimum():
+    """Refits of default-like resamples end within 1% of a scipy multi-start optimum's cost."""
+    rng = np.random.default_rng(0)
+    sample = replicate(rng)
+    x = {"N": sample.fit_rows["N"].to_numpy(float)}
+    y = sample.fit_rows["value"].to_numpy(float)
+    fit = fit_law(LAW, x, y)
+    resamples = y[:, None] + rng.normal(0, 0.015, (len(y), 30))
+    params, converged = refit_multistart(LAW, x, resamples, fit.params)
+    assert converged.mean() >= 0.9
+    worse = 0
+    for column, found in zip(resamples.T, params, strict=True):
+        best = fit_law(LAW, x, column)
+        cost = 0.5 * ((LAW.predict(found, x) - column) ** 2).sum()
+        worse += cost > best.cost * 1.01 + 1e-12
+    assert worse <= 1, worse
