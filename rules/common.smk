@@ -1,11 +1,13 @@
 # Helpers shared by the rule files (config validation, paths, target lists, JSON params).
 import json
+import sys
 from pathlib import Path
 
 from rerank_scaling import workflow_time
 from rerank_scaling.config import validate_config
 from rerank_scaling.grid import GRID_KEYS, RESOURCE_KEYS, Grid, RunSpec, without
 from rerank_scaling.laws.fit_laws import TABLES as LAW_TABLES
+from rerank_scaling.config_checks import memory_plans
 from rerank_scaling.report.write_report import PER_METRIC as FIGURE_KINDS, slug
 from rerank_scaling.stage_code import stage_code
 
@@ -52,6 +54,13 @@ def evaluation_json(model_free=False):
     ``model_free`` (BM25's evaluation) also drops what only concerns scoring checkpoints."""
     ignored = ("unit", "precision", "final_only_splits") if model_free else ("unit",)
     return json.dumps(without(config["evaluation"], ignored, RESOURCE_KEYS), sort_keys=True)
+
+
+def candidate_selection_json():
+    """The evaluation keys that choose a split's candidate pairs (depth, query subset): all the
+    tokenization jobs read, so that changing how pairs are scored re-tokenizes nothing."""
+    keys = ("rerank_depth", "max_queries", "seed")
+    return json.dumps({key: config["evaluation"][key] for key in keys if key in config["evaluation"]}, sort_keys=True)
 
 
 def run_dir(stage, wildcards):
@@ -127,6 +136,23 @@ def part_split_files(pattern):
     return files
 
 
+def split_token_files(splits_of):
+    """An input function: the run's model's tokenized pairs (rule split_tokens) of each split that
+    ``splits_of(wildcards)`` names; none for the scratch family, whose runs train their own tokenizer."""
+
+    def files(wildcards):
+        model = GRID.model(RunSpec.parse(wildcards.run).model)
+        if model["family"] == "scratch":
+            return []
+        return expand(f"{RESULTS}/eval/tokens/{model['name']}/{{split}}.parquet", split=splits_of(wildcards))
+
+    return files
+
+
+def run_tokens_dir(wildcards):
+    return f"{RESULTS}/eval/tokens/{RunSpec.parse(wildcards.run).model}"
+
+
 def run_metric_tables(wildcards=None):
     """The per-job metric tables merged into metrics/all.parquet, by evaluation.unit."""
     if eval_unit() == "run":
@@ -198,6 +224,25 @@ def run_training_json():
     finished run (Snakemake re-runs a job when its params change). A new objective still does,
     through the examples job (STEP_KEYS below)."""
     return json.dumps(without(config["training"], GRID_KEYS, RESOURCE_KEYS), sort_keys=True)
+
+
+# The memory preflight (rerank_scaling.planning.memory): how each (model, objective) trains on a GPU
+# of gpu_memory_gb. validate_config has refused the runs nothing fits; the notes say what it changed.
+MEMORY_PLANS = memory_plans(config)
+for _note in sorted({plan.note for plan in MEMORY_PLANS.values() if plan.note}):
+    print(f"memory preflight: {_note}", file=sys.stderr)
+
+
+def memory_plan_json(wildcards):
+    """The run's memory plan for the train job: checkpointing and micro-batches only (not the planned
+    peak or the note), so a change re-trains only the runs whose training changes. micro_batches 0
+    (shape unknown here, not prefetched): the job plans for itself from the model it loads."""
+    run = RunSpec.parse(wildcards.run)
+    plan = MEMORY_PLANS[run.model, run.objective]
+    how = {"gradient_checkpointing": plan.gradient_checkpointing, "micro_batches": plan.micro_batches}
+    if not plan.micro_batches:
+        how["gpu_memory_gb"] = config.get("gpu_memory_gb")
+    return json.dumps(how, sort_keys=True)
 
 
 # The training keys that set how many optimizer steps a run has: the examples job checks them

@@ -26,20 +26,80 @@ rule evaluate_bm25:
         " --out {output.metrics} --per-query {output.per_query} > {log} 2>&1"
 
 
+# One CPU job per split writes the texts of the documents its candidates name, so that the GPU jobs
+# read a small table instead of scanning the whole corpus each (rerank_scaling.evaluation.split_texts).
+rule split_texts:
+    input:
+        code=stage_code("evaluation.split_texts"),
+        corpus=rules.prepare_data.output.corpus,
+        run=f"{RESULTS}/bm25/runs/{{split}}.trec",
+    output:
+        texts=f"{RESULTS}/eval/texts/{{split}}.parquet",
+    params:
+        depth=config["evaluation"]["rerank_depth"],
+    resources:
+        mem_mb=4000,
+        runtime=60,
+    log:
+        log_path("eval", "texts/{split}"),
+    benchmark:
+        benchmark_path("eval", "texts/{split}")
+    conda:
+        f"{ENVS}/training.yaml"
+    shell:
+        "python -m rerank_scaling.evaluation.split_texts --corpus {input.corpus} --run {input.run}"
+        " --depth {params.depth} --out {output.texts} > {log} 2>&1"
+
+
+# One CPU job per (model, split) tokenizes the split's candidate pairs with the model's tokenizer,
+# so evaluation jobs do not each re-tokenize them (rerank_scaling.evaluation.split_tokens).
+rule split_tokens:
+    input:
+        code=stage_code("evaluation.split_tokens"),
+        texts=rules.split_texts.output.texts,
+        run=f"{RESULTS}/bm25/runs/{{split}}.trec",
+        queries=f"{RESULTS}/data/collection/queries/{{split}}.tsv",
+        qrels=f"{RESULTS}/data/collection/qrels/{{split}}.txt",
+    output:
+        tokens=f"{RESULTS}/eval/tokens/{{model}}/{{split}}.parquet",
+    params:
+        model=lambda wildcards: json.dumps(GRID.model(wildcards.model), sort_keys=True),
+        evaluation=candidate_selection_json(),
+        collection=directory_of("input", "qrels", levels=2),
+        max_length=config["training"]["max_length"],
+    resources:
+        mem_mb=config["evaluation"].get("mem_mb", 8000),  # what an evaluation job needed to tokenize
+        runtime=120,
+    log:
+        log_path("eval", "tokens/{model}/{split}"),
+    benchmark:
+        benchmark_path("eval", "tokens/{model}/{split}")
+    conda:
+        f"{ENVS}/training.yaml"
+    shell:
+        "HF_HUB_OFFLINE=1 python -m rerank_scaling.evaluation.split_tokens --model {params.model:q}"
+        " --collection {params.collection} --bm25-run {input.run} --texts {input.texts}"
+        " --split {wildcards.split} --settings {params.evaluation:q} --max-length {params.max_length}"
+        " --out {output.tokens} > {log} 2>&1"
+
+
 rule evaluate_run:
     input:
         code=stage_code("evaluation.evaluate"),
         checkpoints=checkpoint_sidecars,
         runs=expand(f"{RESULTS}/bm25/runs/{{split}}.trec", split=eval_splits()),
-        corpus=rules.prepare_data.output.corpus,
+        texts=expand(f"{RESULTS}/eval/texts/{{split}}.parquet", split=eval_splits()),
+        tokens=split_token_files(lambda wildcards: eval_splits()),
         qrels=expand(f"{RESULTS}/data/collection/qrels/{{split}}.txt", split=eval_splits()),
     output:
         metrics=f"{RESULTS}/eval/{{run}}/metrics.parquet",
         per_query=f"{RESULTS}/eval/{{run}}/per_query.parquet",
     params:
         evaluation=evaluation_json(),
-        collection=directory_of("input", "corpus"),
+        collection=directory_of("input", "qrels", levels=2),
         bm25_dir=directory_of("input", "runs"),
+        texts_dir=directory_of("input", "texts"),
+        tokens_dir=run_tokens_dir,
         splits=eval_splits(),
         max_length=config["training"]["max_length"],
         device=config["device"],
@@ -59,7 +119,8 @@ rule evaluate_run:
     shell:
         "HF_HUB_OFFLINE=1 python -m rerank_scaling.evaluation.evaluate run --checkpoints {params.checkpoints}"
         " --collection {params.collection} --bm25-dir {params.bm25_dir} --splits {params.splits}"
-        " --settings {params.evaluation:q} --max-length {params.max_length} --device {params.device}"
+        " --settings {params.evaluation:q} --texts-dir {params.texts_dir} --tokens-dir {params.tokens_dir}"
+        " --max-length {params.max_length} --device {params.device}"
         " --threads {threads} --work {params.work} --out {output.metrics}"
         " --per-query {output.per_query} > {log} 2>&1"
 
@@ -100,15 +161,18 @@ use rule evaluate_run as evaluate_part with:
         code=stage_code("evaluation.evaluate"),
         checkpoints=part_sidecar,
         runs=part_split_files("bm25/runs/{split}.trec"),
-        corpus=rules.prepare_data.output.corpus,
+        texts=part_split_files("eval/texts/{split}.parquet"),
+        tokens=split_token_files(part_splits),
         qrels=part_split_files("data/collection/qrels/{split}.txt"),
     output:
         metrics=f"{RESULTS}/eval/{{run}}/parts/{{part}}.parquet",
         per_query=f"{RESULTS}/eval/{{run}}/parts/{{part}}.per_query.parquet",
     params:
         evaluation=evaluation_json(),
-        collection=directory_of("input", "corpus"),
+        collection=directory_of("input", "qrels", levels=2),
         bm25_dir=directory_of("input", "runs"),
+        texts_dir=directory_of("input", "texts"),
+        tokens_dir=run_tokens_dir,
         splits=part_splits,
         max_length=config["training"]["max_length"],
         device=config["device"],

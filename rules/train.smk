@@ -12,6 +12,7 @@ rule train:
     params:
         model=model_json,
         training=run_training_json(),
+        memory=memory_plan_json,
         device=config["device"],
         checkpoints=lambda wildcards: run_dir("checkpoints", wildcards),
         work=lambda wildcards: run_dir("work/train", wildcards),
@@ -28,7 +29,7 @@ rule train:
         f"{ENVS}/training.yaml"
     shell:
         "HF_HUB_OFFLINE=1 python -m rerank_scaling.training.train --run {wildcards.run} --model {params.model:q}"
-        " --training {params.training:q} --device {params.device} --threads {threads}"
+        " --training {params.training:q} --memory {params.memory:q} --device {params.device} --threads {threads}"
         " --pointwise {input.pointwise}"
         " --groups {input.groups} --corpus {input.corpus} --checkpoints {params.checkpoints}"
         " --work {params.work} > {log} 2>&1"

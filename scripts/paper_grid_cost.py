@@ -36,17 +36,7 @@ sys.path.insert(0, str(REPO / "src"))
 from rerank_scaling.grid import Grid  # noqa: E402
 from rerank_scaling.hub import cached_model, is_hub_id  # noqa: E402
 from rerank_scaling.planning.costs import EncoderShape  # noqa: E402
-
-# Ettin encoders (Weller et al. 2025, "Seq vs Seq: An Open Suite of Paired Encoders and Decoders"):
-# ModernBERT layers, hidden / layers / FFN width; local attention 128 tokens, global every 3rd layer.
-ETTIN = {
-    "jhu-clsp/ettin-encoder-17m": (256, 7, 384),
-    "jhu-clsp/ettin-encoder-32m": (384, 10, 576),
-    "jhu-clsp/ettin-encoder-68m": (512, 19, 768),
-    "jhu-clsp/ettin-encoder-150m": (768, 22, 1152),
-    "jhu-clsp/ettin-encoder-400m": (1024, 28, 2624),
-    "jhu-clsp/ettin-encoder-1b": (1792, 28, 3840),
-}
+from rerank_scaling.planning.memory import ETTIN  # noqa: E402  (the Ettin paper's shapes)
 
 
 def merged_config(configfile: Path) -> dict[str, Any]:

@@ -160,3 +160,36 @@ def test_bm25_rows_use_the_same_metrics(small_collection, tmp_path):
     ndcg = rows[(rows["metric"] == "nDCG@10") & (rows["split"] == "test")]["value"].iloc[0]
     assert 0.1 < ndcg < 0.7
     assert_means_of_the_per_query_rows(rows, per_query_of(tmp_path / "bm25.parquet"))
+
+
+def test_pre_written_texts_and_tokens_score_like_a_corpus_scan(small_collection, trained, tmp_path):
+    """The workflow's per-split jobs (split_texts, split_tokens) change no score, only the set-up."""
+    from rerank_scaling.evaluation import split_texts, split_tokens
+
+    collection, runs = small_collection["collection"], small_collection["runs"]
+    settings = json.dumps({"rerank_depth": 10, "ce_sizes": [4], "rbp_k": [1, 3], "rr_m": [2]})
+    for split in ("dev", "test"):
+        texts = tmp_path / "texts" / f"{split}.parquet"
+        split_texts.main(
+            ["--corpus", str(collection.corpus), "--run", str(runs / f"{split}.trec")]
+            + ["--depth", "10", "--out", str(texts)]
+        )
+        split_tokens.main(
+            ["--model", json.dumps(LADDER), "--collection", str(collection.root), "--bm25-run"]
+            + [str(runs / f"{split}.trec"), "--texts", str(texts), "--split", split, "--settings", settings]
+            + ["--max-length", "32", "--out", str(tmp_path / "tokens" / f"{split}.parquet")]
+        )
+    scanned = evaluate(small_collection, trained, tmp_path / "w1", tmp_path / "a.parquet")
+    from rerank_scaling.evaluation import evaluate as stage
+
+    stage.main(
+        ["run", "--collection", str(collection.root), "--bm25-dir", str(runs), "--splits", "dev", "test"]
+        + ["--settings", settings, "--out", str(tmp_path / "b.parquet")]
+        + ["--per-query", str(tmp_path / "b.per_query.parquet"), "--checkpoints", str(trained)]
+        + ["--max-length", "32", "--device", "cpu", "--work", str(tmp_path / "w2")]
+        + ["--texts-dir", str(tmp_path / "texts"), "--tokens-dir", str(tmp_path / "tokens")]
+    )
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "b.parquet"), scanned)
+    for trec in sorted((tmp_path / "w1" / "runs").glob("*.trec")):
+        pd.testing.assert_series_equal(_scores(trec), _scores(tmp_path / "w2" / "runs" / trec.name))
+    assert len(list((tmp_path / "w1" / "runs").glob("*.trec"))) == 6  # 3 checkpoints x 2 splits

@@ -109,7 +109,15 @@ def test_adding_a_model_size_trains_and_evaluates_only_that_size(workflow):
     changed.write_text(yaml.safe_dump(config))
     jobs = planned_jobs(workflow, "--configfile", str(changed))
     assert jobs == Counter(
-        {"train": 4, "evaluate_run": 4, "merge_metrics": 1, "fit_laws": 1, "report_figures": 1, "plan": 1}
+        {
+            "train": 4,
+            "evaluate_run": 4,
+            "split_tokens": 2,  # the new model's tokenizer on dev and test
+            "merge_metrics": 1,
+            "fit_laws": 1,
+            "report_figures": 1,
+            "plan": 1,
+        }
     )
 
 
@@ -160,15 +168,16 @@ RETRAIN = {"train": 8, "evaluate_run": 8, "merge_metrics": 1, "fit_laws": 1, "re
     [
         # imported inside the training run (windowed runs only): still the training stage's code; the
         # evaluation stage scores windowed checkpoints with it, so the BM25 evaluation re-runs too
-        ("training/sparse_encoder.py", {**RETRAIN, "evaluate_bm25": 1}),
+        ("training/sparse_encoder.py", {**RETRAIN, "evaluate_bm25": 1, "split_tokens": 4}),
         # the training loop: training and what follows; the examples job and the BM25 evaluation
         # share only the objective names and the device choice with it, from the shared modules
         ("training/trainer.py", RETRAIN),
         # a report-only module: the report alone
         ("report/scaling_evidence.py", {"report_figures": 1}),
         # the metrics: every evaluation job and what follows, no training (the parse-time config
-        # checks import them, the examples job that calls one of those checks does not)
-        ("evaluation/metrics.py", {**RETRAIN, "train": 0, "evaluate_bm25": 1}),
+        # checks import them, the examples job that calls one of those checks does not); the
+        # tokenization jobs read the evaluation settings through the same module as the scoring
+        ("evaluation/metrics.py", {**RETRAIN, "train": 0, "evaluate_bm25": 1, "split_tokens": 4}),
     ],
 )
 def test_editing_a_library_module_reruns_the_stages_that_import_it(workflow, module, jobs):

@@ -20,11 +20,12 @@ from rerank_scaling.data.training_examples import (
     ExampleSettings,
     group_examples,
     needed_docids,
+    negative_pools,
     no_examples_reason,
     pointwise_examples,
     select_examples,
 )
-from rerank_scaling.data.trec import read_run
+from rerank_scaling.data.trec import iter_run_queries
 from rerank_scaling.grid import OBJECTIVES
 from rerank_scaling.settings import parse_json_arg, settings_from_dict
 
@@ -44,7 +45,8 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     settings = settings_from_dict(ExampleSettings, parse_json_arg(args.settings), "examples")
     queries, qrels = read_split(args.collection, args.split)
-    selected = select_examples(queries, qrels, read_run(args.run), settings)
+    pools = negative_pools(iter_run_queries(args.run), qrels, settings)  # streamed: no 20M-line dict
+    selected = select_examples(queries, qrels, pools, settings)
     texts = load_texts(CollectionDir(args.collection).corpus, needed_docids(selected))
     pointwise = pointwise_examples(selected, queries, texts, settings)
     groups = group_examples(selected, queries, texts, settings)

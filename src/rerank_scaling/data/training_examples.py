@@ -18,12 +18,13 @@ Queries with no positive, or too few negatives, are skipped and counted.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import pandas as pd
 
 from rerank_scaling.data.collection import Queries
-from rerank_scaling.data.trec import Qrels, Run, ranked
+from rerank_scaling.data.trec import Qrels, ranked
 
 
 @dataclass(frozen=True)
@@ -46,21 +47,33 @@ class QueryExamples:
     negative_pool: list[str]
 
 
+def negative_pools(
+    run: Iterable[tuple[str, dict[str, float]]], qrels: Qrels, settings: ExampleSettings
+) -> dict[str, list[str]]:
+    """Per query of ``run`` ((qid, scores) pairs, e.g. streamed by ``trec.iter_run_queries``): its
+    BM25 top ``negative_depth`` judged below ``relevance_threshold`` or unjudged, in BM25 order.
+    Only these lists are kept, not the run's scores."""
+    pools = {}
+    for qid, scores in run:
+        judged = qrels.get(qid, {})
+        pools[qid] = [
+            d
+            for d, _ in ranked(scores)[: settings.negative_depth]
+            if judged.get(d, 0) < settings.relevance_threshold
+        ]
+    return pools
+
+
 def select_examples(
-    queries: Queries, qrels: Qrels, run: Run, settings: ExampleSettings
+    queries: Queries, qrels: Qrels, pools: dict[str, list[str]], settings: ExampleSettings
 ) -> list[QueryExamples]:
-    """Per training query: its positives and its pool of BM25 negatives (in BM25 order)."""
+    """Per training query: its positives and its pool of BM25 negatives (:func:`negative_pools`)."""
     selected = []
     for qid in sorted(queries):
         judged = qrels.get(qid, {})
         positives = sorted(d for d, g in judged.items() if g >= settings.positive_threshold)
-        pool = [
-            d
-            for d, _ in ranked(run.get(qid, {}))[: settings.negative_depth]
-            if judged.get(d, 0) < settings.relevance_threshold
-        ]
         if positives:
-            selected.append(QueryExamples(qid, positives, pool))
+            selected.append(QueryExamples(qid, positives, pools.get(qid, [])))
     if settings.max_queries is not None:
         selected = random.Random(settings.seed).sample(selected, min(settings.max_queries, len(selected)))
         selected.sort(key=lambda example: example.qid)

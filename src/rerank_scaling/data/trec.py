@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections import defaultdict
+from collections.abc import Iterator
 
 from rerank_scaling.atomic import atomic_path
 
@@ -11,9 +13,8 @@ Run = dict[str, dict[str, float]]  # qid -> docid -> score
 Qrels = dict[str, dict[str, int]]  # qid -> docid -> graded relevance
 
 
-def read_run(path: str | os.PathLike[str]) -> Run:
-    """Read a TREC run file (``qid Q0 docid rank score tag``)."""
-    run: Run = defaultdict(dict)
+def _run_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, str, str, float]]:
+    """(line number, qid, docid, score) of each line of a TREC run; a malformed line raises naming it."""
     with open(path, encoding="utf-8") as handle:
         for line_no, line in enumerate(handle, 1):
             parts = line.split()
@@ -23,15 +24,47 @@ def read_run(path: str | os.PathLike[str]) -> Run:
                 raise ValueError(
                     f"{path}:{line_no}: expected 6 fields 'qid Q0 docid rank score tag', got {line!r}"
                 )
-            qid, docid = parts[0], parts[2]
             try:
                 score = float(parts[4])
             except ValueError:
                 raise ValueError(f"{path}:{line_no}: score {parts[4]!r} is not a number") from None
-            if docid in run[qid]:
-                raise ValueError(f"{path}:{line_no}: document {docid!r} is ranked twice for query {qid!r}")
-            run[qid][docid] = score
+            yield line_no, parts[0], parts[2], score
+
+
+def _add(scores: dict[str, float], docid: str, score: float, qid: str, where: str) -> None:
+    if docid in scores:
+        raise ValueError(f"{where}: document {docid!r} is ranked twice for query {qid!r}")
+    scores[docid] = score
+
+
+def read_run(path: str | os.PathLike[str]) -> Run:
+    """Read a TREC run file (``qid Q0 docid rank score tag``)."""
+    run: Run = defaultdict(dict)
+    for line_no, qid, docid, score in _run_lines(path):
+        _add(run[qid], docid, score, qid, f"{path}:{line_no}")
     return dict(run)
+
+
+def iter_run_queries(path: str | os.PathLike[str]) -> Iterator[tuple[str, dict[str, float]]]:
+    """Stream a TREC run query by query, (qid, {docid: score}), holding one query at a time (a
+    20M-line MS MARCO train run read whole as nested dicts takes > 2 GB). The run must list each
+    query's lines together, as BM25 writes them; a query that comes back later raises naming file:line."""
+    done: set[str] = set()
+    current, scores = None, {}
+    for line_no, qid, docid, score in _run_lines(path):
+        if qid != current:
+            if current is not None:
+                yield current, scores
+                done.add(current)
+            if qid in done:
+                raise ValueError(
+                    f"{path}:{line_no}: query {qid!r} comes back after other queries; sort the run by "
+                    "query (sort -s -k1,1)"
+                )
+            current, scores = qid, {}
+        _add(scores, sys.intern(docid), score, qid, f"{path}:{line_no}")
+    if current is not None:
+        yield current, scores
 
 
 def ranked(scores: dict[str, float]) -> list[tuple[str, float]]:

@@ -37,9 +37,17 @@ from rerank_scaling.evaluation.metrics import (
     evaluate_per_query,
     metric_names,
 )
-from rerank_scaling.evaluation.rerank import candidate_pairs, score_pairs, tokenize_pairs
+from rerank_scaling.evaluation.rerank import (
+    TokenizedPairs,
+    candidate_pairs,
+    matches_tokenizer,
+    score_pairs,
+    tokenize_pairs,
+)
+from rerank_scaling.evaluation.split_texts import read_split_texts
 from rerank_scaling.precision import resolve_precision
 from rerank_scaling.records import METRIC_COLUMNS, PER_QUERY_COLUMNS
+from rerank_scaling.training.models import attention_implementation
 
 log = logging.getLogger(__name__)
 
@@ -100,10 +108,21 @@ def subsample_queries(qids: list[str], n: int | None, seed: int, split: str) -> 
 
 
 def load_split(
-    collection: str, bm25_run: str, split: str, depth: int, max_queries: int | None = None, seed: int = 0
+    collection: str,
+    bm25_run: str,
+    split: str,
+    depth: int,
+    max_queries: int | None = None,
+    seed: int = 0,
+    texts_file: str | None = None,
+    with_texts: bool = True,
 ) -> SplitData:
     """Queries, qrels, BM25 candidates (top ``depth``) and the candidates' texts of one split;
-    with ``max_queries``, only a seeded subset of the judged queries (:func:`subsample_queries`)."""
+    with ``max_queries``, only a seeded subset of the judged queries (:func:`subsample_queries`).
+
+    Texts come from the split's :mod:`.split_texts` table when ``texts_file`` is given (the
+    workflow's evaluation jobs), else from a scan of the corpus; none when ``with_texts`` is False
+    (BM25's own evaluation needs none)."""
     queries, qrels = read_split(collection, split)
     candidates = top_k(read_run(bm25_run), depth)
     missing = sorted(set(candidates) - set(queries))
@@ -115,7 +134,13 @@ def load_split(
         qrels = {q: judged for q, judged in qrels.items() if q in keep}
         candidates = {q: docs for q, docs in candidates.items() if q in keep}
     docids = {d for docs in candidates.values() for d in docs}
-    return SplitData(split, queries, qrels, candidates, load_texts(CollectionDir(collection).corpus, docids))
+    if not with_texts:
+        texts: dict[str, str] = {}
+    elif texts_file is not None:
+        texts = read_split_texts(texts_file, docids)
+    else:
+        texts = load_texts(CollectionDir(collection).corpus, docids)
+    return SplitData(split, queries, qrels, candidates, texts)
 
 
 def per_query_rows(
@@ -200,8 +225,12 @@ def evaluate_checkpoints(
     device: str,
     runs_dir: Path,
     cache_dir: Path,
+    pretokenized: dict[str, TokenizedPairs] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Rerank every split with every checkpoint of one run: (long metric table, per-query table)."""
+    """Rerank every split with every checkpoint of one run: (long metric table, per-query table).
+
+    ``pretokenized``: split -> its pairs tokenized by the workflow's ``split_tokens`` job, used when
+    the checkpoint's tokenizer gives the same ids on a sample (else the split is tokenized here)."""
     from sentence_transformers.cross_encoder import CrossEncoder
 
     precision = resolve_precision(settings.precision, device, "evaluation.precision")
@@ -223,7 +252,10 @@ def evaluate_checkpoints(
                 tables.append(metric_rows(per_query[-1], split.name, settings, fields))
                 continue
             if model is None:
-                model = CrossEncoder(str(ckpt), device=device, max_length=max_length)
+                # FlashAttention-2 where training would use it; never under fp32 scoring
+                attn = attention_implementation(device, precision != "fp32")
+                kwargs = {"attn_implementation": attn} if attn and sidecar["attention"] == "full" else None
+                model = CrossEncoder(str(ckpt), device=device, max_length=max_length, model_kwargs=kwargs)
                 if sidecar["attention"] != "full":
                     from rerank_scaling.training.sparse_encoder import (
                         apply_window_attention,
@@ -232,6 +264,12 @@ def evaluate_checkpoints(
 
                     apply_window_attention(model.model, attention_variant_from_name(sidecar["attention"]))
                 tokenizer = model.tokenizer
+            ready = (pretokenized or {}).get(split.name)
+            if split.name not in tokenized and ready is not None:
+                if matches_tokenizer(ready, tokenizer, split.queries, split.texts, max_length):
+                    tokenized[split.name] = ready
+                else:
+                    log.warning("%s: the pre-tokenized pairs of %s differ; tokenizing here", ckpt, split.name)
             if split.name not in tokenized:
                 pairs = candidate_pairs(split.candidates, settings.rerank_depth)
                 tokenized[split.name] = tokenize_pairs(

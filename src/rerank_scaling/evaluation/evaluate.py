@@ -19,6 +19,7 @@ from pathlib import Path
 from rerank_scaling.atomic import write_table
 from rerank_scaling.device import resolve_device
 from rerank_scaling.evaluation.checkpoints import EvalSettings, bm25_tables, evaluate_checkpoints, load_split
+from rerank_scaling.evaluation.rerank import read_split_tokens
 from rerank_scaling.settings import parse_json_arg, settings_from_dict
 
 
@@ -38,6 +39,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--work", help="run mode: cache and reranked runs")
+    parser.add_argument(
+        "--texts-dir",
+        help="run mode: directory of <split>.parquet candidate texts (evaluation.split_texts); "
+        "without it the corpus is scanned",
+    )
+    parser.add_argument(
+        "--tokens-dir",
+        help="run mode: directory of <split>.parquet tokenized pairs (evaluation.split_tokens), if any",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = settings_from_dict(EvalSettings, parse_json_arg(args.settings), "evaluation")
@@ -50,6 +60,8 @@ def main(argv: list[str] | None = None) -> None:
             settings.rerank_depth,
             limits.get(s),
             settings.seed,
+            texts_file=str(Path(args.texts_dir) / f"{s}.parquet") if args.texts_dir else None,
+            with_texts=args.mode == "run",
         )
         for s in args.splits
     ]
@@ -65,6 +77,8 @@ def main(argv: list[str] | None = None) -> None:
             [single] if single.exists() else sorted(Path(args.checkpoints).glob("ckpt-*/checkpoint.json"))
         )
         work = Path(args.work)
+        ready = [(s, Path(args.tokens_dir or "") / f"{s}.parquet") for s in args.splits]
+        pretokenized = {s: read_split_tokens(path) for s, path in ready if args.tokens_dir and path.exists()}
         table, per_query = evaluate_checkpoints(
             [c.parent for c in checkpoints],
             splits,
@@ -73,6 +87,7 @@ def main(argv: list[str] | None = None) -> None:
             resolve_device(args.device),
             work / "runs",
             work / "cache",
+            pretokenized,
         )
     write_table(per_query, args.per_query)
     write_table(table, args.out)

@@ -4,12 +4,19 @@ Each split's (query, passage) pairs are tokenized once (:func:`tokenize_pairs`) 
 every checkpoint of a run; batches are formed from pairs of similar length and padded only to
 the batch's longest pair (dynamic padding); scoring runs under ``torch.inference_mode``, in the
 precision :func:`rerank_scaling.precision.resolve_precision` picks (config ``evaluation.precision``).
+The workflow tokenizes each split once per model (:mod:`.split_tokens`, :func:`tokens_table`); jobs
+read it (:func:`read_split_tokens`) after checking it against their checkpoint's tokenizer
+(:func:`matches_tokenizer`).
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
+import pandas as pd
 
 from rerank_scaling.data.collection import Queries
 from rerank_scaling.data.trec import Run, ranked
@@ -20,8 +27,8 @@ class TokenizedPairs:
     """Token ids of a split's candidate pairs, sorted by length for bucketing."""
 
     keys: list[tuple[str, str]]  # (qid, docid) per pair, in the sorted order
-    input_ids: list[list[int]]
-    token_type_ids: list[list[int]] | None  # None: the tokenizer has none (ModernBERT/Ettin)
+    input_ids: list[Any]  # per pair: a list of ints, or a numpy view (read_split_tokens)
+    token_type_ids: list[Any] | None  # None: the tokenizer has none (ModernBERT/Ettin)
 
 
 def candidate_pairs(run: Run, depth: int) -> list[tuple[str, str]]:
@@ -45,12 +52,63 @@ def tokenize_pairs(
     )
 
 
+#: Pairs the evaluation job re-tokenizes to check the table against the checkpoint's tokenizer.
+CHECK_PAIRS = 64
+
+
+def tokens_table(tokens: TokenizedPairs) -> pd.DataFrame:
+    """The Parquet rows of :class:`TokenizedPairs`, in its (length-sorted) order."""
+    table = pd.DataFrame(
+        {
+            "qid": [q for q, _ in tokens.keys],
+            "docid": [d for _, d in tokens.keys],
+            "input_ids": [np.asarray(ids, dtype=np.int32) for ids in tokens.input_ids],
+        }
+    )
+    if tokens.token_type_ids is not None:
+        table["token_type_ids"] = [np.asarray(t, dtype=np.int8) for t in tokens.token_type_ids]
+    return table
+
+
+def _rows(column: Any) -> list[np.ndarray]:
+    """A Parquet list column as one numpy view per row (no Python lists of ints)."""
+    array = column.combine_chunks()
+    offsets = array.offsets.to_numpy()
+    values = array.values.to_numpy().astype(np.int64)
+    return np.split(values, offsets[1:-1] - offsets[0]) if len(array) else []
+
+
+def read_split_tokens(path: str | os.PathLike[str]) -> TokenizedPairs:
+    """:class:`TokenizedPairs` from a :func:`tokens_table` file."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    keys = list(zip(table["qid"].to_pylist(), table["docid"].to_pylist(), strict=True))
+    types = _rows(table["token_type_ids"]) if "token_type_ids" in table.column_names else None
+    return TokenizedPairs(keys, _rows(table["input_ids"]), types)
+
+
+def matches_tokenizer(
+    tokens: TokenizedPairs, tokenizer: Any, queries: dict[str, str], texts: dict[str, str], max_length: int
+) -> bool:
+    """Whether ``tokenizer`` gives the table's ids on a spread sample of its pairs."""
+    step = max(1, len(tokens.keys) // CHECK_PAIRS)
+    sample = list(range(0, len(tokens.keys), step))[:CHECK_PAIRS]
+    encoded = tokenizer(
+        [queries[tokens.keys[i][0]] for i in sample],
+        [texts[tokens.keys[i][1]] for i in sample],
+        truncation=True,
+        max_length=max_length,
+    )
+    return all(list(tokens.input_ids[i]) == ids for i, ids in zip(sample, encoded["input_ids"], strict=True))
+
+
 def _padded(rows: list[list[int]], width: int, pad: int) -> Any:
     import torch
 
     out = torch.full((len(rows), width), pad, dtype=torch.long)
     for row, values in enumerate(rows):
-        out[row, : len(values)] = torch.tensor(values)
+        out[row, : len(values)] = torch.as_tensor(values)
     return out
 
 

@@ -73,7 +73,28 @@ def train_wordpiece(texts: Iterable[str], vocab_size: int, out_dir: str | os.Pat
     return fast
 
 
-def _with_head(path: str, head: str, max_length: int, config_kwargs: dict[str, Any] | None = None) -> Any:
+def attention_implementation(device: str, half: bool) -> str | None:
+    """The fastest attention transformers offers on ``device``: FlashAttention-2 (its varlen kernel
+    drops padding; needs the ``flash-attn`` package, a GPU of compute capability >= 8.0 and
+    half-precision autocast, ``half``: it computes in bf16/fp16 only), else None: transformers'
+    default, PyTorch's SDPA for the architectures that have it (fused kernels, padded). Training
+    records what was used in each checkpoint's sidecar (``attn_implementation``)."""
+    import torch
+    from transformers.utils import is_flash_attn_2_available
+
+    if half and device.startswith("cuda") and torch.cuda.is_available() and is_flash_attn_2_available():
+        if torch.cuda.get_device_capability()[0] >= 8:
+            return "flash_attention_2"
+    return None
+
+
+def _with_head(
+    path: str,
+    head: str,
+    max_length: int,
+    config_kwargs: dict[str, Any] | None = None,
+    model_kwargs: dict[str, Any] | None = None,
+) -> Any:
     """A CrossEncoder over the encoder at ``path`` with a [CLS] or a mean-pooling relevance head.
 
     ``cls``: the standard ``BertForSequenceClassification`` head (pooler + linear on [CLS]).
@@ -86,11 +107,17 @@ def _with_head(path: str, head: str, max_length: int, config_kwargs: dict[str, A
     from sentence_transformers.sentence_transformer.modules import Pooling
 
     if head == "cls":
-        return CrossEncoder(path, num_labels=1, max_length=max_length, config_kwargs=config_kwargs)
+        return CrossEncoder(
+            path, num_labels=1, max_length=max_length, config_kwargs=config_kwargs, model_kwargs=model_kwargs
+        )
     if head != "mean":
         raise ValueError(f"models[].head: unknown head {head!r}; use cls or mean")
     encoder = Transformer(
-        path, transformer_task="feature-extraction", config_kwargs=config_kwargs, max_seq_length=max_length
+        path,
+        transformer_task="feature-extraction",
+        config_kwargs=config_kwargs,
+        model_kwargs=model_kwargs,
+        max_seq_length=max_length,
     )
     width = encoder.get_embedding_dimension()
     score = Dense(width, 1, activation_function=None, module_output_name="scores")
@@ -103,21 +130,24 @@ def build_cross_encoder(
     seed: int,
     corpus_texts: Iterable[str] | None = None,
     work_dir: str | os.PathLike[str] | None = None,
+    attn_implementation: str | None = None,
 ) -> Any:
     """A fresh ``CrossEncoder`` (one relevance logit) for a config ``models[]`` entry.
 
-    ``corpus_texts`` and ``work_dir`` are needed by the ``scratch`` family (tokenizer training).
+    ``corpus_texts`` and ``work_dir`` are needed by the ``scratch`` family (tokenizer training);
+    ``attn_implementation`` (:func:`attention_implementation`) is passed to transformers.
     """
+    kwargs = {"attn_implementation": attn_implementation} if attn_implementation else None
     import torch
 
     torch.manual_seed(seed)
     family = spec["family"]
     head = spec.get("head", "cls")
     if family == "hf":
-        return _with_head(resolve_path(spec["path"]), head, max_length)
+        return _with_head(resolve_path(spec["path"]), head, max_length, None, kwargs)
     if family == "ladder":
         return _with_head(
-            resolve_path(spec["path"]), head, max_length, {"num_hidden_layers": int(spec["layers"])}
+            resolve_path(spec["path"]), head, max_length, {"num_hidden_layers": int(spec["layers"])}, kwargs
         )
     if family == "scratch":
         from transformers import BertConfig, BertForSequenceClassification
@@ -136,5 +166,5 @@ def build_cross_encoder(
             num_labels=1,
         )
         BertForSequenceClassification(config).save_pretrained(str(base))
-        return _with_head(str(base), head, max_length)
+        return _with_head(str(base), head, max_length, None, kwargs)
     raise ValueError(f"models[].family: unknown family {family!r}")

@@ -22,6 +22,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--run", required=True)
     parser.add_argument("--model", required=True, help="JSON of the run's models[] entry")
     parser.add_argument("--training", required=True, help="JSON of the config's training section")
+    parser.add_argument(
+        "--memory", default="{}", help="JSON of the run's memory plan (rerank_scaling.planning.memory)"
+    )
     parser.add_argument("--device", default="auto")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (the job's; overrides JSON)")
     parser.add_argument("--pointwise", required=True)
@@ -52,6 +55,7 @@ def main(argv: list[str] | None = None) -> None:
             args.work,
             device=args.device,
             corpus_texts=texts,
+            memory=parse_json_arg(args.memory),
         )
     except TrainingStopped as stopped:
         raise SystemExit(f"{stopped}") from stopped

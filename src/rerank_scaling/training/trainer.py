@@ -14,10 +14,16 @@ Checkpoints: at K steps (:func:`schedule.checkpoint_steps`) the model is exporte
 loss). The trainer's own state (optimizer, scheduler, RNG) is kept only for the latest step, and a
 copy of every exported checkpoint is kept, both in ``<work>`` (:mod:`.checkpoint_store`), so a job
 killed at any moment and re-run with the same arguments resumes from its latest state, re-publishes
-the checkpoints Snakemake removed, and ends with the same checkpoint steps and bit-identical
-tensors as an uninterrupted run. SIGTERM (SLURM's notice before a time-limit kill or a preemption)
-saves the state at the end of the current step, then the job exits non-zero, so a retry loses at
-most one step.
+the checkpoints Snakemake removed, and ends with the same checkpoint steps as an uninterrupted run
+and, on CPU, bit-identical tensors (CUDA kernels are not bit-reproducible between executions).
+SIGTERM (SLURM's notice before a time-limit kill or a preemption) saves the state at the end of
+the current step, then the job exits non-zero, so a retry loses at most one step.
+
+Without waste: batches are length-bucketed (:mod:`.batching`), tokens are counted from the
+attention masks of the batches the loss tokenized (:class:`TokenCounter`), ModernBERT runs with
+FlashAttention-2 where it can (:func:`.models.attention_implementation`), and the workflow's memory
+plan (:mod:`rerank_scaling.planning.memory`) turns on micro-batching (gradient accumulation over
+slices of one bucketed batch) and gradient checkpointing where a run would not fit the GPU.
 
 Points of the fault-injection hook (``RERANK_SCALING_FAULT=<point>:<k>[:kill|term|hold]``, tests
 only; :func:`.checkpoint_store.fault_point`): ``state:k`` trainer state of checkpoint k written but
@@ -29,6 +35,7 @@ between checkpoints k and k+1; ``step:s`` the end of optimizer step s.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import math
@@ -43,7 +50,9 @@ import pandas as pd
 
 from rerank_scaling.device import resolve_device
 from rerank_scaling.grid import GRID_KEYS, OBJECTIVES, RESOURCE_KEYS, without
+from rerank_scaling.planning.memory import MemoryPlan, MemoryShape, plan_memory
 from rerank_scaling.precision import fp32_score_layer, resolve_precision
+from rerank_scaling.training.batching import LengthBucketBatchSampler, row_lengths
 from rerank_scaling.training.checkpoint_store import (
     PROGRESS,
     SIDECAR,
@@ -52,7 +61,12 @@ from rerank_scaling.training.checkpoint_store import (
     fault_point,
     file_digest,
 )
-from rerank_scaling.training.models import ModelStats, build_cross_encoder, model_stats
+from rerank_scaling.training.models import (
+    ModelStats,
+    attention_implementation,
+    build_cross_encoder,
+    model_stats,
+)
 from rerank_scaling.training.schedule import checkpoint_steps
 
 log = logging.getLogger(__name__)
@@ -73,6 +87,7 @@ class TrainSettings:
     epochs: float = 1.0
     max_steps: int | None = None
     freeze_embeddings: bool = False
+    gradient_checkpointing: str | bool = "auto"  # auto | true | false (planning.memory.plan_memory)
     pointwise_batch_size: int = 128
     group_queries_per_batch: int = 16
     listnet_label_scale: float = 10.0
@@ -101,33 +116,83 @@ def load_examples(objective: str, pointwise: str, groups: str, label_scale: floa
     return Dataset.from_pandas(frame, preserve_index=False)
 
 
-class TokenCountingLoss:
-    """Wraps a sentence-transformers loss and counts the non-padding tokens it is fed."""
+class TokenCounter:
+    """Counts the sequences and non-padding tokens the model is fed, from the attention masks of the
+    batches the loss has already tokenized (a forward pre-hook: no second tokenization). The count
+    stays on the device until read, so it adds no synchronisation to the step."""
 
-    def __new__(cls, loss: Any, tokenizer: Any, max_length: int) -> Any:
+    def __init__(self, model: Any) -> None:
+        self._base_tokens, self.examples = 0, 0
+        self._tokens: Any = 0
+        model.register_forward_pre_hook(self._count)
+
+    def restore(self, tokens: int, examples: int) -> None:
+        """Continue the counts of a resumed run."""
+        self._base_tokens, self.examples, self._tokens = tokens, examples, 0
+
+    def _count(self, module: Any, args: tuple[Any, ...]) -> None:
         import torch
 
-        class _Counting(torch.nn.Module):
-            def __init__(self) -> None:
-                super().__init__()
-                self.inner = loss
-                self.model = loss.model
-                self.tokens = 0
-                self.examples = 0
+        if not torch.is_grad_enabled():  # inference, e.g. the model card's example predictions at a save
+            return
+        features = args[0]
+        if "attention_mask" in features:
+            self._tokens = self._tokens + features["attention_mask"].sum()
+            self.examples += int(features["attention_mask"].shape[0])
+        else:  # flattened (unpadded) inputs for FlashAttention's varlen kernels: no padding at all
+            self._tokens = self._tokens + features["input_ids"].numel()
+            self.examples += len(features["cu_seq_lens_q"]) - 1
 
-            def forward(self, inputs: list[Any], labels: Any) -> Any:
-                queries, docs = inputs[0], inputs[1]
-                pairs = (
-                    [(q, d) for q, ds in zip(queries, docs, strict=True) for d in ds]
-                    if docs and isinstance(docs[0], list)
-                    else list(zip(queries, docs, strict=True))
-                )
-                lengths = tokenizer(pairs, truncation=True, max_length=max_length)["input_ids"]
-                self.tokens += sum(len(ids) for ids in lengths)
-                self.examples += len(pairs)
-                return self.inner(inputs, labels)
+    @property
+    def tokens(self) -> int:
+        return self._base_tokens + int(self._tokens)
 
-        return _Counting()
+
+#: Characters per token beyond which a pair is truncated anyway (English WordPiece/BPE: ~4).
+CHARS_PER_TOKEN = 5
+
+
+def enable_checkpointing(hf_model: Any) -> None:
+    """Non-reentrant activation checkpointing of every layer of a transformers model (the name
+    transformers >= 5.2x gives it; ``gradient_checkpointing_enable`` before)."""
+    kwargs = {"use_reentrant": False}
+    if hasattr(hf_model, "activation_checkpointing_enable"):
+        hf_model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        hf_model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+
+
+def run_memory_plan(
+    memory: dict[str, Any] | None,
+    model_config: Any,
+    dataset: Any,
+    objective: str,
+    batch: int,
+    settings: TrainSettings,
+    half: bool,
+    run: str,
+) -> MemoryPlan:
+    """The workflow's plan for this run; planned here from the loaded model when the workflow could
+    not (its shape unknown at parse time: ``micro_batches`` 0)."""
+    plan = MemoryPlan(**{k: v for k, v in (memory or {}).items() if k != "gpu_memory_gb"})
+    if plan.micro_batches:
+        if batch % plan.micro_batches:
+            raise ValueError(f"{run}: batch {batch} cannot be cut into {plan.micro_batches} micro-batches")
+        return plan
+    per_row = 1 if objective == "pointwise" else max(len(d) for d in dataset["documents"])
+    plan = plan_memory(
+        MemoryShape.from_hf_config(model_config.to_dict()),
+        batch,
+        per_row,
+        settings.max_length,
+        "half" if half else "fp32",
+        float(memory["gpu_memory_gb"]),  # type: ignore[index]
+        settings.gradient_checkpointing,
+        run,
+    )
+    if plan.note:
+        log.warning("memory preflight: %s", plan.note)
+    return plan
 
 
 def make_loss(objective: str, model: Any) -> Any:
@@ -184,8 +249,14 @@ def train_run(
     work_dir: str | os.PathLike[str],
     device: str = "auto",
     corpus_texts: list[str] | None = None,
+    memory: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """Train one run and export its checkpoints; returns their sidecars. Resumes if interrupted."""
+    """Train one run and export its checkpoints; returns their sidecars. Resumes if interrupted.
+
+    ``memory``: the run's :class:`~rerank_scaling.planning.memory.MemoryPlan` as a dict (gradient
+    checkpointing, micro-batches; with ``micro_batches`` 0 and ``gpu_memory_gb``, planned here from
+    the loaded model by the same rule). Micro-batches of one optimizer step are consecutive slices of
+    its bucketed batch (:mod:`.batching`), so the step sees the same rows as one full batch."""
     import torch
     from sentence_transformers.cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments
     from transformers import TrainerCallback
@@ -198,7 +269,9 @@ def train_run(
     store = RunStore(Path(work_dir), Path(checkpoints_dir))
     store.prepare(run_fingerprint(spec, run, settings, device, [pointwise, groups]))
 
-    model = build_cross_encoder(spec, settings.max_length, seed, corpus_texts, store.work)
+    half = precision != "fp32"
+    attn = attention_implementation(device, half) if attention == "full" else None
+    model = build_cross_encoder(spec, settings.max_length, seed, corpus_texts, store.work, attn)
     if attention != "full":
         from rerank_scaling.training.sparse_encoder import apply_window_attention, attention_variant_from_name
 
@@ -209,6 +282,9 @@ def train_run(
 
     dataset = load_examples(objective, pointwise, groups, settings.listnet_label_scale)
     batch = settings.pointwise_batch_size if objective == "pointwise" else settings.group_queries_per_batch
+    plan = run_memory_plan(memory, model.model.config, dataset, objective, batch, settings, half, run)
+    if plan.gradient_checkpointing:
+        enable_checkpointing(model.model)
     steps_per_epoch = math.ceil(len(dataset) / batch)
     total = settings.max_steps or max(1, math.ceil(steps_per_epoch * settings.epochs))
     save_at = checkpoint_steps(total, settings.checkpoints, settings.checkpoint_spacing)
@@ -219,27 +295,29 @@ def train_run(
             "training.checkpoints, raise training.max_steps or epochs, or add examples"
         )
     indices = range(1, len(save_at) + 1)
+    attn_used = str(getattr(model.model.config, "_attn_implementation", None))
     log.info(
-        "%s: %d rows, batch %d, %d steps, checkpoints at %s, %s, %s",
+        "%s: %d rows, batch %d (%d micro-batches%s), %d steps, checkpoints at %s, %s, %s, attention %s",
         run,
         len(dataset),
         batch,
+        plan.micro_batches,
+        ", gradient checkpointing" if plan.gradient_checkpointing else "",
         total,
         save_at,
         stats,
         precision,
+        attn_used,
     )
 
-    loss = TokenCountingLoss(make_loss(objective, model), model.tokenizer, settings.max_length)
+    loss = make_loss(objective, model)
     resume_from = store.latest_state()
     clock = {"start": time.perf_counter(), "offset": 0.0, "loss": float("nan")}
+    counter = TokenCounter(model)
     if resume_from is not None:
         previous = json.loads((resume_from / PROGRESS).read_text())
-        loss.tokens, loss.examples, clock["offset"] = (
-            previous["tokens"],
-            previous["examples"],
-            previous["wall_s"],
-        )
+        counter.restore(previous["tokens"], previous["examples"])
+        clock["offset"] = previous["wall_s"]
         log.info("resuming from %s (step %d)", resume_from, previous["step"])
     store.republish_missing(indices)
 
@@ -272,13 +350,16 @@ def train_run(
                 "checkpoint": index,
                 "step": step,
                 "total_steps": total,
-                "examples": loss.examples,
-                "tokens": loss.tokens,
-                "flops": 6.0 * stats.non_embedding_params * loss.tokens,
+                "examples": counter.examples,
+                "tokens": counter.tokens,
+                "flops": 6.0 * stats.non_embedding_params * counter.tokens,
                 "wall_s": clock["offset"] + time.perf_counter() - clock["start"],
                 "loss": clock["loss"],
                 "device": device,
                 "train_precision": precision,
+                "attn_implementation": attn_used,
+                "gradient_checkpointing": plan.gradient_checkpointing,
+                "micro_batches": plan.micro_batches,
                 **stats.as_dict(),
             }
             if index is None:  # a state saved on SIGTERM between checkpoints
@@ -294,11 +375,14 @@ def train_run(
             log.info("checkpoint %d/%d at step %d (loss %.4f)", index, len(save_at), step, clock["loss"])
             fault_point("published", index, released=lambda: stop.requested)
 
+    lengths = row_lengths(dataset, CHARS_PER_TOKEN * settings.max_length)
     args = CrossEncoderTrainingArguments(
         output_dir=str(store.trainer_dir),
         num_train_epochs=settings.epochs,
         max_steps=total,
-        per_device_train_batch_size=batch,
+        per_device_train_batch_size=batch // plan.micro_batches,
+        gradient_accumulation_steps=plan.micro_batches,
+        batch_sampler=functools.partial(LengthBucketBatchSampler, lengths=lengths, step_rows=batch),
         learning_rate=settings.lr,
         warmup_ratio=settings.warmup_ratio,
         weight_decay=settings.weight_decay,

@@ -1,0 +1,47 @@
+"""training_examples streams the train run: the same negative pools, a fraction of the memory."""
+
+from __future__ import annotations
+
+import random
+import tracemalloc
+
+import pytest
+
+from rerank_scaling.data.training_examples import ExampleSettings, negative_pools
+from rerank_scaling.data.trec import iter_run_queries, read_run, write_run
+
+
+def synthetic_run(path, queries: int, depth: int) -> dict:
+    rng = random.Random(0)
+    run = {
+        f"q{q}": {f"d{rng.randrange(130_000)}": float(depth - r) for r in range(depth)}
+        for q in range(queries)
+    }
+    write_run(run, path, tag="bm25")
+    return {q: {d: 1 for d in list(docs)[:2]} for q, docs in run.items()}  # two judged per query
+
+
+def test_streamed_pools_equal_the_whole_run_and_take_a_fraction_of_its_memory(tmp_path):
+    path = tmp_path / "train.trec"
+    # 300k lines over 130k documents: ~2.3 lines per document, as MS MARCO's 20M over 8.8M
+    qrels = synthetic_run(path, 3000, 100)
+    settings = ExampleSettings(negative_depth=100)  # the paper config's: every candidate is kept
+    tracemalloc.start()
+    whole = negative_pools(read_run(path).items(), qrels, settings)
+    whole_peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.reset_peak()
+    before = tracemalloc.get_traced_memory()[0]
+    streamed = negative_pools(iter_run_queries(path), qrels, settings)
+    streamed_peak = tracemalloc.get_traced_memory()[1] - before
+    tracemalloc.stop()
+    assert streamed == whole
+    assert min(len(pool) for pool in streamed.values()) > 90  # ~100 candidates less the two judged
+    print(f"peak: whole run {whole_peak / 1e6:.1f} MB, streamed {streamed_peak / 1e6:.1f} MB")
+    assert streamed_peak < 0.5 * whole_peak
+
+
+def test_a_run_not_grouped_by_query_is_refused_naming_the_line(tmp_path):
+    path = tmp_path / "run.trec"
+    path.write_text("q1 Q0 d1 1 2.0 t\nq2 Q0 d1 1 2.0 t\nq1 Q0 d2 2 1.0 t\n")
+    with pytest.raises(ValueError, match=r"run\.trec:3: query 'q1' comes back .* sort the run"):
+        list(iter_run_queries(path))
