@@ -4,14 +4,16 @@ import sys
 from pathlib import Path
 
 from rerank_scaling import workflow_time
-from rerank_scaling.config import validate_config
+from rerank_scaling.config import validate_config, validate_config_files
 from rerank_scaling.grid import GRID_KEYS, RESOURCE_KEYS, Grid, RunSpec, without
 from rerank_scaling.laws.fit_laws import TABLES as LAW_TABLES
 from rerank_scaling.config_checks import memory_plans
+from rerank_scaling.data.source_digests import part_section, record_source_digests
 from rerank_scaling.report.write_report import PER_METRIC as FIGURE_KINDS, slug
 from rerank_scaling.stage_code import stage_code
 
-# Fails at parse time, before any job runs, naming the field and the fix.
+# Fails at parse time, before any job runs, naming the field (or file:line) and the fix.
+validate_config_files(workflow.configfiles)
 validate_config(config)
 
 GRID = Grid.from_config(config)
@@ -253,3 +255,37 @@ STEP_KEYS = ("objectives", "checkpoints", "max_steps", "epochs", "pointwise_batc
 def training_steps_json():
     training = config["training"]
     return json.dumps({key: training[key] for key in STEP_KEYS if key in training}, sort_keys=True)
+
+
+# The data as inputs (rerank_scaling.data.source_digests): each file of a local collection has a
+# digest file, rewritten at parse time only when the file's content changes, which the job reading
+# the file lists as input; every source's part jobs get the dataset keys that set their content.
+SOURCE_DIGESTS = record_source_digests(config["dataset"], f"{RESULTS}/data/sources")
+
+
+def source_digest(name):
+    """An input function: the digest file of the collection file ``name`` (with {split}); none
+    unless the source is a local collection."""
+
+    def files(wildcards):
+        path = SOURCE_DIGESTS.get(name.format(**wildcards))
+        return [str(path)] if path else []
+
+    return files
+
+
+def dataset_part_json(part):
+    """A params function: the dataset keys that set ``part``'s content (source_digests.part_section)."""
+
+    def keys(wildcards):
+        section = part_section(config["dataset"], part, wildcards.get("split"))
+        return json.dumps(section, sort_keys=True)
+
+    return keys
+
+
+def relevance_threshold_arg(wildcards):
+    """The evaluated splits' qrels job refuses a split without a relevant judgement."""
+    if wildcards.split not in eval_splits():
+        return ""
+    return f"--relevance-threshold {config['evaluation']['relevance_threshold']}"

@@ -1,20 +1,79 @@
-rule prepare_data:
+# The collection, one job per part (rerank_scaling.data.prepare_data --part): an edit of one file
+# re-runs only the jobs that read it (a dev qrels fix re-evaluates; it retrains nothing).
+rule prepare_corpus:
     input:
         code=stage_code("data.prepare_data"),
+        source=source_digest("corpus.jsonl"),
     output:
         corpus=f"{RESULTS}/data/collection/corpus.jsonl",
-        queries=expand(f"{RESULTS}/data/collection/queries/{{split}}.tsv", split=all_splits()),
-        qrels=expand(f"{RESULTS}/data/collection/qrels/{{split}}.txt", split=all_splits()),
-        checks=f"{RESULTS}/data/checks.json",
     params:
-        dataset=section_json("dataset"),
+        dataset=dataset_part_json("corpus"),
         out=directory_of("output", "corpus"),
     log:
-        log_path("data", "prepare_data"),
+        log_path("data", "corpus"),
     benchmark:
-        benchmark_path("data", "prepare_data")
+        benchmark_path("data", "corpus")
     conda:
         f"{ENVS}/retrieval.yaml"
     shell:
         "python -m rerank_scaling.data.prepare_data --dataset {params.dataset:q} --out {params.out}"
-        " --checks {output.checks} > {log} 2>&1"
+        " --part corpus > {log} 2>&1"
+
+
+rule prepare_queries:
+    input:
+        code=stage_code("data.prepare_data"),
+        source=source_digest("queries/{split}.tsv"),
+    output:
+        queries=f"{RESULTS}/data/collection/queries/{{split}}.tsv",
+    params:
+        dataset=dataset_part_json("queries"),
+        out=directory_of("output", "queries", levels=2),
+    log:
+        log_path("data", "queries_{split}"),
+    benchmark:
+        benchmark_path("data", "queries_{split}")
+    conda:
+        f"{ENVS}/retrieval.yaml"
+    shell:
+        "python -m rerank_scaling.data.prepare_data --dataset {params.dataset:q} --out {params.out}"
+        " --part queries --split {wildcards.split} > {log} 2>&1"
+
+
+rule prepare_qrels:
+    input:
+        code=stage_code("data.prepare_data"),
+        source=source_digest("qrels/{split}.txt"),
+        corpus=rules.prepare_corpus.output.corpus,
+        queries=rules.prepare_queries.output.queries,
+    output:
+        qrels=f"{RESULTS}/data/collection/qrels/{{split}}.txt",
+        checks=f"{RESULTS}/data/checks/{{split}}.json",
+    params:
+        dataset=dataset_part_json("qrels"),
+        threshold=relevance_threshold_arg,
+        out=directory_of("output", "qrels", levels=2),
+    log:
+        log_path("data", "qrels_{split}"),
+    benchmark:
+        benchmark_path("data", "qrels_{split}")
+    conda:
+        f"{ENVS}/retrieval.yaml"
+    shell:
+        "python -m rerank_scaling.data.prepare_data --dataset {params.dataset:q} --out {params.out}"
+        " --part qrels --split {wildcards.split} {params.threshold} --checks {output.checks} > {log} 2>&1"
+
+
+rule prepare_data:
+    input:
+        code=stage_code("data.prepare_data"),
+        checks=expand(f"{RESULTS}/data/checks/{{split}}.json", split=all_splits()),
+    output:
+        checks=f"{RESULTS}/data/checks.json",
+    log:
+        log_path("data", "checks"),
+    conda:
+        f"{ENVS}/retrieval.yaml"
+    shell:
+        "python -m rerank_scaling.data.prepare_data --merge-checks {input.checks} --checks {output.checks}"
+        " > {log} 2>&1"

@@ -3,6 +3,7 @@ rule evaluate_bm25:
         code=stage_code("evaluation.evaluate"),
         runs=expand(f"{RESULTS}/bm25/runs/{{split}}.trec", split=eval_splits()),
         qrels=expand(f"{RESULTS}/data/collection/qrels/{{split}}.txt", split=eval_splits()),
+        queries=expand(f"{RESULTS}/data/collection/queries/{{split}}.tsv", split=eval_splits()),
     output:
         metrics=f"{RESULTS}/eval/bm25/metrics.parquet",
         per_query=f"{RESULTS}/eval/bm25/per_query.parquet",
@@ -31,7 +32,7 @@ rule evaluate_bm25:
 rule split_texts:
     input:
         code=stage_code("evaluation.split_texts"),
-        corpus=rules.prepare_data.output.corpus,
+        corpus=rules.prepare_corpus.output.corpus,
         run=f"{RESULTS}/bm25/runs/{{split}}.trec",
     output:
         texts=f"{RESULTS}/eval/texts/{{split}}.parquet",
@@ -91,6 +92,7 @@ rule evaluate_run:
         texts=expand(f"{RESULTS}/eval/texts/{{split}}.parquet", split=eval_splits()),
         tokens=split_token_files(lambda wildcards: eval_splits()),
         qrels=expand(f"{RESULTS}/data/collection/qrels/{{split}}.txt", split=eval_splits()),
+        queries=expand(f"{RESULTS}/data/collection/queries/{{split}}.tsv", split=eval_splits()),
     output:
         metrics=f"{RESULTS}/eval/{{run}}/metrics.parquet",
         per_query=f"{RESULTS}/eval/{{run}}/per_query.parquet",
@@ -164,6 +166,7 @@ use rule evaluate_run as evaluate_part with:
         texts=part_split_files("eval/texts/{split}.parquet"),
         tokens=split_token_files(part_splits),
         qrels=part_split_files("data/collection/qrels/{split}.txt"),
+        queries=part_split_files("data/collection/queries/{split}.tsv"),
     output:
         metrics=f"{RESULTS}/eval/{{run}}/parts/{{part}}.parquet",
         per_query=f"{RESULTS}/eval/{{run}}/parts/{{part}}.per_query.parquet",

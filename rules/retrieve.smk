@@ -1,7 +1,7 @@
 rule bm25_index:
     input:
         code=stage_code("data.bm25_retrieve"),
-        corpus=rules.prepare_data.output.corpus,
+        corpus=rules.prepare_corpus.output.corpus,
     output:
         index=directory(f"{RESULTS}/bm25/index"),
     params:
@@ -48,8 +48,10 @@ rule bm25_search:
 rule training_examples:
     input:
         code=stage_code("data.build_examples"),
-        collection=rules.prepare_data.output.corpus,
+        collection=rules.prepare_corpus.output.corpus,
         run=f"{RESULTS}/bm25/runs/{config['dataset']['train_split']}.trec",
+        queries=f"{RESULTS}/data/collection/queries/{config['dataset']['train_split']}.tsv",
+        qrels=f"{RESULTS}/data/collection/qrels/{config['dataset']['train_split']}.txt",
     output:
         pointwise=f"{RESULTS}/examples/pointwise.parquet",
         groups=f"{RESULTS}/examples/groups.parquet",

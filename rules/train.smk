@@ -3,7 +3,7 @@ rule train:
         code=stage_code("training.train"),
         pointwise=rules.training_examples.output.pointwise,
         groups=rules.training_examples.output.groups,
-        corpus=rules.prepare_data.output.corpus,
+        corpus=rules.prepare_corpus.output.corpus,
     output:
         checkpoints=expand(
             f"{RESULTS}/checkpoints/{{{{run}}}}/ckpt-{{k:02d}}/checkpoint.json",

@@ -5,7 +5,9 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -36,6 +38,20 @@ def snakemake_command(workdir: Path, configfile: str, *args: str) -> list[str]:
 def workflow_env() -> dict[str, str]:
     """Environment for a Snakemake subprocess: rule shells call ``python``, which must be this one."""
     return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def job_table(output: str) -> Counter:
+    """Rule -> number of jobs, from the table a dry run (``snakemake -n --quiet rules``) prints."""
+    jobs: Counter = Counter()
+    table = re.search(r"job\s+count\n-+\s+-+\n(.*?)\ntotal", output, re.S)
+    if table:
+        for line in table.group(1).splitlines():
+            name, count = line.split()
+            jobs[name] = int(count)
+    jobs.pop("all", None)
+    return jobs
+
+
 CRANFIELD = REPO.parent / "shared" / "data" / "cranfield"
 
 

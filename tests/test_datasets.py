@@ -123,7 +123,8 @@ def test_ir_datasets_offline_error_names_the_missing_file(tmp_path):
     assert not (tmp_path / "coll" / "corpus.jsonl").exists()
 
 
-def test_local_source_checks_files_and_links_the_corpus(tmp_path):
+def test_local_source_checks_files_and_copies_the_corpus(tmp_path):
+    """Copied, not linked: a link would make a touch of the user's file look like a change."""
     section = {
         "name": "x",
         "source": "builtin",
@@ -140,7 +141,8 @@ def test_local_source_checks_files_and_links_the_corpus(tmp_path):
         "local": {"path": str(built.root)},
     }
     out = materialise_dataset(local, tmp_path / "local")
-    assert out.corpus.is_symlink() and read_qrels(out.qrels("test")) == read_qrels(built.qrels("test"))
+    assert not out.corpus.is_symlink() and out.corpus.read_bytes() == built.corpus.read_bytes()
+    assert read_qrels(out.qrels("test")) == read_qrels(built.qrels("test"))
     built.qrels("test").unlink()
     with pytest.raises(FileNotFoundError, match="qrels/test.txt"):
         materialise_dataset(local, tmp_path / "again")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -16,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import REPO, snakemake_command, workflow_env
+from conftest import REPO, job_table, snakemake_command, workflow_env
 
 pytestmark = pytest.mark.slow
 
@@ -30,14 +29,7 @@ def planned_jobs(workdir: Path, *args: str) -> Counter:
     """Rule -> number of jobs Snakemake would run now (dry run)."""
     result = snakemake(workdir, "-n", "--quiet", "rules", *args)
     assert result.returncode == 0, result.stderr[-3000:]
-    jobs = Counter()
-    table = re.search(r"job\s+count\n-+\s+-+\n(.*?)\ntotal", result.stdout + result.stderr, re.S)
-    if table:
-        for line in table.group(1).splitlines():
-            name, count = line.split()
-            jobs[name] = int(count)
-    jobs.pop("all", None)
-    return jobs
+    return job_table(result.stdout + result.stderr)
 
 
 @pytest.fixture(scope="module")

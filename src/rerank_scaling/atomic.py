@@ -45,6 +45,11 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
         yield tmp
         follow_umask(tmp)
         os.replace(tmp, target)
+    except OSError as err:
+        if err.filename is not None or err.errno is None:
+            raise
+        # a full disk or a file-size limit says "[Errno 28] No space left on device" and no path
+        raise OSError(err.errno, err.strerror, str(target)) from err
     finally:
         if tmp.exists():
             tmp.unlink()
@@ -71,6 +76,12 @@ def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
         os.replace(target, stale)
         shutil.rmtree(stale)
     os.replace(staging, target)
+
+
+def copy_file(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
+    """Copy ``source`` to ``target`` atomically (content only, not the source's mode or times)."""
+    with atomic_path(target) as tmp:
+        shutil.copyfile(source, tmp)
 
 
 def write_text(path: str | os.PathLike[str], text: str) -> None:

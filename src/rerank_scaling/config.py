@@ -16,6 +16,15 @@ import jsonschema
 import yaml
 
 from rerank_scaling.config_checks import cross_field_problems
+from rerank_scaling.config_meaning import duplicate_key_problems, meaning_problems
+
+# One rule for integers: an integer field takes a whole number written without a decimal point.
+# JSON Schema counts 3.0 as an integer, and Python then passes a float to range() or a tensor shape
+# deep inside a job; refusing it here names the field instead.
+STRICT_TYPES = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+    "integer", lambda checker, instance: isinstance(instance, int) and not isinstance(instance, bool)
+)
+StrictValidator = jsonschema.validators.extend(jsonschema.Draft202012Validator, type_checker=STRICT_TYPES)
 
 
 class ConfigError(ValueError):
@@ -51,17 +60,27 @@ def _describe(error: jsonschema.ValidationError) -> str:
         return (
             f"config field '{field}': {error.instance!r} is not allowed; use one of {error.validator_value}"
         )
+    if error.validator == "type" and isinstance(error.instance, float) and error.instance.is_integer():
+        whole, text = int(error.instance), "is not an integer; write"
+        return f"config field '{field}': {error.instance!r} {text} {whole}, without a decimal point"
     return f"config field '{field}': {error.message}"
+
+
+def validate_config_files(paths: list[str | os.PathLike[str]]) -> None:
+    """Refuse a config file that gives a key twice (naming the key and both lines)."""
+    problems = [problem for path in paths for problem in duplicate_key_problems(path)]
+    if problems:
+        raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(problems))
 
 
 def validate_config(config: dict[str, Any]) -> dict[str, Any]:
     """Validate ``config``; raise :class:`ConfigError` listing every problem, else return it."""
-    validator = jsonschema.Draft202012Validator(schema())
+    validator = StrictValidator(schema())
     problems = [
         _describe(e) for e in sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
     ]
     if not problems:
-        problems = cross_field_problems(config)
+        problems = cross_field_problems(config) + meaning_problems(config)
     if problems:
         raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(problems))
     return config
@@ -69,6 +88,7 @@ def validate_config(config: dict[str, Any]) -> dict[str, Any]:
 
 def load_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a YAML config file and validate it."""
+    validate_config_files([path])
     with open(path, encoding="utf-8") as handle:
         config = yaml.safe_load(handle)
     if not isinstance(config, dict):

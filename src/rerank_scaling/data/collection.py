@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rerank_scaling.atomic import atomic_path
+from rerank_scaling.data.lines import numbered_lines
 from rerank_scaling.data.trec import Qrels, read_qrels, write_qrels
 
 Queries = dict[str, str]
@@ -69,21 +70,20 @@ def iter_corpus(path: str | os.PathLike[str]) -> Iterator[tuple[str, str]]:
 
 def iter_corpus_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, str, str]]:
     """Yield (line number, docid, text) from a JSONL corpus; a malformed line raises naming file:line."""
-    with open(path, encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                docid, text = str(record["id"]), record["contents"]
-            except (json.JSONDecodeError, KeyError, TypeError) as err:
-                raise ValueError(
-                    f"{path}:{line_no}: expected a JSON object with 'id' and 'contents' ({err}); "
-                    "fix or remove the line"
-                ) from err
-            if not isinstance(text, str):
-                raise ValueError(f"{path}:{line_no}: 'contents' of document {docid!r} is not a string")
-            yield line_no, docid, text
+    for line_no, line in numbered_lines(path):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            docid, text = str(record["id"]), record["contents"]
+        except (json.JSONDecodeError, KeyError, TypeError) as err:
+            raise ValueError(
+                f"{path}:{line_no}: expected a JSON object with 'id' and 'contents' ({err}); "
+                "fix or remove the line"
+            ) from err
+        if not isinstance(text, str):
+            raise ValueError(f"{path}:{line_no}: 'contents' of document {docid!r} is not a string")
+        yield line_no, docid, text
 
 
 def load_texts(path: str | os.PathLike[str], docids: Iterable[str] | None = None) -> dict[str, str]:
@@ -96,21 +96,24 @@ def read_queries(path: str | os.PathLike[str]) -> Queries:
     """Read a ``qid<TAB>text`` query file."""
     queries: Queries = {}
     first_line: dict[str, int] = {}
-    with open(path, encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, 1):
-            line = line.rstrip("\n")
-            if not line:
-                continue
-            qid, sep, text = line.partition("\t")
-            if not sep:
-                raise ValueError(f"{path}:{line_no}: expected 'qid<TAB>query text', got {line!r}")
-            if qid in first_line:
-                raise ValueError(
-                    f"{path}:{line_no}: duplicate query id {qid!r} (first on line {first_line[qid]}); "
-                    "query ids must be unique"
-                )
-            first_line[qid] = line_no
-            queries[qid] = text
+    for line_no, line in numbered_lines(path):
+        if not line:
+            continue
+        qid, sep, text = line.partition("\t")
+        if not sep:
+            raise ValueError(f"{path}:{line_no}: expected 'qid<TAB>query text', got {line!r}")
+        if not text.strip():
+            raise ValueError(
+                f"{path}:{line_no}: query {qid!r} has no text (empty or whitespace only); "
+                "write its text after the tab, or remove the line and its judgements"
+            )
+        if qid in first_line:
+            raise ValueError(
+                f"{path}:{line_no}: duplicate query id {qid!r} (first on line {first_line[qid]}); "
+                "query ids must be unique"
+            )
+        first_line[qid] = line_no
+        queries[qid] = text
     return queries
 
 
@@ -125,6 +128,15 @@ def write_queries(queries: Queries, path: str | os.PathLike[str]) -> None:
             handle.write(f"{qid}\t{_one_line(text)}\n")
 
 
+def write_corpus(root: str | os.PathLike[str], docs: Iterable[tuple[str, str]]) -> CollectionDir:
+    """Write the ``corpus.jsonl`` of a collection atomically (whitespace in texts collapsed)."""
+    out = CollectionDir(root)
+    with atomic_path(out.corpus) as tmp, open(tmp, "w", encoding="utf-8") as handle:
+        for docid, text in docs:
+            handle.write(json.dumps({"id": docid, "contents": _one_line(text)}, ensure_ascii=False) + "\n")
+    return out
+
+
 def write_collection(
     root: str | os.PathLike[str],
     docs: Iterable[tuple[str, str]],
@@ -132,10 +144,7 @@ def write_collection(
     qrels: dict[str, Qrels],
 ) -> CollectionDir:
     """Materialise a collection in the local format; every file is written atomically."""
-    out = CollectionDir(root)
-    with atomic_path(out.corpus) as tmp, open(tmp, "w", encoding="utf-8") as handle:
-        for docid, text in docs:
-            handle.write(json.dumps({"id": docid, "contents": _one_line(text)}, ensure_ascii=False) + "\n")
+    out = write_corpus(root, docs)
     for split, split_queries in queries.items():
         write_queries(split_queries, out.queries(split))
         write_qrels(qrels[split], out.qrels(split))

@@ -11,11 +11,12 @@ summary can read.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from rerank_scaling.data.collection import CollectionDir, iter_corpus_lines, read_queries
-from rerank_scaling.data.trec import read_qrels, write_qrels
+from rerank_scaling.data.collection import CollectionDir, Queries, iter_corpus_lines, read_queries
+from rerank_scaling.data.trec import Qrels, read_qrels, write_qrels
 
 log = logging.getLogger(__name__)
 
@@ -58,17 +59,31 @@ def _examples(items: list[str]) -> str:
     return ", ".join(repr(i) for i in sorted(items)[:3]) + (", ..." if len(items) > 3 else "")
 
 
-def check_split(
-    collection: CollectionDir, split: str, ids: set[str], max_unknown_share: float, out: CollectionDir
-) -> SplitCheck:
-    """Check one split of ``collection`` (messages name its files); the few judgements that name
-    unknown ids are dropped from the qrels written to ``out`` (the materialised copy)."""
+def check_queries(collection: CollectionDir, split: str) -> Queries:
+    """The queries of one split of ``collection``; none raises naming the file (bad lines raise in
+    :func:`.collection.read_queries`, naming file:line)."""
     queries = read_queries(collection.queries(split))
     if not queries:
         raise DataError(
             f"{collection.queries(split)}: split {split!r} has no queries; an empty split can be neither "
             "trained on nor evaluated: fill it or remove it from dataset.train_split / dataset.eval_splits"
         )
+    return queries
+
+
+def check_split(
+    collection: CollectionDir,
+    split: str,
+    ids: set[str],
+    max_unknown_share: float,
+    out: CollectionDir,
+    relevance_threshold: int | None = None,
+) -> SplitCheck:
+    """Check one split of ``collection`` (messages name its files); the few judgements that name
+    unknown ids are dropped from the qrels written to ``out`` (the materialised copy). With
+    ``relevance_threshold`` (an evaluated split: config ``evaluation.relevance_threshold``), a split
+    with no judgement at or above it raises: every metric of it would be 0."""
+    queries = check_queries(collection, split)
     qrels = read_qrels(collection.qrels(split))
     judgements = sum(len(docs) for docs in qrels.values())
     unknown_queries = [q for q in qrels if q not in queries]
@@ -100,6 +115,8 @@ def check_split(
             f"{where}: split {split!r} has no judgements of its queries; without qrels it can be neither "
             "trained on nor evaluated"
         )
+    if relevance_threshold is not None:
+        relevant_problem(qrels, relevance_threshold, where, split)
     return SplitCheck(
         split=split,
         queries=len(queries),
@@ -109,6 +126,17 @@ def check_split(
         unknown_queries=bad - len(unknown_docs),
         dropped_share=share,
     )
+
+
+def relevant_problem(qrels: Qrels, threshold: int, where: str, split: str) -> None:
+    """Raise when no judgement of ``qrels`` reaches ``threshold`` (naming the grades found)."""
+    grades = Counter(grade for docs in qrels.values() for grade in docs.values())
+    if not any(grade >= threshold for grade in grades):
+        raise DataError(
+            f"{where}: split {split!r} has no judgement with grade >= evaluation.relevance_threshold = "
+            f"{threshold} (grades found: {dict(sorted(grades.items()))}); every metric of it would be 0. "
+            "Fix the qrels, or lower evaluation.relevance_threshold"
+        )
 
 
 def check_collection(

@@ -11,15 +11,28 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 from collections.abc import Iterator
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from rerank_scaling.data.collection import CollectionDir, Queries, read_queries, write_collection
-from rerank_scaling.data.collection_checks import DEFAULT_MAX_UNKNOWN_SHARE, check_collection
+from rerank_scaling.atomic import copy_file
+from rerank_scaling.data.collection import (
+    CollectionDir,
+    Queries,
+    iter_corpus,
+    read_queries,
+    write_corpus,
+    write_queries,
+)
+from rerank_scaling.data.collection_checks import (
+    DEFAULT_MAX_UNKNOWN_SHARE,
+    check_queries,
+    check_split,
+    corpus_ids,
+)
 from rerank_scaling.data.ict import IctSettings, build_ict_collection
-from rerank_scaling.data.trec import Qrels, read_qrels
+from rerank_scaling.data.trec import Qrels, read_qrels, write_qrels
 from rerank_scaling.settings import settings_from_dict
 
 log = logging.getLogger(__name__)
@@ -82,52 +95,103 @@ def ir_datasets_docs(dataset_id: str) -> Iterator[tuple[str, str]]:
         yield doc.doc_id, doc.default_text()
 
 
-def prepare_dataset(section: dict[str, Any], out_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """Materialise the configured dataset in ``out_dir`` and check it (:mod:`.collection_checks`).
+#: The parts of a collection, each materialised and checked by its own job (rules/data.smk), so
+#: that a change to one file re-runs only what reads that file.
+PARTS = ("corpus", "queries", "qrels")
+
+
+def prepare_dataset(
+    section: dict[str, Any], out_dir: str | os.PathLike[str], relevance_threshold: int | None = None
+) -> list[dict[str, Any]]:
+    """Materialise the configured dataset in ``out_dir`` and check it (:mod:`.collection_checks`),
+    part by part as the workflow's jobs do (:func:`prepare_part`).
 
     Returns the per-split counts of the checks; bad data raise naming file:line and the fix.
+    ``relevance_threshold`` (config ``evaluation.relevance_threshold``) applies to the eval splits.
     """
-    out = materialise_dataset(section, out_dir)
+    prepare_part(section, out_dir, "corpus")
+    rows = []
+    for split in dict.fromkeys([section["train_split"], *section["eval_splits"]]):
+        prepare_part(section, out_dir, "queries", split)
+        threshold = relevance_threshold if split in section["eval_splits"] else None
+        rows.append(prepare_part(section, out_dir, "qrels", split, threshold))
+    return rows
+
+
+def prepare_part(
+    section: dict[str, Any],
+    out_dir: str | os.PathLike[str],
+    part: str,
+    split: str | None = None,
+    relevance_threshold: int | None = None,
+) -> dict[str, Any] | None:
+    """Materialise and check one part (``PARTS``) of the dataset: the corpus (duplicate ids), one
+    split's queries, or one split's qrels (against the materialised corpus and queries; returns its
+    row of checks.json). Messages name the user's files for a local source."""
+    out = materialise_part(section, out_dir, part, split)
     source = CollectionDir(Path(section["local"]["path"])) if section["source"] == "local" else out
-    splits = [section["train_split"], *section["eval_splits"]]
+    if part == "corpus":
+        corpus_ids(source)
+        return None
+    if part == "queries":
+        check_queries(source, split)
+        return None
+    ids = {docid for docid, _ in iter_corpus(out.corpus)}
     share = section.get("max_unknown_qrels_share", DEFAULT_MAX_UNKNOWN_SHARE)
-    return check_collection(source, splits, share, out)
+    return asdict(check_split(source, split, ids, share, out, relevance_threshold))
+
+
+def _write_split_part(out: CollectionDir, part: str, split: str, queries: Queries, qrels: Qrels) -> None:
+    if part == "queries":
+        write_queries(queries, out.queries(split))
+    else:
+        write_qrels(qrels, out.qrels(split))
+
+
+def materialise_part(
+    section: dict[str, Any], out_dir: str | os.PathLike[str], part: str, split: str | None = None
+) -> CollectionDir:
+    """Write one part (``PARTS``; ``split`` for queries and qrels) of the configured dataset into
+    ``out_dir`` in the local format. A local corpus is copied, not linked: a link would make every
+    touch of the user's file look like a change to the jobs that read it."""
+    source = section["source"]
+    out = CollectionDir(Path(out_dir))
+    if part not in PARTS:
+        raise ValueError(f"unknown part {part!r}; one of {PARTS}")
+    if source == "builtin":
+        settings = settings_from_dict(IctSettings, section.get("builtin"), "dataset.builtin")
+        docs, queries, qrels = build_ict_collection(settings)
+        if part == "corpus":
+            return write_corpus(out_dir, docs)
+        _write_split_part(out, part, split, queries[split], qrels[split])
+        return out
+    if source == "local":
+        src = CollectionDir(Path(section["local"]["path"]))
+        if part == "corpus":
+            src.check([])
+            copy_file(src.corpus, out.corpus)
+            return out
+        src.check([split])
+        path = src.queries(split) if part == "queries" else src.qrels(split)
+        (read_queries if part == "queries" else read_qrels)(path)  # bad lines raise naming the user's file
+        copy_file(path, out.queries(split) if part == "queries" else out.qrels(split))
+        return out
+    if source == "ir_datasets":
+        spec = section["ir_datasets"]
+        if part == "corpus":
+            return write_corpus(out_dir, ir_datasets_docs(spec["corpus"]))
+        queries, qrels = ir_datasets_split(
+            spec["splits"][split], spec.get("relevance_map"), spec.get("max_queries", {}).get(split)
+        )
+        _write_split_part(out, part, split, queries, qrels)
+        return out
+    raise ValueError(f"config field 'dataset.source': unknown source {source!r}")
 
 
 def materialise_dataset(section: dict[str, Any], out_dir: str | os.PathLike[str]) -> CollectionDir:
     """Write the configured dataset (config ``dataset``) into ``out_dir`` in the local format."""
-    source = section["source"]
-    splits = [section["train_split"], *section["eval_splits"]]
-    if source == "builtin":
-        settings = settings_from_dict(IctSettings, section.get("builtin"), "dataset.builtin")
-        docs, queries, qrels = build_ict_collection(settings)
-        return write_collection(out_dir, docs, queries, qrels)
-    if source == "local":
-        src = CollectionDir(Path(section["local"]["path"]))
-        src.check(splits)
-        out = CollectionDir(Path(out_dir))
-        out.root.mkdir(parents=True, exist_ok=True)
-        # The corpus may be large (MS MARCO: 8.8M passages): link it rather than copy.
-        if out.corpus.exists() or out.corpus.is_symlink():
-            out.corpus.unlink()
-        os.symlink(src.corpus.resolve(), out.corpus)
-        queries = {s: read_queries(src.queries(s)) for s in splits}
-        qrels = {s: read_qrels(src.qrels(s)) for s in splits}
-        for split in splits:
-            out.queries(split).parent.mkdir(parents=True, exist_ok=True)
-            out.qrels(split).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src.queries(split), out.queries(split))
-            shutil.copyfile(src.qrels(split), out.qrels(split))
-        log.info("local collection %s: %s", src.root, {s: len(q) for s, q in queries.items()})
-        return out
-    if source == "ir_datasets":
-        spec = section["ir_datasets"]
-        relevance_map = spec.get("relevance_map")
-        limits = spec.get("max_queries", {})
-        queries, qrels = {}, {}
-        for split in splits:
-            queries[split], qrels[split] = ir_datasets_split(
-                spec["splits"][split], relevance_map, limits.get(split)
-            )
-        return write_collection(out_dir, ir_datasets_docs(spec["corpus"]), queries, qrels)
-    raise ValueError(f"config field 'dataset.source': unknown source {source!r}")
+    out = materialise_part(section, out_dir, "corpus")
+    for split in dict.fromkeys([section["train_split"], *section["eval_splits"]]):
+        for part in ("queries", "qrels"):
+            materialise_part(section, out_dir, part, split)
+    return out

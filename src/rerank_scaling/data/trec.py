@@ -8,6 +8,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 
 from rerank_scaling.atomic import atomic_path
+from rerank_scaling.data.lines import numbered_lines
 
 Run = dict[str, dict[str, float]]  # qid -> docid -> score
 Qrels = dict[str, dict[str, int]]  # qid -> docid -> graded relevance
@@ -15,20 +16,19 @@ Qrels = dict[str, dict[str, int]]  # qid -> docid -> graded relevance
 
 def _run_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, str, str, float]]:
     """(line number, qid, docid, score) of each line of a TREC run; a malformed line raises naming it."""
-    with open(path, encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, 1):
-            parts = line.split()
-            if not parts:
-                continue
-            if len(parts) != 6:
-                raise ValueError(
-                    f"{path}:{line_no}: expected 6 fields 'qid Q0 docid rank score tag', got {line!r}"
-                )
-            try:
-                score = float(parts[4])
-            except ValueError:
-                raise ValueError(f"{path}:{line_no}: score {parts[4]!r} is not a number") from None
-            yield line_no, parts[0], parts[2], score
+    for line_no, line in numbered_lines(path):
+        parts = line.split()
+        if not parts:
+            continue
+        if len(parts) != 6:
+            raise ValueError(
+                f"{path}:{line_no}: expected 6 fields 'qid Q0 docid rank score tag', got {line!r}"
+            )
+        try:
+            score = float(parts[4])
+        except ValueError:
+            raise ValueError(f"{path}:{line_no}: score {parts[4]!r} is not a number") from None
+        yield line_no, parts[0], parts[2], score
 
 
 def _add(scores: dict[str, float], docid: str, score: float, qid: str, where: str) -> None:
@@ -83,26 +83,23 @@ def write_run(run: Run, path: str | os.PathLike[str], tag: str) -> None:
 def read_qrels(path: str | os.PathLike[str]) -> Qrels:
     """Read TREC qrels (``qid iteration docid relevance``); graded relevance is kept as int."""
     qrels: Qrels = defaultdict(dict)
-    with open(path, encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, 1):
-            parts = line.split()
-            if not parts:
-                continue
-            if len(parts) != 4:
-                raise ValueError(f"{path}:{line_no}: expected 4 fields 'qid 0 docid relevance', got {line!r}")
-            qid, docid = parts[0], parts[2]
-            try:
-                grade = int(parts[3])
-            except ValueError:
-                raise ValueError(
-                    f"{path}:{line_no}: relevance {parts[3]!r} is not an integer grade"
-                ) from None
-            if docid in qrels[qid]:
-                raise ValueError(
-                    f"{path}:{line_no}: duplicate judgement of document {docid!r} for query {qid!r}; "
-                    "keep one line per (query, document)"
-                )
-            qrels[qid][docid] = grade
+    for line_no, line in numbered_lines(path):
+        parts = line.split()
+        if not parts:
+            continue
+        if len(parts) != 4:
+            raise ValueError(f"{path}:{line_no}: expected 4 fields 'qid 0 docid relevance', got {line!r}")
+        qid, docid = parts[0], parts[2]
+        try:
+            grade = int(parts[3])
+        except ValueError:
+            raise ValueError(f"{path}:{line_no}: relevance {parts[3]!r} is not an integer grade") from None
+        if docid in qrels[qid]:
+            raise ValueError(
+                f"{path}:{line_no}: duplicate judgement of document {docid!r} for query {qid!r}; "
+                "keep one line per (query, document)"
+            )
+        qrels[qid][docid] = grade
     return dict(qrels)
 
 

@@ -3,7 +3,8 @@
 Per split, the BM25 top ``rerank_depth`` candidates are reranked by each checkpoint and scored
 with every metric of :mod:`rerank_scaling.evaluation.metrics`, per query (``records.PER_QUERY_COLUMNS``) and
 as the long table's means (``records.METRIC_COLUMNS``). The per-query rows are cached per
-(checkpoint, split) under a key made of the checkpoint's sidecar and the evaluation settings, so a
+(checkpoint, split) under a key made of the checkpoint's sidecar, the evaluation settings and the
+digest of the split's queries, qrels, candidates and texts (:func:`split_digest`), so a
 killed job resumes and a re-run after adding one checkpoint scores only that checkpoint. The key
 ignores ``evaluation.unit`` (how the work is split into jobs), so the units share one cache.
 
@@ -205,15 +206,27 @@ def bm25_fields() -> dict[str, Any]:
     }
 
 
+def split_digest(split: SplitData) -> str:
+    """SHA-256 of everything a split's per-query rows are computed from: its (sub-sampled) queries,
+    qrels, BM25 candidates and their texts. A cache keyed by it can never serve rows scored
+    against other qrels or candidates (a fixed qrels file, a re-run BM25)."""
+    digest = hashlib.sha256()
+    for part in (split.queries, split.qrels, split.candidates, split.texts):
+        digest.update(json.dumps(part, sort_keys=True).encode())
+    return digest.hexdigest()
+
+
 def _cache_key(
-    sidecar: dict[str, Any], split: str, settings: EvalSettings, max_length: int, precision: str
+    sidecar: dict[str, Any], split: SplitData, settings: EvalSettings, max_length: int, precision: str
 ) -> str:
     # "per_query": the cache holds per-query rows (older caches held means and must not match).
     # job layout and which checkpoints score a split, not what a score is; the precision resolved
-    # on this device, not the request ("auto" means different things on different machines)
+    # on this device, not the request ("auto" means different things on different machines);
+    # the split's content by its digest, not its name
     relevant = {k: v for k, v in settings.__dict__.items() if k not in ("unit", "final_only_splits")}
     relevant["precision"] = precision
-    blob = json.dumps([sidecar, split, relevant, max_length, "per_query"], sort_keys=True, default=str)
+    data = [split.name, split_digest(split)]
+    blob = json.dumps([sidecar, data, relevant, max_length, "per_query"], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -245,7 +258,7 @@ def evaluate_checkpoints(
         model = None
         scored = settings.splits_at(splits, final=sidecar["step"] == sidecar["total_steps"])
         for split in scored:
-            key = _cache_key(sidecar, split.name, settings, max_length, precision)
+            key = _cache_key(sidecar, split, settings, max_length, precision)
             cached = cache_dir / f"{ckpt.name}.{split.name}.{key}.parquet"
             if cached.exists():
                 per_query.append(pd.read_parquet(cached))
@@ -266,7 +279,9 @@ def evaluate_checkpoints(
                 tokenizer = model.tokenizer
             ready = (pretokenized or {}).get(split.name)
             if split.name not in tokenized and ready is not None:
-                if matches_tokenizer(ready, tokenizer, split.queries, split.texts, max_length):
+                # the table's pairs must be this split's candidates (not those of another BM25 run)
+                same_pairs = set(ready.keys) == set(candidate_pairs(split.candidates, settings.rerank_depth))
+                if same_pairs and matches_tokenizer(ready, tokenizer, split.queries, split.texts, max_length):
                     tokenized[split.name] = ready
                 else:
                     log.warning("%s: the pre-tokenized pairs of %s differ; tokenizing here", ckpt, split.name)
