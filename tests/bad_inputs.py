@@ -62,6 +62,7 @@ def prepare(work: Path, root: Path, **extra) -> dict:
 
     out = work / "data"
     argv = ["--dataset", json.dumps(local_section(root, **extra)), "--out", str(out / "collection")]
+    argv += ["--relevance-threshold", "1"]  # config.yaml's evaluation.relevance_threshold
     prepare_data.main([*argv, "--checks", str(out / "checks.json")])
     return json.loads((out / "checks.json").read_text())
 

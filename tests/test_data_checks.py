@@ -54,6 +54,25 @@ BAD_DATA = [
         id="duplicate-qrel",
     ),
     pytest.param({"queries": {"dev": []}}, "queries/dev.tsv: split 'dev' has no queries", id="empty-split"),
+    pytest.param(
+        {"queries": {"dev": ["v1\t"]}}, "queries/dev.tsv:1: query 'v1' has no text", id="empty-query"
+    ),
+    pytest.param(
+        {"queries": {"train": [*QUERIES["train"][:1], "t2\t  \t ", *QUERIES["train"][2:]]}},
+        "queries/train.tsv:2: query 't2' has no text (empty or whitespace only)",
+        id="whitespace-query",
+    ),
+    pytest.param(
+        {"queries": {"dev": ["\ufeffv1\tvalley meadow"]}},
+        "queries/dev.tsv:1: the file starts with a UTF-8 byte-order mark",
+        id="bom",
+    ),
+    pytest.param(
+        {"qrels": {"dev": ["v1 0 d6 0", "v1 0 d7 0"]}},
+        "qrels/dev.txt: split 'dev' has no judgement with grade >= evaluation.relevance_threshold = 1 "
+        "(grades found: {0: 2})",
+        id="no-relevant-judgement",
+    ),
     pytest.param({"qrels": {"dev": []}}, "qrels/dev.txt: split 'dev' has no judgements", id="no-judgements"),
     pytest.param(
         {"qrels": {"train": [*QRELS["train"], "t1 0 ghostdoc 2"]}},
@@ -75,6 +94,28 @@ def test_bad_data_stop_prepare_data_naming_file_and_line(tmp_path, defect, messa
         prepare(tmp_path, root)
     assert message in str(err.value), err.value
     assert str(root) in str(err.value)
+
+
+def test_bytes_that_are_not_utf8_name_file_line_and_column(tmp_path):
+    root = write_local(tmp_path / "local")
+    (root / "qrels" / "train.txt").write_bytes("t1 0 d0 2\nt2 0 d2 2\nt3 0 caf\xe9 2\n".encode("latin-1"))
+    with pytest.raises(SystemExit) as err:
+        prepare(tmp_path, root)
+    assert f"{root}/qrels/train.txt:3: not UTF-8 (byte 0xe9 at column 9)" in str(err.value), err.value
+
+
+def test_a_bm25_run_missing_queries_is_an_error_naming_them(tmp_path):
+    """Anserini exits 0 both when no term of a query is indexed and when it cannot read the topics
+    (an empty query: "Unable to load topic reader"); either way the run lacks queries."""
+    from rerank_scaling.data import bm25
+
+    root = write_local(tmp_path / "local")
+    bm25.build_index(root / "corpus.jsonl", tmp_path / "index")
+    with pytest.raises(RuntimeError, match=r"no candidates for 1 of the 2 queries \('q2'\): no term"):
+        bm25.search(tmp_path / "index", {"q1": "river bridge", "q2": "zzyzx"}, tmp_path / "run.trec")
+    with pytest.raises(RuntimeError, match=r"2 of the 2 queries .*Unable to load topic reader"):
+        bm25.search(tmp_path / "index", {"q1": "river bridge", "q2": ""}, tmp_path / "run.trec")
+    assert not (tmp_path / "run.trec").exists(), "no run file is left under its final name"
 
 
 def test_a_few_unknown_judgements_are_dropped_with_a_warning_and_counted(tmp_path, caplog):
@@ -170,7 +211,7 @@ def test_the_workflow_stops_in_prepare_data_on_bad_data_and_in_examples_on_binar
 
     write_local(tmp_path / "local", corpus=[*DOCS[:2], "not json", *DOCS[3:]])
     code, output = snakemake()
-    log = (workdir / "results" / "tiny" / "logs" / "data" / "prepare_data.log").read_text()
+    log = (workdir / "results" / "tiny" / "logs" / "data" / "corpus.log").read_text()
     assert code != 0 and "corpus.jsonl:3: expected a JSON object" in log, output[-3000:]
     assert not (workdir / "results" / "tiny" / "bm25").exists()
 

@@ -49,6 +49,7 @@ def local_collection(root: Path) -> Path:
 
 
 def workflow_copy(workdir: Path, collection: Path) -> Path:
+    workdir.mkdir(parents=True, exist_ok=True)
     for name in ("Snakefile", "config.yaml", "rules", "envs", "report", "src"):
         source = REPO / name
         (shutil.copytree if source.is_dir() else shutil.copy)(source, workdir / name)

@@ -49,7 +49,7 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
         if err.filename is not None or err.errno is None:
             raise
         # a full disk or a file-size limit says "[Errno 28] No space left on device" and no path
-        raise OSError(err.errno, err.strerror, str(target)) from err
+        raise OSError(err.errno, f"{target}: {err.strerror}") from err
     finally:
         if tmp.exists():
             tmp.unlink()

@@ -92,6 +92,30 @@ def check_indexed(corpus_jsonl: str | os.PathLike[str], output: str) -> int:
     return indexed
 
 
+def check_searched(queries: Queries, run_file: Path, output: str, run_path: str | os.PathLike[str]) -> None:
+    """SearchCollection can fail and still exit 0 (a topics file it cannot read: "Unable to load
+    topic reader", then an empty run): every query must be in the run; a missing one raises naming it
+    and the first error Anserini logged, if any.
+
+    A query none of whose terms is in the index also gets no line; the message says so."""
+    found = {line.split(maxsplit=1)[0] for line in run_file.read_text(encoding="utf-8").splitlines() if line}
+    missing = [qid for qid in queries if qid not in found]
+    if not missing:
+        return
+    errors = [
+        line.split(" - ", 1)[-1].removeprefix("Error: ")
+        for line in output.splitlines()
+        if re.search(r"ERROR|Error:|Exception", line)
+    ]
+    named = ", ".join(repr(q) for q in missing[:5]) + (", ..." if len(missing) > 5 else "")
+    why = f"Anserini failed ({errors[0]})" if errors else "no term of those queries is in the corpus"
+    raise RuntimeError(
+        f"{run_path}: BM25 returned no candidates for {len(missing)} of the {len(queries)} queries "
+        f"({named}): "
+        f"{why}. Fix or remove those queries"
+    )
+
+
 def build_index(
     corpus_jsonl: str | os.PathLike[str],
     index_dir: str | os.PathLike[str],
@@ -145,7 +169,7 @@ def search(
         topics = Path(tmp) / "topics.tsv"
         write_queries(queries, topics)
         with atomic_path(run_path) as out:
-            _run_anserini(
+            output = _run_anserini(
                 "io.anserini.search.SearchCollection",
                 [
                     "-index",
@@ -171,3 +195,4 @@ def search(
                 settings.memory_mb,
                 log,
             )
+            check_searched(queries, out, output, run_path)

@@ -15,6 +15,7 @@ from rerank_scaling.data.collection import iter_corpus
 from rerank_scaling.grid import RunSpec
 from rerank_scaling.settings import parse_json_arg, settings_from_dict
 from rerank_scaling.training.trainer import TrainingStopped, TrainSettings, train_run
+from rerank_scaling.training.work_lock import WorkDirBusy, die_with_parent, work_lock
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -41,24 +42,26 @@ def main(argv: list[str] | None = None) -> None:
     settings = settings_from_dict(TrainSettings, parse_json_arg(args.training), "training")
     if args.threads:
         settings = dataclasses.replace(settings, threads=args.threads)
+    die_with_parent()  # a killed job leaves no trainer behind (the rule's shell execs this process)
     texts = [text for _, text in iter_corpus(args.corpus)] if model["family"] == "scratch" else None
     try:
-        train_run(
-            model,
-            spec.objective,
-            spec.attention,
-            spec.seed,
-            settings,
-            args.pointwise,
-            args.groups,
-            args.checkpoints,
-            args.work,
-            device=args.device,
-            corpus_texts=texts,
-            memory=parse_json_arg(args.memory),
-        )
-    except TrainingStopped as stopped:
-        raise SystemExit(f"{stopped}") from stopped
+        with work_lock(args.work):
+            train_run(
+                model,
+                spec.objective,
+                spec.attention,
+                spec.seed,
+                settings,
+                args.pointwise,
+                args.groups,
+                args.checkpoints,
+                args.work,
+                device=args.device,
+                corpus_texts=texts,
+                memory=parse_json_arg(args.memory),
+            )
+    except (TrainingStopped, WorkDirBusy) as stopped:
+        raise SystemExit(f"train: {stopped}") from stopped
 
 
 if __name__ == "__main__":

@@ -1,0 +1,72 @@
+"""One trainer per work directory, and no trainer outliving the job that started it.
+
+A ``train`` job resumes from its work directory (``results/<run>/work/train/<run>``). Two trainers
+there would interleave their resume states and checkpoints. Killing a job's shell wrapper used to
+leave the Python trainer running, and the retry then started a second one. So:
+
+* :func:`work_lock` holds an exclusive ``flock`` on ``<work>/.lock`` for the whole run; a second
+  trainer fails at once, naming the live holder's pid and host. The kernel drops the lock when its
+  holder dies however it dies, so a crashed trainer never leaves a stale lock.
+* :func:`die_with_parent` asks Linux to send the trainer SIGTERM when its parent process dies
+  (``prctl(PR_SET_PDEATHSIG)``), and the rule's shell ``exec``s the trainer, so that the job's own
+  process is the trainer and no wrapper stands between it and Snakemake or SLURM.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import fcntl
+import os
+import signal
+import socket
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+class WorkDirBusy(RuntimeError):
+    """Another live trainer holds the work directory's lock."""
+
+
+def die_with_parent(sig: int = signal.SIGTERM) -> bool:
+    """Have the kernel send ``sig`` to this process when its parent dies (Linux); False elsewhere.
+    If the parent is already gone (re-parented to init), exit now."""
+    if not sys.platform.startswith("linux"):
+        return False
+    parent = os.getppid()
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0) != 0:
+        return False
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os.kill(os.getpid(), sig)
+    return True
+
+
+@contextlib.contextmanager
+def work_lock(work: str | os.PathLike[str]) -> Iterator[Path]:
+    """Hold an exclusive lock on the work directory ``work`` (created if missing) while the block
+    runs; :class:`WorkDirBusy` names the holder when another live process has it."""
+    path = Path(work) / ".lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as err:
+            if err.errno not in (errno.EWOULDBLOCK, errno.EACCES):
+                raise
+            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "an unknown process"
+            raise WorkDirBusy(
+                f"{work}: in use by another trainer ({holder}), still alive: two trainers in one work "
+                "directory would overwrite each other's resume state. Wait for it to finish or stop it "
+                "(kill <pid>), then retry; this retry changed nothing"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+        yield path
+    finally:
+        os.close(fd)  # releases the lock

@@ -1,0 +1,70 @@
+"""One trainer per work directory; a trainer dies with the process that started it (issue 26, point 4)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import LADDER, TINY_TRAINING, train_command
+
+from rerank_scaling.training.work_lock import WorkDirBusy, work_lock
+
+RUN = "L1__pointwise__full__s13"
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie (exited, not yet reaped) counts as dead
+    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    return state != "Z"
+
+
+def test_a_second_trainer_on_a_live_lock_says_so_and_changes_nothing(tmp_path):
+    examples = {name: tmp_path / f"{name}.missing" for name in ("pointwise", "groups", "corpus")}
+    command = train_command(RUN, LADDER, TINY_TRAINING, examples, tmp_path)
+    with work_lock(tmp_path / "work"):
+        result = subprocess.run(command, capture_output=True, text=True)
+    assert result.returncode != 0
+    assert f"{tmp_path / 'work'}: in use by another trainer (pid {os.getpid()} on " in result.stderr, (
+        result.stderr
+    )
+    assert sorted(p.name for p in (tmp_path / "work").iterdir()) == [".lock"]
+    with work_lock(tmp_path / "work"):  # released with its holder
+        with pytest.raises(WorkDirBusy):
+            with work_lock(tmp_path / "work"):
+                pass
+
+
+@pytest.mark.slow
+def test_killing_the_wrapper_stops_the_trainer_and_frees_the_work_directory(examples, tmp_path):
+    """A shell wrapper that does not exec (the old rule) is SIGKILLed while its trainer trains: the
+    trainer gets SIGTERM from the kernel (PR_SET_PDEATHSIG), saves its state and exits; the retry may
+    start. (Before, it went on training, re-parented to init.)"""
+    log = tmp_path / "train.log"
+    command = " ".join(f"'{part}'" for part in train_command(RUN, LADDER, TINY_TRAINING, examples, tmp_path))
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    wrapper = subprocess.Popen(["bash", "-c", f"{command} > {log} 2>&1; echo wrapper done"], env=env)
+    deadline = time.monotonic() + 300
+    while "checkpoints at [" not in (log.read_text() if log.exists() else ""):  # training has begun
+        assert time.monotonic() < deadline and wrapper.poll() is None, log.read_text()[-3000:]
+        time.sleep(0.5)
+    holder = (tmp_path / "work" / ".lock").read_text().split()
+    trainer = int(holder[1])
+    assert trainer != wrapper.pid and alive(trainer)
+    wrapper.send_signal(signal.SIGKILL)
+    wrapper.wait()
+    deadline = time.monotonic() + 60
+    while alive(trainer):
+        assert time.monotonic() < deadline, "the trainer outlived its wrapper"
+        time.sleep(0.2)
+    assert "SIGTERM: saving the trainer state" in log.read_text()
+    with work_lock(tmp_path / "work"):
+        pass
