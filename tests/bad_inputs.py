@@ -1,4 +1,4 @@
-"""The bad inputs of issue 13 and the message each now gets, by running the real checks.
+"""The bad inputs of issues 13 and 26 and the message each now gets, by running the real checks.
 
 ``python tests/bad_inputs.py`` prints the README's table ("What a bad input gets"); the test
 ``test_bad_inputs.py`` runs every case and keeps the README's copy equal to this output.
@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
@@ -107,7 +108,7 @@ def _set(*path_and_value) -> Callable[[dict], None]:
     def change(config: dict) -> None:
         node = config
         for key in path[:-1]:
-            node = node[key]
+            node = node.setdefault(key, {}) if isinstance(key, str) else node[key]
         node[path[-1]] = value
 
     return change
@@ -158,6 +159,69 @@ def _unsupported_attention(work: Path) -> None:
         config["training"]["attention"] = ["full", "window4"]
 
     _config(change)(work)
+
+
+def _config_file(work: Path) -> None:
+    """A config whose YAML gives a key twice (the first value would be dropped silently)."""
+    from rerank_scaling.config import load_config
+
+    text = (REPO / "config.yaml").read_text().replace("  lr: ", "  lr: 1.0e-3\n  lr: ", 1)
+    (work / "config.yaml").write_text(text)
+    load_config(work / "config.yaml")
+
+
+def _bytes(path: str, data: bytes) -> Callable[[Path], None]:
+    """prepare_data on a local collection whose file ``path`` holds ``data``."""
+
+    def run(work: Path) -> None:
+        root = write_local(work / "local")
+        (root / path).write_bytes(data)
+        prepare(work, root)
+
+    return run
+
+
+def _bm25_missing_query(work: Path) -> None:
+    from rerank_scaling.data import bm25
+
+    root = write_local(work / "local")
+    bm25.build_index(root / "corpus.jsonl", work / "index")
+    bm25.search(work / "index", {"v1": "valley meadow", "v2": "zzyzx"}, work / "dev.trec")
+
+
+def _second_trainer(work: Path) -> None:
+    """The train entry point on a work directory whose lock a live process holds (this one)."""
+    from rerank_scaling.training import train
+    from rerank_scaling.training.work_lock import work_lock
+
+    argv = [
+        "--run",
+        "L1__pointwise__full__s13",
+        "--model",
+        json.dumps({"family": "ladder"}),
+        "--training",
+        "{}",
+    ]
+    argv += ["--pointwise", "p", "--groups", "g", "--corpus", "c", "--checkpoints", str(work / "ckpt")]
+    with work_lock(work / "work"):
+        try:
+            train.main([*argv, "--work", str(work / "work")])
+        except SystemExit as err:  # the holder's pid and host differ per run
+            raise SystemExit(re.sub(r"pid \d+ on \S+\)", "pid <pid> on <host>)", str(err))) from None
+
+
+def _full_disk(work: Path) -> None:
+    """An atomic write that the OS refuses for space: a file-size limit (EFBIG) stands in for a full
+    disk (ENOSPC), which a test cannot cause; both arrive as an OSError without a path."""
+    code = (
+        "import resource, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096)); "
+        "from rerank_scaling.atomic import write_text; "
+        "write_text(sys.argv[1], 'x' * 100000)"
+    )
+    out = work / "results" / "metrics.csv"
+    result = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True)
+    raise OSError(result.stderr.strip().splitlines()[-1])
 
 
 BINARY = {"train": ["t1 0 d0 1", "t1 0 d1 0", "t2 0 d2 1", "t3 0 d4 1"]}
@@ -251,6 +315,51 @@ CASES = [
         ),
     ),
     BadInput("a TREC run with a non-numeric score", "any reader of runs", _run_file),
+    BadInput(
+        "`training.checkpoints: 3.0` (any integer field)",
+        "config (parse time)",
+        _config(_set("training", "checkpoints", 3.0)),
+    ),
+    BadInput("a key given twice in a config file", "config (parse time)", _config_file),
+    BadInput("`fitting.bootstrap: 0`", "config (parse time)", _config(_set("fitting", "bootstrap", 0))),
+    BadInput("`run_name: ..`", "config (parse time)", _config(_set("run_name", ".."))),
+    BadInput(
+        "the train split also in `dataset.eval_splits`",
+        "config (parse time)",
+        _config(_set("dataset", "eval_splits", ["dev", "test", "train"])),
+    ),
+    BadInput(
+        "`planning.split` not evaluated", "config (parse time)", _config(_set("planning", "split", "dl19"))
+    ),
+    BadInput(
+        "`fitting.equal_compute: [L1, L1]`",
+        "config (parse time)",
+        _config(_set("fitting", "equal_compute", ["L1", "L1"])),
+    ),
+    BadInput("an empty query", "prepare_data", _prepare(queries={"dev": ["v1\t"]})),
+    BadInput(
+        "a whitespace-only training query",
+        "prepare_data",
+        _prepare(queries={"train": [*QUERIES["train"][:2], "t3\t   "]}),
+    ),
+    BadInput(
+        "a UTF-8 BOM at the start of a queries file",
+        "prepare_data",
+        _prepare(queries={"dev": ["\ufeffv1\tvalley"]}),
+    ),
+    BadInput(
+        "a file that is not UTF-8",
+        "prepare_data",
+        _bytes("qrels/dev.txt", "v1 0 d6 2\nv1 0 caf\xe9 1\n".encode("latin-1")),
+    ),
+    BadInput(
+        "an evaluated split judged all grade 0",
+        "prepare_data",
+        _prepare(qrels={"dev": ["v1 0 d6 0", "v1 0 d7 0"]}),
+    ),
+    BadInput("a BM25 run without some queries (Anserini exits 0)", "bm25_search", _bm25_missing_query),
+    BadInput("a retry while the trainer still runs", "train", _second_trainer),
+    BadInput("a full disk (or any OS error) while writing", "every writer", _full_disk),
 ]
 
 
@@ -259,7 +368,7 @@ def message(case: BadInput) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         try:
             case.run(Path(tmp))
-        except (SystemExit, ValueError, Warning) as err:
+        except (SystemExit, ValueError, Warning, RuntimeError, OSError) as err:
             text = str(err)
         else:
             raise AssertionError(f"{case.what}: no error")
