@@ -9,6 +9,9 @@ rule prepare_corpus:
     params:
         dataset=dataset_part_json("corpus"),
         out=directory_of("output", "corpus"),
+    resources:
+        mem_mb=16000,  # ir_datasets streams MS MARCO's 8.8M passages through it
+        runtime=240,
     log:
         log_path("data", "corpus"),
     benchmark:
@@ -29,6 +32,9 @@ rule prepare_queries:
     params:
         dataset=dataset_part_json("queries"),
         out=directory_of("output", "queries", levels=2),
+    resources:
+        mem_mb=4000,
+        runtime=60,
     log:
         log_path("data", "queries_{split}"),
     benchmark:
@@ -53,6 +59,9 @@ rule prepare_qrels:
         dataset=dataset_part_json("qrels"),
         threshold=relevance_threshold_arg,
         out=directory_of("output", "qrels", levels=2),
+    resources:
+        mem_mb=8000,  # the corpus's ids (MS MARCO: 8.8M)
+        runtime=60,
     log:
         log_path("data", "qrels_{split}"),
     benchmark:
