@@ -34,6 +34,18 @@ def follow_umask(path: str | os.PathLike[str]) -> None:
 
 
 @contextlib.contextmanager
+def naming_path(target: str | os.PathLike[str]) -> Iterator[None]:
+    """Re-raise an OS error of the block that names no file (a full disk says only "[Errno 28] No
+    space left on device") naming ``target``, the path being written."""
+    try:
+        yield
+    except OSError as err:
+        if err.filename is not None or err.errno is None:
+            raise
+        raise OSError(err.errno, f"{target}: {err.strerror}") from err
+
+
+@contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; rename it onto ``path`` only if the block succeeds."""
     target = Path(path)
@@ -42,14 +54,10 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     os.close(fd)
     tmp = Path(tmp_name)
     try:
-        yield tmp
-        follow_umask(tmp)
-        os.replace(tmp, target)
-    except OSError as err:
-        if err.filename is not None or err.errno is None:
-            raise
-        # a full disk or a file-size limit says "[Errno 28] No space left on device" and no path
-        raise OSError(err.errno, f"{target}: {err.strerror}") from err
+        with naming_path(target):
+            yield tmp
+            follow_umask(tmp)
+            os.replace(tmp, target)
     finally:
         if tmp.exists():
             tmp.unlink()
@@ -67,7 +75,8 @@ def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
     if staging.exists():
         shutil.rmtree(staging)
     staging.mkdir(parents=True)
-    yield staging
+    with naming_path(target):
+        yield staging
     if target.exists():
         # rename the old tree aside first: removing it in place could be cut short by a kill
         stale = target.with_name(f".{target.name}.stale")
