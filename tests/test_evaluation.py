@@ -106,17 +106,26 @@ def test_evaluation_scores_every_checkpoint_and_only_new_ones_on_rerun(small_col
     assert_means_of_the_per_query_rows(first, per_query_of(tmp_path / "m1.parquet"))
     assert (work / "runs" / "ckpt-01.dev.trec").exists()
     cached = {p.name: p.stat().st_mtime_ns for p in (work / "cache").glob("*.parquet")}
-    assert len(cached) == 4
+    assert len(cached) == 8  # per-query rows and scores of 2 checkpoints x 2 splits
 
     shutil.move(held_back, ckpts / "ckpt-03")  # one more checkpoint appears
     second = evaluate(small_collection, ckpts, work, tmp_path / "m2.parquet")
     after = {p.name: p.stat().st_mtime_ns for p in (work / "cache").glob("*.parquet")}
-    assert len(after) == 6 and all(after[name] == mtime for name, mtime in cached.items())
+    assert len(after) == 12 and all(after[name] == mtime for name, mtime in cached.items())
     assert sorted(second["checkpoint"].unique()) == [1, 2, 3]
     pd.testing.assert_frame_equal(
         second[second["checkpoint"] < 3].reset_index(drop=True), first.reset_index(drop=True)
     )
     assert_means_of_the_per_query_rows(second, per_query_of(tmp_path / "m2.parquet"))
+
+    # a metric setting changes: the metrics again from the cached scores (no run file rewritten),
+    # equal to an evaluation from scratch
+    runs = {p.name: p.stat().st_mtime_ns for p in (work / "runs").glob("*.trec")}
+    third = evaluate(small_collection, ckpts, work, tmp_path / "m3.parquet", rbp_k=[2])
+    assert {p.name: p.stat().st_mtime_ns for p in (work / "runs").glob("*.trec")} == runs
+    fresh = evaluate(small_collection, ckpts, tmp_path / "fresh-work", tmp_path / "m4.parquet", rbp_k=[2])
+    assert "RBP@2" in set(third["metric"])
+    pd.testing.assert_frame_equal(third, fresh)
 
 
 def _scores(trec):

@@ -5,7 +5,9 @@ with every metric of :mod:`rerank_scaling.evaluation.metrics`, per query (``reco
 as the long table's means (``records.METRIC_COLUMNS``). The per-query rows are cached per
 (checkpoint, split) under a key made of the checkpoint's sidecar, the evaluation settings and the
 digest of the split's queries, qrels, candidates and texts (:func:`split_digest`), so a
-killed job resumes and a re-run after adding one checkpoint scores only that checkpoint. The key
+killed job resumes and a re-run after adding one checkpoint scores only that checkpoint. The
+scores are cached too, keyed without the qrels and the metric settings: a qrels fix recomputes
+the metrics without loading a model. The key
 ignores ``evaluation.unit`` (how the work is split into jobs), so the units share one cache.
 
 ``evaluation.max_queries`` ({split: n}) evaluates a seeded random subset of n queries of a large
@@ -206,28 +208,109 @@ def bm25_fields() -> dict[str, Any]:
     }
 
 
-def split_digest(split: SplitData) -> str:
+def split_digest(split: SplitData, with_qrels: bool = True) -> str:
     """SHA-256 of everything a split's per-query rows are computed from: its (sub-sampled) queries,
-    qrels, BM25 candidates and their texts. A cache keyed by it can never serve rows scored
-    against other qrels or candidates (a fixed qrels file, a re-run BM25)."""
+    qrels, BM25 candidates and their texts (without the qrels: what its scores are computed from).
+    A cache keyed by it can never serve rows scored against other qrels or candidates (a fixed
+    qrels file, a re-run BM25)."""
     digest = hashlib.sha256()
-    for part in (split.queries, split.qrels, split.candidates, split.texts):
+    parts = (split.queries, split.qrels if with_qrels else {}, split.candidates, split.texts)
+    for part in parts:
         digest.update(json.dumps(part, sort_keys=True).encode())
     return digest.hexdigest()
 
 
+# Settings that change a metric but no score: a scores cache entry ignores them.
+METRIC_ONLY = ("relevance_threshold", "ce_sizes", "rbp_k", "rr_m", "seed")
+
+
 def _cache_key(
-    sidecar: dict[str, Any], split: SplitData, settings: EvalSettings, max_length: int, precision: str
+    sidecar: dict[str, Any],
+    split: SplitData,
+    settings: EvalSettings,
+    max_length: int,
+    precision: str,
+    kind: str = "per_query",
 ) -> str:
-    # "per_query": the cache holds per-query rows (older caches held means and must not match).
-    # job layout and which checkpoints score a split, not what a score is; the precision resolved
-    # on this device, not the request ("auto" means different things on different machines);
-    # the split's content by its digest, not its name
-    relevant = {k: v for k, v in settings.__dict__.items() if k not in ("unit", "final_only_splits")}
+    # kind "per_query": the entry holds per-query rows (older caches held means and must not
+    # match); "scores": the reranker's scores, which the qrels and the metric settings do not change.
+    # Not the job layout nor which checkpoints score a split; the precision resolved on this device,
+    # not the request ("auto" means different things on different machines); the split's content
+    # by its digest, not its name
+    ignored = ("unit", "final_only_splits", *(METRIC_ONLY if kind == "scores" else ()))
+    relevant = {k: v for k, v in settings.__dict__.items() if k not in ignored}
     relevant["precision"] = precision
-    data = [split.name, split_digest(split)]
-    blob = json.dumps([sidecar, data, relevant, max_length, "per_query"], sort_keys=True, default=str)
+    data = [split.name, split_digest(split, with_qrels=kind != "scores")]
+    blob = json.dumps([sidecar, data, relevant, max_length, kind], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _write_scores(scores: Run, path: Path) -> None:
+    rows = [(qid, docid, score) for qid, docs in scores.items() for docid, score in docs.items()]
+    write_table(pd.DataFrame(rows, columns=["qid", "docid", "score"]), path)
+
+
+def _read_scores(path: Path) -> Run:
+    scores: Run = {}
+    table = pd.read_parquet(path)
+    for qid, docid, score in zip(table["qid"], table["docid"], table["score"], strict=True):
+        scores.setdefault(qid, {})[docid] = float(score)
+    return scores
+
+
+class CheckpointScorer:
+    """One checkpoint's cross-encoder, loaded on first use, scoring a split's candidate pairs."""
+
+    def __init__(
+        self,
+        ckpt: Path,
+        sidecar: dict[str, Any],
+        settings: EvalSettings,
+        max_length: int,
+        device: str,
+        precision: str,
+    ) -> None:
+        from sentence_transformers.cross_encoder import CrossEncoder
+
+        # FlashAttention-2 where training would use it; never under fp32 scoring
+        attn = attention_implementation(device, precision != "fp32")
+        kwargs = {"attn_implementation": attn} if attn and sidecar["attention"] == "full" else None
+        self.model = CrossEncoder(str(ckpt), device=device, max_length=max_length, model_kwargs=kwargs)
+        if sidecar["attention"] != "full":
+            from rerank_scaling.training.sparse_encoder import (
+                apply_window_attention,
+                attention_variant_from_name,
+            )
+
+            apply_window_attention(self.model.model, attention_variant_from_name(sidecar["attention"]))
+        self.ckpt, self.settings, self.max_length = ckpt, settings, max_length
+        self.device, self.precision = device, precision
+
+    def scores(
+        self, split: SplitData, pretokenized: dict[str, TokenizedPairs], tokenized: dict[str, Any]
+    ) -> Run:
+        """The model's scores of ``split``'s candidates; ``tokenized`` (split -> pairs) is filled
+        for the next checkpoint, from the ``split_tokens`` table when it holds this split's
+        candidates and matches this tokenizer, else by tokenizing here."""
+        tokenizer, depth = self.model.tokenizer, self.settings.rerank_depth
+        ready = pretokenized.get(split.name)
+        if split.name not in tokenized and ready is not None:
+            # the table's pairs must be this split's candidates (not those of another BM25 run)
+            same = set(ready.keys) == set(candidate_pairs(split.candidates, depth))
+            if same and matches_tokenizer(ready, tokenizer, split.queries, split.texts, self.max_length):
+                tokenized[split.name] = ready
+            else:
+                log.warning(
+                    "%s: the pre-tokenized pairs of %s differ; tokenizing here", self.ckpt, split.name
+                )
+        if split.name not in tokenized:
+            pairs = candidate_pairs(split.candidates, depth)
+            tokenized[split.name] = tokenize_pairs(
+                tokenizer, pairs, split.queries, split.texts, self.max_length
+            )
+        pad = tokenizer.pad_token_id or 0
+        batch = self.settings.batch_size
+        return score_pairs(self.model, tokenized[split.name], batch, pad, self.device, self.precision)
 
 
 def evaluate_checkpoints(
@@ -244,8 +327,6 @@ def evaluate_checkpoints(
 
     ``pretokenized``: split -> its pairs tokenized by the workflow's ``split_tokens`` job, used when
     the checkpoint's tokenizer gives the same ids on a sample (else the split is tokenized here)."""
-    from sentence_transformers.cross_encoder import CrossEncoder
-
     precision = resolve_precision(settings.precision, device, "evaluation.precision")
     log.info("scoring in %s (evaluation.precision: %s, %s)", precision, settings.precision, device)
     tokenized: dict[str, Any] = {}
@@ -255,7 +336,7 @@ def evaluate_checkpoints(
         fields = {c: sidecar[c] for c in METRIC_COLUMNS if c in sidecar}
         fields.setdefault("train_precision", "unknown")  # trained before the sidecars recorded it
         fields["precision"] = precision
-        model = None
+        scorer = None
         scored = settings.splits_at(splits, final=sidecar["step"] == sidecar["total_steps"])
         for split in scored:
             key = _cache_key(sidecar, split, settings, max_length, precision)
@@ -264,41 +345,17 @@ def evaluate_checkpoints(
                 per_query.append(pd.read_parquet(cached))
                 tables.append(metric_rows(per_query[-1], split.name, settings, fields))
                 continue
-            if model is None:
-                # FlashAttention-2 where training would use it; never under fp32 scoring
-                attn = attention_implementation(device, precision != "fp32")
-                kwargs = {"attn_implementation": attn} if attn and sidecar["attention"] == "full" else None
-                model = CrossEncoder(str(ckpt), device=device, max_length=max_length, model_kwargs=kwargs)
-                if sidecar["attention"] != "full":
-                    from rerank_scaling.training.sparse_encoder import (
-                        apply_window_attention,
-                        attention_variant_from_name,
-                    )
-
-                    apply_window_attention(model.model, attention_variant_from_name(sidecar["attention"]))
-                tokenizer = model.tokenizer
-            ready = (pretokenized or {}).get(split.name)
-            if split.name not in tokenized and ready is not None:
-                # the table's pairs must be this split's candidates (not those of another BM25 run)
-                same_pairs = set(ready.keys) == set(candidate_pairs(split.candidates, settings.rerank_depth))
-                if same_pairs and matches_tokenizer(ready, tokenizer, split.queries, split.texts, max_length):
-                    tokenized[split.name] = ready
-                else:
-                    log.warning("%s: the pre-tokenized pairs of %s differ; tokenizing here", ckpt, split.name)
-            if split.name not in tokenized:
-                pairs = candidate_pairs(split.candidates, settings.rerank_depth)
-                tokenized[split.name] = tokenize_pairs(
-                    tokenizer, pairs, split.queries, split.texts, max_length
-                )
-            scores = score_pairs(
-                model,
-                tokenized[split.name],
-                settings.batch_size,
-                tokenizer.pad_token_id or 0,
-                device,
-                precision,
+            scores_file = cache_dir / (
+                f"{ckpt.name}.{split.name}.scores."
+                f"{_cache_key(sidecar, split, settings, max_length, precision, 'scores')}.parquet"
             )
-            write_run(scores, runs_dir / f"{ckpt.name}.{split.name}.trec", tag=sidecar["run"])
+            if scores_file.exists():  # e.g. after a qrels fix: the metrics again, no model
+                scores = _read_scores(scores_file)
+            else:
+                scorer = scorer or CheckpointScorer(ckpt, sidecar, settings, max_length, device, precision)
+                scores = scorer.scores(split, pretokenized or {}, tokenized)
+                _write_scores(scores, scores_file)
+                write_run(scores, runs_dir / f"{ckpt.name}.{split.name}.trec", tag=sidecar["run"])
             per_query.append(per_query_rows(scores, split, settings, fields))
             write_table(per_query[-1], cached)
             tables.append(metric_rows(per_query[-1], split.name, settings, fields))
