@@ -1,8 +1,10 @@
-"""Checks of a collection where it enters the workflow (the ``prepare_data`` job), before any model runs.
+"""Checks of a collection where it enters the workflow (the ``prepare_*`` jobs), before any model runs.
 
-Malformed lines fail in the readers naming file:line (:mod:`.collection`, :mod:`.trec`). Here:
-duplicate document ids (file:line), empty splits, and judgements naming documents that are not in
-the corpus or queries that are not in the split. Those are counted per split; up to
+Malformed lines, a byte-order mark, bytes that are not UTF-8 and empty queries fail in the readers
+naming file:line (:mod:`.lines`, :mod:`.collection`, :mod:`.trec`). Here: duplicate document ids
+(file:line), empty splits, an evaluated split without a judgement at ``evaluation.relevance_threshold``
+(its every metric would be 0), and judgements naming documents that are not in the corpus or
+queries that are not in the split. Those are counted per split; up to
 ``dataset.max_unknown_qrels_share`` of a split's judgements they are dropped with a warning in the
 job's log, and more stop the job. The counts go to ``results/<run>/data/checks.json``, which the
 summary can read.
@@ -12,8 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 from rerank_scaling.data.collection import CollectionDir, Queries, iter_corpus_lines, read_queries
 from rerank_scaling.data.trec import Qrels, read_qrels, write_qrels
@@ -137,23 +138,3 @@ def relevant_problem(qrels: Qrels, threshold: int, where: str, split: str) -> No
             f"{threshold} (grades found: {dict(sorted(grades.items()))}); every metric of it would be 0. "
             "Fix the qrels, or lower evaluation.relevance_threshold"
         )
-
-
-def check_collection(
-    collection: CollectionDir,
-    splits: list[str],
-    max_unknown_share: float = DEFAULT_MAX_UNKNOWN_SHARE,
-    out: CollectionDir | None = None,
-) -> list[dict[str, Any]]:
-    """Check the corpus and every split; returns the rows of checks.json.
-
-    ``collection`` is where the data came from (a local source directory, so that messages name the
-    user's files), ``out`` the materialised copy (default: the same directory).
-    """
-    ids = corpus_ids(collection)
-    out = out or collection
-    rows = [
-        asdict(check_split(collection, split, ids, max_unknown_share, out)) for split in dict.fromkeys(splits)
-    ]
-    log.info("collection checks: %d documents; %s", len(ids), rows)
-    return rows
