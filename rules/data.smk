@@ -1,5 +1,7 @@
 # The collection, one job per part (rerank_scaling.data.prepare_data --part): an edit of one file
-# re-runs only the jobs that read it (a dev qrels fix re-evaluates; it retrains nothing).
+# re-runs only the jobs that read it (a dev qrels fix re-evaluates; it retrains nothing). Their
+# priority runs every split's checks before the chain that leads to training (corpus, BM25,
+# examples) gets far: bad data in any split stop the workflow before a training job starts.
 rule prepare_corpus:
     input:
         code=stage_code("data.prepare_data"),
@@ -12,6 +14,7 @@ rule prepare_corpus:
     resources:
         mem_mb=16000,  # ir_datasets streams MS MARCO's 8.8M passages through it
         runtime=240,
+    priority: 50
     log:
         log_path("data", "corpus"),
     benchmark:
@@ -35,6 +38,7 @@ rule prepare_queries:
     resources:
         mem_mb=4000,
         runtime=60,
+    priority: 50
     log:
         log_path("data", "queries_{split}"),
     benchmark:
@@ -62,6 +66,7 @@ rule prepare_qrels:
     resources:
         mem_mb=8000,  # the corpus's ids (MS MARCO: 8.8M)
         runtime=60,
+    priority: 50
     log:
         log_path("data", "qrels_{split}"),
     benchmark:

@@ -165,3 +165,35 @@ def test_a_corpus_edit_reruns_the_duplicate_check(workflow, collection):
     lines = len(corpus.read_text().splitlines()) + 1
     log = (workflow / "results" / "tiny" / "logs" / "data" / "corpus.log").read_text()
     assert result.returncode != 0 and f"corpus.jsonl:{lines}: duplicate document id" in log, log[-2000:]
+
+
+@pytest.mark.parametrize(
+    ("file", "edit", "log", "message"),
+    [
+        (
+            "queries/dev.tsv",
+            lambda line, i: line.split("\t")[0] + "\t " if i == 1 else line,
+            "queries_dev",
+            "queries/dev.tsv:2: query",
+        ),
+        (
+            "qrels/dev.txt",
+            lambda line, i: line.rsplit(" ", 1)[0] + " 0",
+            "qrels_dev",
+            "split 'dev' has no judgement with grade >= evaluation.relevance_threshold = 1",
+        ),
+    ],
+    ids=["whitespace-dev-query", "dev-all-grade-0"],
+)
+def test_bad_dev_data_stop_the_workflow_before_any_training_job(
+    collection, tmp_path, file, edit, log, message
+):
+    """The dev split's checks run first (their priority), though training does not read dev."""
+    local = shutil.copytree(collection, tmp_path / "local")
+    lines = (local / file).read_text().splitlines()
+    (local / file).write_text("".join(f"{edit(line, i)}\n" for i, line in enumerate(lines)))
+    workdir = workflow_copy(tmp_path / "w", local)
+    result = snakemake(workdir)
+    text = (workdir / "results" / "tiny" / "logs" / "data" / f"{log}.log").read_text()
+    assert result.returncode != 0 and f"{local / file}" in text and message in text, text[-2000:]
+    assert not (workdir / "results" / "tiny" / "logs" / "train").exists()
