@@ -115,6 +115,19 @@ def test_ir_datasets_source_reads_a_local_cache(tmp_path):
     assert read_qrels(out.qrels("test")) == {"1": {"1": 4, "2": 1}, "2": {"3": 3}}
 
 
+def test_an_ir_datasets_query_without_text_is_dropped_and_counted(tmp_path):
+    """A user cannot fix an ir_datasets file (a local one raises naming its line): the query goes."""
+    home = tmp_path / "irds"
+    _tar_cranfield(home, SMART_DOCS, SMART_QUERIES + ".I 005\n.W\n \n", SMART_QRELS + "3 1 1\n")
+    result = prepare_in_subprocess(_irds_section(), tmp_path / "coll", home)
+    assert result.returncode == 0, result.stderr
+    assert "cranfield: 1 queries without text dropped (e.g. ['3'])" in result.stderr
+    out = CollectionDir(tmp_path / "coll")
+    assert sorted(read_queries(out.queries("test"))) == ["1", "2"] and "3" not in read_qrels(
+        out.qrels("test")
+    )
+
+
 def test_ir_datasets_offline_error_names_the_missing_file(tmp_path):
     result = prepare_in_subprocess(_irds_section(), tmp_path / "coll", tmp_path / "empty")
     assert result.returncode != 0

@@ -78,8 +78,14 @@ def ir_datasets_split(
             grade = relevance_map.get(str(grade), grade)
         if grade > 0 and qrel.query_id in queries:
             qrels.setdefault(qrel.query_id, {})[qrel.doc_id] = grade
-    # Queries without any judgement cannot be evaluated or trained on: keep judged ones only.
-    queries = {qid: text for qid, text in queries.items() if qid in qrels}
+    # Queries without any judgement cannot be evaluated or trained on: keep judged ones only. One
+    # without text cannot be searched (Anserini's topic reader fails on it); a user cannot fix an
+    # ir_datasets file, so it is dropped and counted here (a local file's raises naming its line).
+    empty = sorted(qid for qid, text in queries.items() if not text.strip())
+    if empty:
+        log.warning("%s: %d queries without text dropped (e.g. %s)", dataset_id, len(empty), empty[:3])
+    queries = {qid: text for qid, text in queries.items() if qid in qrels and text.strip()}
+    qrels = {qid: qrels[qid] for qid in queries}
     if max_queries is not None:
         queries = dict(sorted(queries.items())[:max_queries])
         qrels = {qid: qrels[qid] for qid in queries}
