@@ -182,6 +182,7 @@ def final_targets():
         f"{RESULTS}/metrics/all.parquet",
         f"{RESULTS}/laws/fits.parquet",
         f"{RESULTS}/summary.md",
+        f"{RESULTS}/answer.html",
         f"{RESULTS}/planning/plan.parquet",
         f"{RESULTS}/figures/budget_curves.png",
         f"{RESULTS}/figures/roi_frontier.png",
