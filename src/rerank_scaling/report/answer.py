@@ -32,9 +32,20 @@ STATUS_WORDS = {
     "form_sensitive": "depends on the law's form",
 }
 SIZE_AXES = {"non_embedding": "non-embedding parameters", "total": "total parameters"}
-NO_FORECAST = "No forecast: the grid has no held-out or target size, or no law fitted to the other sizes forecast one."
+NO_FORECAST = (
+    "No forecast: the grid has no held-out or target size, or no law fitted to the other sizes forecast one."
+)
 NO_DECISION = "No planning verdict: the plan has no decision rows (see planning/plan.md)."
-TABLE_COLUMNS = ["objective", "size", "law", "forecast [95% interval]", "status", "why", "observed", "inside?"]
+TABLE_COLUMNS = [
+    "objective",
+    "size",
+    "law",
+    "forecast [95% interval]",
+    "status",
+    "why",
+    "observed",
+    "inside?",
+]
 
 
 @dataclass(frozen=True)
@@ -145,7 +156,9 @@ def decision_sentences(decisions: pd.DataFrame | None) -> list[str]:
         if not pd.isna(d.get("p_roi")):
             numbers += f", P(ROI >= lambda) {_probability(d['p_roi'])}"
         reason = "" if pd.isna(d.get("reason")) or not str(d["reason"]) else f": {d['reason']}"
-        lines.append(f"{d['objective']}, {d['metric']}{budget}{question}: {d['verdict']} ({numbers}){reason}.")
+        lines.append(
+            f"{d['objective']}, {d['metric']}{budget}{question}: {d['verdict']} ({numbers}){reason}."
+        )
     return lines
 
 
@@ -157,7 +170,7 @@ def answer_lines(
     lines += ["## The forecasts", ""]
     lines += [f"- {line}" for line in forecast_sentences(forecasts)]
     if not forecasts.empty:
-        lines += ["", forecast_table(forecasts).to_markdown(index=False)]
+        lines += ["", forecast_table(forecasts).to_markdown(index=False, disable_numparse=True)]
     lines += ["", "## What to train next (planning verdict)", ""]
     lines += [f"- {line}" for line in decision_sentences(decisions)]
     return [*lines, ""]

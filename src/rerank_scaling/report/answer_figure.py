@@ -23,9 +23,16 @@ def _observed(ax: plt.Axes, rows: pd.DataFrame) -> None:
     (the size's ``role``; a row's ``held_out`` also marks the checkpoints a joint protocol holds out)."""
     sizes = rows.groupby(["model", "size", "role"], as_index=False)["observed"].mean()
     fitted, held = sizes[sizes["role"] != "held_out"], sizes[sizes["role"] == "held_out"]
-    ax.scatter(fitted["size"], fitted["observed"], color=FITTED_COLOUR, s=30, zorder=3, label="observed (fitted)")
     ax.scatter(
-        held["size"], held["observed"], color=HELD_OUT_COLOUR, marker="X", s=110, zorder=4,
+        fitted["size"], fitted["observed"], color=FITTED_COLOUR, s=30, zorder=3, label="observed (fitted)"
+    )
+    ax.scatter(
+        held["size"],
+        held["observed"],
+        color=HELD_OUT_COLOUR,
+        marker="X",
+        s=110,
+        zorder=4,
         label="observed (held out)",
     )
     for r in held.itertuples():
@@ -49,14 +56,18 @@ def forecast_figure(
     for ax, (objective, attention) in zip(axes, panels, strict=False):
         group = select_rows(rows, objective=objective, attention=attention)
         for colour, (protocol, law) in zip(OKABE_ITO, laws, strict=False):
-            line = select_rows(group, protocol=protocol, law=law).groupby("size", as_index=False)[
-                ["forecast", "low", "high"]
-            ].mean()
+            line = (
+                select_rows(group, protocol=protocol, law=law)
+                .groupby("size", as_index=False)[["forecast", "low", "high"]]
+                .mean()
+            )
             if line.empty:
                 continue
             label = law if protocol == law else f"{law} ({protocol})"
             ax.plot(line["size"], line["forecast"], color=colour, linewidth=1.5, label=f"{label} forecast")
-            ax.fill_between(line["size"], line["low"], line["high"], color=colour, alpha=0.18, label="its 95% PI")
+            ax.fill_between(
+                line["size"], line["low"], line["high"], color=colour, alpha=0.18, label="its 95% PI"
+            )
         if len(group):
             _observed(ax, group)
         bm25_line(ax, metrics, metric, split)

@@ -74,9 +74,10 @@ def plan_verdicts(plan: pd.DataFrame) -> pd.DataFrame:
     optimum of an identified fit, else ``cannot decide`` with the fit's status and reason."""
     rows = plan[plan["kind"] == "budget"]
     decided = (rows["status"] == "ok") & rows["model"].notna()
-    verdict = ["train " + str(m) if ok else f"cannot decide ({s})" for ok, m, s in zip(
-        decided, rows["model"], rows["status"], strict=True
-    )]
+    verdict = [
+        "train " + str(m) if ok else f"cannot decide ({s})"
+        for ok, m, s in zip(decided, rows["model"], rows["status"], strict=True)
+    ]
     reason = [POINT_OPTIMUM if ok else r for ok, r in zip(decided, rows["reason"], strict=True)]
     return pd.DataFrame(
         {
@@ -113,4 +114,6 @@ def load(
 ) -> AnswerInputs:
     """Everything the answer shows for one run."""
     shown = with_sizes(shown_forecasts(laws_dir, metric, split), metrics, size_axis)
-    return AnswerInputs(question(metrics, metric, split, size_axis), shown, decisions(planning_dir, metric, split))
+    return AnswerInputs(
+        question(metrics, metric, split, size_axis), shown, decisions(planning_dir, metric, split)
+    )

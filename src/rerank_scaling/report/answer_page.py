@@ -22,9 +22,9 @@ from pathlib import Path
 import pandas as pd
 
 from rerank_scaling.atomic import write_text
+from rerank_scaling.laws.protocols import SIZE_COLUMNS, FitSettings
 from rerank_scaling.report import answer
 from rerank_scaling.report.answer_figure import forecast_figure
-from rerank_scaling.laws.protocols import SIZE_COLUMNS, FitSettings
 from rerank_scaling.report.answer_inputs import AnswerInputs, load
 from rerank_scaling.report.figures import save_figure
 from rerank_scaling.settings import parse_json_arg, settings_from_dict
@@ -45,7 +45,8 @@ LINKS = (
 CSS = """
 #answer { font-family: system-ui, sans-serif; max-width: 72rem; line-height: 1.4; }
 #answer table { border-collapse: collapse; font-size: 0.85rem; margin: 0.5rem 0; }
-#answer th, #answer td { border: 1px solid #999; padding: 0.2rem 0.4rem; text-align: left; vertical-align: top; }
+#answer th, #answer td { border: 1px solid #999; padding: 0.2rem 0.4rem; }
+#answer td { text-align: left; vertical-align: top; }
 #answer th { background: #eee; }
 #answer figure { margin: 1rem 0; }
 #answer img { max-width: 100%; height: auto; }
@@ -87,7 +88,9 @@ def section(inputs: AnswerInputs, figure_png: bytes) -> str:
 
 def page(title: str, body: str) -> str:
     """A standalone HTML page around the answer's section, with links to the rest of the run."""
-    links = "".join(f'<li><a href="{html.escape(path)}">{html.escape(label)}</a></li>' for label, path in LINKS)
+    links = "".join(
+        f'<li><a href="{html.escape(path)}">{html.escape(label)}</a></li>' for label, path in LINKS
+    )
     return (
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
         f"</head><body>\n<h1>{html.escape(title)}</h1>\n{body}\n<h2>Everything else</h2><ul>{links}</ul>\n"
@@ -119,7 +122,9 @@ def main(argv: list[str] | None = None) -> None:
     metrics = pd.read_parquet(args.metrics)
     inputs = load(metrics, Path(args.laws), Path(args.planning), metric, args.split, size_axis)
     forecasts = pd.read_parquet(Path(args.laws) / "forecasts.parquet")
-    figure = forecast_figure(metrics, forecasts, inputs.forecasts, metric, args.split, SIZE_COLUMNS[size_axis])
+    figure = forecast_figure(
+        metrics, forecasts, inputs.forecasts, metric, args.split, SIZE_COLUMNS[size_axis]
+    )
     save_figure(figure, out / "figures" / "answer")
     body = section(inputs, (out / "figures" / "answer.png").read_bytes())
     write_text(out / "answer_section.html", body + "\n")

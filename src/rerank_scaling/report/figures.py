@@ -179,9 +179,16 @@ def model_scaling(
             final = every[every["final"]] if "final" in every.columns else every
             band = final.groupby("size", as_index=False)[["low", "high"]].mean().sort_values("size")
             ax.fill_between(
-                band["size"], band["low"], band["high"], color="C2", alpha=0.15, label="95% PI, final checkpoint"
+                band["size"],
+                band["low"],
+                band["high"],
+                color="C2",
+                alpha=0.15,
+                label="95% PI, final checkpoint",
             )
-            held = every[every["held_out"]].groupby("size", as_index=False)[["forecast", "low", "high"]].mean()
+            held = (
+                every[every["held_out"]].groupby("size", as_index=False)[["forecast", "low", "high"]].mean()
+            )
             ax.errorbar(
                 held["size"],
                 held["forecast"],
