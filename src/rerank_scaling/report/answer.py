@@ -162,15 +162,21 @@ def decision_sentences(decisions: pd.DataFrame | None) -> list[str]:
     return lines
 
 
-def answer_lines(
-    question: Question | None, forecasts: pd.DataFrame, decisions: pd.DataFrame | None
-) -> list[str]:
-    """The answer as Markdown lines: question, forecasts (sentences, then the table), verdicts."""
+def forecast_lines(question: Question | None, forecasts: pd.DataFrame) -> list[str]:
+    """The question and the forecasts as Markdown lines (sentences, then the table)."""
     lines = ["## The question", "", question_sentence(question) if question else "(no sizes)", ""]
     lines += ["## The forecasts", ""]
     lines += [f"- {line}" for line in forecast_sentences(forecasts)]
     if not forecasts.empty:
         lines += ["", forecast_table(forecasts).to_markdown(index=False, disable_numparse=True)]
-    lines += ["", "## What to train next (planning verdict)", ""]
+    return [*lines, ""]
+
+
+def answer_lines(
+    question: Question | None, forecasts: pd.DataFrame, decisions: pd.DataFrame | None
+) -> list[str]:
+    """The answer as Markdown lines: question, forecasts (sentences, then the table), verdicts."""
+    lines = forecast_lines(question, forecasts)
+    lines += ["## What to train next (planning verdict)", ""]
     lines += [f"- {line}" for line in decision_sentences(decisions)]
     return [*lines, ""]
