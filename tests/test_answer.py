@@ -159,11 +159,8 @@ def test_decisions_present_are_quoted_with_their_numbers(tmp_path):
 
 def test_without_decisions_the_plan_budget_rows_give_the_verdict(tmp_path):
     markdown, _ = build(write_results(tmp_path / "run", decisions=False))
-    assert (
-        "listwise, nDCG@10 at budget 100: train L3 (P(best) n/a): point optimum of the central fit"
-        in markdown
-    )
-    assert "pointwise, nDCG@10: cannot decide (degenerate) (P(best) n/a): not identifiable: a = 1" in markdown
+    assert "listwise, nDCG@10 at budget 100: train L3: point optimum of the central fit" in markdown
+    assert "pointwise, nDCG@10: cannot decide (degenerate): not identifiable: a = 1" in markdown
 
 
 def test_without_any_plan_the_answer_says_there_is_no_verdict(tmp_path):

@@ -138,10 +138,6 @@ def forecast_sentences(forecasts: pd.DataFrame) -> list[str]:
     return lines
 
 
-def _probability(value: object) -> str:
-    return "n/a" if pd.isna(value) else f"{float(value):.2f}"
-
-
 def decision_sentences(decisions: pd.DataFrame | None) -> list[str]:
     """One sentence per (objective, metric, budget): the verdict with its numbers and reason."""
     if decisions is None or decisions.empty:
@@ -150,15 +146,18 @@ def decision_sentences(decisions: pd.DataFrame | None) -> list[str]:
     for _, d in decisions.iterrows():
         budget = "" if pd.isna(d.get("budget")) else f" at budget {float(d['budget']):.4g}"
         question = f" ({d['question']})" if isinstance(d.get("question"), str) else ""
-        numbers = f"P(best) {_probability(d.get('p_best'))}"
-        if not pd.isna(d.get("expected_regret")):
-            numbers += f", expected regret {float(d['expected_regret']):.4g}"
-        if not pd.isna(d.get("p_roi")):
-            numbers += f", P(ROI >= lambda) {_probability(d['p_roi'])}"
+        numbers = [
+            f"{name} {format(float(d[column]), spec)}"
+            for name, column, spec in (
+                ("P(best)", "p_best", ".2f"),
+                ("expected regret", "expected_regret", ".4g"),
+                ("P(ROI >= lambda)", "p_roi", ".2f"),
+            )
+            if column in d and not pd.isna(d[column])
+        ]
+        numbers = f" ({', '.join(numbers)})" if numbers else ""
         reason = "" if pd.isna(d.get("reason")) or not str(d["reason"]) else f": {d['reason']}"
-        lines.append(
-            f"{d['objective']}, {d['metric']}{budget}{question}: {d['verdict']} ({numbers}){reason}."
-        )
+        lines.append(f"{d['objective']}, {d['metric']}{budget}{question}: {d['verdict']}{numbers}{reason}.")
     return lines
 
 

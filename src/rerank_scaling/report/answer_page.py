@@ -30,8 +30,8 @@ from rerank_scaling.report.figures import save_figure
 from rerank_scaling.settings import parse_json_arg, settings_from_dict
 
 FIGURE_CAPTION = (
-    "Read: does each held-out size's cross fall inside its law's band, and how far above BM25 (dashed) "
-    "it lies. Dots: fitted sizes' observed final values; crosses: held-out sizes; lines: each law's "
+    "Read: does each held-out size's cross fall inside its law's band, and where it lies against BM25 "
+    "(dashed). Dots: fitted sizes' observed final values; crosses: held-out sizes; lines: each law's "
     "forecast at every trained size's final checkpoint; bands: its 95% prediction interval."
 )
 #: Where the standalone page links to, relative to results/<run>/ (label, path).

@@ -9,6 +9,7 @@ without any click) or ``--screenshot``. Used by the browser tests and by
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -56,3 +57,21 @@ def screenshot(
     if not png.exists():
         raise RuntimeError(f"Chromium wrote no screenshot of {page} to {png}")
     return png
+
+
+#: What a reader must see on the landing page without a click (name, pattern in the rendered DOM).
+LANDING = (
+    ("the question", r'<p id="answer-question">Fitted on .+ forecast: .+\(N = '),
+    ("a forecast table with rows", r'<table[^>]*id="answer-forecasts"[^>]*>.*?<tbody>\s*<tr'),
+    ("the planning verdicts", r'<ul id="answer-verdicts"><li>'),
+    ("the embedded figure", r'<figure id="answer-figure">\s*<img [^>]*src="data:image/png;base64,'),
+)
+
+
+def landing_problems(dom: str, table: bool = True) -> list[str]:
+    """What of ``LANDING`` the rendered page lacks (the forecast table only where ``table``)."""
+    return [
+        f"missing: {name}"
+        for name, pattern in LANDING
+        if (table or "table" not in name) and not re.search(pattern, dom, re.S)
+    ]
