@@ -47,7 +47,7 @@ CSS = """
 #answer table { border-collapse: collapse; font-size: 0.85rem; margin: 0.5rem 0; }
 #answer th, #answer td { border: 1px solid #999; padding: 0.2rem 0.4rem; }
 #answer td { text-align: left; vertical-align: top; }
-#answer th { background: #eee; }
+#answer th { background: #eee; text-align: left; }
 #answer figure { margin: 1rem 0; }
 #answer img { max-width: 100%; height: auto; }
 #answer figcaption { font-size: 0.85rem; color: #333; }
