@@ -139,7 +139,8 @@ def test_every_status_and_observation_is_stated(tmp_path):
     # the reason without the restated interval and the parameter diagnostics
     assert "parameters: a = 1" not in markdown
     # the same table on the page, and the figure inside it
-    assert page.count("<tr") == 1 + 4 and 'id="answer-forecasts"' in page
+    table = re.search(r'<table[^>]*id="answer-forecasts".*?</table>', page, re.S).group(0)
+    assert table.count("<tr") == 1 + 4
     assert "too wide to act on" in page and "outside" in page
     png = re.search(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
     assert png and base64.b64decode(png.group(1)).startswith(b"\x89PNG")
@@ -154,7 +155,9 @@ def test_decisions_present_are_quoted_with_their_numbers(tmp_path):
     assert "pointwise, nDCG@10 at budget 100 (budget): cannot decide (P(best) 0.55, expected regret 0.01): " \
         "P(best) 0.55 < 0.8." in markdown  # fmt: skip
     assert "CE@16" not in markdown  # only the headline metric's verdicts
-    assert "train L4" in page
+    verdicts = re.search(r'<table[^>]*id="answer-verdicts".*?</table>', page, re.S).group(0)
+    assert verdicts.count("<tr") == 1 + 2 and "train L4" in verdicts and "0.91" in verdicts
+    assert "<th>P(ROI &gt;= lambda)</th>" in verdicts and "<th>question</th>" in verdicts
 
 
 def test_without_decisions_the_plan_budget_rows_give_the_verdict(tmp_path):

@@ -16,6 +16,9 @@ Inputs are tables with named columns:
 * decisions (``planning/decisions.csv``): ``objective``, ``metric``, ``budget``, ``verdict``,
   ``candidate``, ``p_best``, ``expected_regret``, ``p_roi``, ``reason``; optional ``question``,
   ``law``.
+
+A caller without a plan (the command line on a user's table) prints :func:`forecast_lines`; with
+one, :func:`answer_lines`. Both take a :class:`Question` (or None when the sizes are unknown).
 """
 
 from __future__ import annotations
@@ -136,6 +139,28 @@ def forecast_sentences(forecasts: pd.DataFrame) -> list[str]:
             f"{shown['status']} ({shown['why']}); {seen}."
         )
     return lines
+
+
+def _number(value: object, spec: str) -> str:
+    return "" if pd.isna(value) else format(float(value), spec)
+
+
+def decision_table(decisions: pd.DataFrame) -> pd.DataFrame:
+    """One display row per verdict (the same numbers as :func:`decision_sentences`), as text."""
+    rows = [
+        {
+            "objective": d["objective"],
+            "budget": _number(d.get("budget"), ".4g"),
+            "question": d.get("question", "") if isinstance(d.get("question"), str) else "",
+            "verdict": d["verdict"],
+            "P(best)": _number(d.get("p_best"), ".2f"),
+            "expected regret": _number(d.get("expected_regret"), ".4g"),
+            "P(ROI >= lambda)": _number(d.get("p_roi"), ".2f"),
+            "reason": "" if pd.isna(d.get("reason")) else str(d["reason"]),
+        }
+        for _, d in decisions.iterrows()
+    ]
+    return pd.DataFrame(rows).replace("", pd.NA).dropna(axis=1, how="all").fillna("")
 
 
 def decision_sentences(decisions: pd.DataFrame | None) -> list[str]:

@@ -54,9 +54,11 @@ CSS = """
 """
 
 
-def _list(lines: list[str], element_id: str) -> str:
-    items = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
-    return f'<ul id="{element_id}">{items}</ul>'
+def _verdicts(decisions: pd.DataFrame | None) -> str:
+    """The verdicts as a table (one row per objective and budget), or why there are none."""
+    if decisions is None or decisions.empty:
+        return f'<p id="answer-verdicts">{html.escape(answer.NO_DECISION)}</p>'
+    return answer.decision_table(decisions).to_html(index=False, table_id="answer-verdicts", border=0)
 
 
 def section(inputs: AnswerInputs, figure_png: bytes) -> str:
@@ -75,7 +77,7 @@ def section(inputs: AnswerInputs, figure_png: bytes) -> str:
         parts.append(f'<p id="answer-forecasts">{html.escape(answer.NO_FORECAST)}</p>')
     parts += [
         "<h2>What to train next (planning verdict)</h2>",
-        _list(answer.decision_sentences(inputs.decisions), "answer-verdicts"),
+        _verdicts(inputs.decisions),
         '<figure id="answer-figure">',
         f'<img alt="forecasts with 95% intervals against observations" '
         f'src="data:image/png;base64,{base64.b64encode(figure_png).decode()}">',

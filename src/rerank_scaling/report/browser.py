@@ -63,7 +63,7 @@ def screenshot(
 LANDING = (
     ("the question", r'<p id="answer-question">Fitted on .+ forecast: .+\(N = '),
     ("a forecast table with rows", r'<table[^>]*id="answer-forecasts"[^>]*>.*?<tbody>\s*<tr'),
-    ("the planning verdicts", r'<ul id="answer-verdicts"><li>'),
+    ("the planning verdicts", r'<(table|p) [^>]*id="answer-verdicts"[^>]*>\s*\S'),
     ("the embedded figure", r'<figure id="answer-figure">\s*<img [^>]*src="data:image/png;base64,'),
 )
 
