@@ -7,6 +7,7 @@ scripts/install.sh
 if [ -x scripts/install_slurm_test_deps.sh ]; then
   scripts/install_slurm_test_deps.sh
 fi
+scripts/install_browser_test_deps.sh
 # Rule shells call `python`: the venv's, also without an activated venv.
 export PATH="$PWD/.venv/bin:$PATH" HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 .venv/bin/python -m pytest -p no:cacheprovider "$@"

@@ -184,6 +184,7 @@ def final_targets():
         f"{RESULTS}/metrics/all.parquet",
         f"{RESULTS}/laws/fits.parquet",
         f"{RESULTS}/summary.md",
+        f"{RESULTS}/answer.html",
         f"{RESULTS}/planning/plan.parquet",
         f"{RESULTS}/figures/budget_curves.png",
         f"{RESULTS}/figures/roi_frontier.png",
@@ -201,10 +202,10 @@ def figure_files(ext, kind=None):
 
 
 def figure_reports(ext):
-    """The PNG figures wrapped for the Snakemake report, one subcategory per figure kind."""
-    files = [(kind.replace("_", " "), path) for kind in FIGURE_KINDS for path in figure_files(ext, kind)]
-    caption = "../report/figures.rst"
-    return [report(path, caption=caption, category="Figures", subcategory=kind) for kind, path in files]
+    """The PNG figures wrapped for the Snakemake report, one subcategory and caption per figure kind."""
+    files = [(path, kind) for kind in FIGURE_KINDS for path in figure_files(ext, kind)]
+    captioned = [(path, f"../report/figures_{kind}.rst", kind.replace("_", " ")) for path, kind in files]
+    return [report(path, caption=c, category="Figures", subcategory=sub) for path, c, sub in captioned]
 
 
 def law_table_files():

@@ -36,3 +36,37 @@ rule report_figures:
         " --laws {params.laws}"
         " --metric {params.metrics:q} --split {params.splits} --figures {params.figures}"
         " --summary {output.summary} --data-checks {input.data_checks} > {log} 2>&1"
+
+
+rule report_answer:
+    input:
+        code=stage_code("report.answer_page"),
+        metrics=rules.merge_metrics.output.parquet,
+        forecasts=rules.fit_laws.output.forecasts,
+        tables=rules.fit_laws.output.tables,
+        plan=f"{RESULTS}/planning/plan.parquet",  # rule plan (plan.smk, included after this file)
+    output:
+        markdown=f"{RESULTS}/answer.md",
+        page=report(f"{RESULTS}/answer.html", caption="../report/answer.rst", category="Answer"),
+        section=f"{RESULTS}/answer_section.html",
+        figure=f"{RESULTS}/figures/answer.png",
+        figure_pdf=f"{RESULTS}/figures/answer.pdf",
+    params:
+        laws=directory_of("input", "forecasts"),
+        planning=directory_of("input", "plan"),
+        out=directory_of("output", "markdown"),
+        fitting=section_json("fitting"),
+        split=fitted_splits()[0],
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    log:
+        log_path("report", "answer"),
+    benchmark:
+        benchmark_path("report", "answer")
+    conda:
+        f"{ENVS}/fitting.yaml"
+    shell:
+        "python -m rerank_scaling.report.answer_page --metrics {input.metrics} --laws {params.laws}"
+        " --planning {params.planning} --fitting {params.fitting:q} --split {params.split}"
+        " --out-dir {params.out} > {log} 2>&1"

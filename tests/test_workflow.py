@@ -17,6 +17,14 @@ import pytest
 import yaml
 from conftest import REPO, job_table, snakemake_command, workflow_env
 
+from rerank_scaling.report.browser import (
+    INSTALL_HINT,
+    find_chromium,
+    landing_problems,
+    rendered_dom,
+    screenshot,
+)
+
 pytestmark = pytest.mark.slow
 
 
@@ -80,7 +88,7 @@ def test_changing_a_fitting_setting_reruns_only_fitting_and_report(workflow):
     changed = workflow / "tiny-fit.yaml"
     changed.write_text(yaml.safe_dump(config))
     assert planned_jobs(workflow, "--configfile", str(changed)) == Counter(
-        {"fit_laws": 1, "report_figures": 1, "plan": 1}
+        {"fit_laws": 1, "report_figures": 1, "report_answer": 1, "plan": 1}
     )
 
 
@@ -108,6 +116,7 @@ def test_adding_a_model_size_trains_and_evaluates_only_that_size(workflow):
             "merge_metrics": 1,
             "fit_laws": 1,
             "report_figures": 1,
+            "report_answer": 1,
             "plan": 1,
         }
     )
@@ -121,7 +130,15 @@ def test_adding_a_seed_trains_only_its_runs_and_resources_rerun_nothing(workflow
     seeded = workflow / "tiny-seed.yaml"
     seeded.write_text(yaml.safe_dump(config))
     assert planned_jobs(workflow, "--configfile", str(seeded)) == Counter(
-        {"train": 4, "evaluate_run": 4, "merge_metrics": 1, "fit_laws": 1, "report_figures": 1, "plan": 1}
+        {
+            "train": 4,
+            "evaluate_run": 4,
+            "merge_metrics": 1,
+            "fit_laws": 1,
+            "report_figures": 1,
+            "report_answer": 1,
+            "plan": 1,
+        }
     )
     config = yaml.safe_load((workflow / "tiny.yaml").read_text())
     for section in ("training", "evaluation"):
@@ -147,12 +164,20 @@ def edited(workflow: Path, module: str) -> Iterator[None]:
 def test_editing_a_stage_reruns_it_and_its_dependants_only(workflow):
     with edited(workflow, "evaluation/merge_metrics.py"):
         assert planned_jobs(workflow) == Counter(
-            {"merge_metrics": 1, "fit_laws": 1, "report_figures": 1, "plan": 1}
+            {"merge_metrics": 1, "fit_laws": 1, "report_figures": 1, "report_answer": 1, "plan": 1}
         )
 
 
 # Every training and evaluation job of the tiny grid (2 sizes x 2 objectives x 2 attention variants).
-RETRAIN = {"train": 8, "evaluate_run": 8, "merge_metrics": 1, "fit_laws": 1, "report_figures": 1, "plan": 1}
+RETRAIN = {
+    "train": 8,
+    "evaluate_run": 8,
+    "merge_metrics": 1,
+    "fit_laws": 1,
+    "report_figures": 1,
+    "report_answer": 1,
+    "plan": 1,
+}
 
 
 @pytest.mark.parametrize(
@@ -164,8 +189,8 @@ RETRAIN = {"train": 8, "evaluate_run": 8, "merge_metrics": 1, "fit_laws": 1, "re
         # the training loop: training and what follows; the examples job and the BM25 evaluation
         # share only the objective names and the device choice with it, from the shared modules
         ("training/trainer.py", RETRAIN),
-        # a report-only module: the report alone
-        ("report/scaling_evidence.py", {"report_figures": 1}),
+        # a report-only module: the report alone (the answer's held-out check imports it too)
+        ("report/scaling_evidence.py", {"report_figures": 1, "report_answer": 1}),
         # the metrics: every evaluation job and what follows, no training (the parse-time config
         # checks import them, the examples job that calls one of those checks does not); the
         # tokenization jobs read the evaluation settings through the same module as the scoring
@@ -184,6 +209,25 @@ def test_the_report_is_one_self_contained_page(workflow):
     page = (workflow / "report.html").read_text()
     for name in ("model_scaling__nDCG-10__dev.png", "budget_curves.png", "forecast_errors.csv", "summary.md"):
         assert name in page, name
+
+
+@pytest.mark.skipif(find_chromium() is None, reason=f"no Chromium: {INSTALL_HINT}")
+def test_the_report_landing_page_answers_without_a_click(workflow, tmp_path):
+    """Snakemake's report (a JavaScript app) opened in headless Chromium: its landing page holds the
+    answer (question, forecasts, verdicts, figure). The tiny grid's one fitted size forecasts
+    nothing, and the page says so in place of the table (tests/test_answer_browser.py checks the
+    table itself)."""
+    from test_answer_browser import painted
+
+    from rerank_scaling.report.answer import NO_FORECAST
+
+    result = snakemake(workflow, "--report", str(tmp_path / "report.html"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    dom = rendered_dom(tmp_path / "report.html")
+    assert landing_problems(dom, table=False) == []
+    assert re.search(r'<p id="answer-question">Fitted on L1 \(.+M\); forecast: L2 \(.+M\) \(N = ', dom)
+    assert f'<p id="answer-forecasts">{NO_FORECAST}</p>' in dom
+    assert painted(screenshot(tmp_path / "report.html", tmp_path / "landing.png")) > 0.05
 
 
 def test_the_readme_block_and_the_pointwise_table_read_a_finished_run(workflow, tmp_path):

@@ -1,4 +1,5 @@
-"""Report stage: the figures and the summary with its scaling evidence.
+"""Report stage: the answer first (question, forecasts, verdict, one figure), then the figures and
+the summary with its scaling evidence.
 
-Entry point: :mod:`.write_report`.
+Entry points: :mod:`.answer_page` (the answer) and :mod:`.write_report` (figures and summary).
 """

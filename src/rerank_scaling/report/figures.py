@@ -25,7 +25,8 @@ from rerank_scaling.atomic import atomic_path  # noqa: E402
 from rerank_scaling.laws import forms as laws  # noqa: E402
 from rerank_scaling.records import metric_direction  # noqa: E402
 
-sns.set_theme(context="paper", style="whitegrid", font_scale=1.1)
+# seaborn's colour-blind-safe palette for every C0..C9 colour of the report's figures
+sns.set_theme(context="paper", style="whitegrid", font_scale=1.1, palette="colorblind")
 ROLE_MARKERS = {"fit": "o", "held_out": "X"}
 
 
@@ -65,7 +66,7 @@ def mark_degenerate(ax: plt.Axes, fit: pd.Series) -> None:
     ax.text(0.02, 0.02, text, transform=ax.transAxes, fontsize=6, color="C3", va="bottom")
 
 
-def _bm25(ax: plt.Axes, metrics: pd.DataFrame, metric: str, split: str) -> None:
+def bm25_line(ax: plt.Axes, metrics: pd.DataFrame, metric: str, split: str) -> None:
     rows = metrics[
         (metrics["family"] == "bm25") & (metrics["metric"] == metric) & (metrics["split"] == split)
     ]
@@ -121,13 +122,17 @@ def size_column(metrics: pd.DataFrame, forecasts: pd.DataFrame) -> str:
     return "non_embedding_params"
 
 
-def _size_axis(ax: plt.Axes, column: str = "non_embedding_params") -> None:
+def size_axis(ax: plt.Axes, column: str = "non_embedding_params") -> None:
     """Log N axis labelled in millions at 1-2-5 steps (default log labels collide at this range)."""
     ax.set_xscale("log")
     ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value / 1e6:g}M"))
     ax.xaxis.set_minor_formatter(NullFormatter())
-    ax.set_xlabel("total parameters N" if column == "params" else "non-embedding parameters N")
+    ax.set_xlabel(
+        "N = total parameters (the fit's size axis)"
+        if column == "params"
+        else "N = non-embedding parameters (the fit's size axis)"
+    )
 
 
 def _last_checkpoints(rows: pd.DataFrame, k: int) -> pd.DataFrame:
@@ -170,8 +175,20 @@ def model_scaling(
                 **({"color": "C2"} | line_style(status)),
                 label=f"power law fit{flag}",
             )
-            held = select_rows(forecasts, **where, law="power_N", protocol="model")
-            held = held[held["held_out"]].groupby("size", as_index=False)[["forecast", "low", "high"]].mean()
+            every = select_rows(forecasts, **where, law="power_N", protocol="model")
+            final = every[every["final"]] if "final" in every.columns else every
+            band = final.groupby("size", as_index=False)[["low", "high"]].mean().sort_values("size")
+            ax.fill_between(
+                band["size"],
+                band["low"],
+                band["high"],
+                color="C2",
+                alpha=0.15,
+                label="95% PI, final checkpoint",
+            )
+            held = (
+                every[every["held_out"]].groupby("size", as_index=False)[["forecast", "low", "high"]].mean()
+            )
             ax.errorbar(
                 held["size"],
                 held["forecast"],
@@ -182,8 +199,8 @@ def model_scaling(
                 label=f"forecast (95% PI){flag}",
             )
             mark_degenerate(ax, fit.iloc[0])
-        _bm25(ax, metrics, metric, split)
-        _size_axis(ax, size)
+        bm25_line(ax, metrics, metric, split)
+        size_axis(ax, size)
         ax.set_title(_title(panel, panels))
     axes[0].set_ylabel(f"{metric} ({split}), last {last_k} checkpoints")
     axes[-1].legend(fontsize=8, loc="best")
@@ -223,7 +240,7 @@ def data_scaling(metrics: pd.DataFrame, fits: pd.DataFrame, metric: str, split: 
                     linewidth=1,
                     linestyle="-" if fit["status"].iloc[0] == "ok" else ":",
                 )
-        _bm25(ax, metrics, metric, split)
+        bm25_line(ax, metrics, metric, split)
         ax.set_xscale("log")
         ax.set_title(_title(panel, panels))
         ax.set_xlabel("training steps S (dotted: degenerate fit)")
@@ -267,7 +284,7 @@ def joint_surface(
                     label="held out" if held else "fit",
                 )
             mark_degenerate(ax, fit.iloc[0])
-        _size_axis(ax, size_column(metrics, forecasts))
+        size_axis(ax, size_column(metrics, forecasts))
         ax.set_yscale("log")
         protocol = f" [{fit['protocol'].iloc[0]}, {fit['status'].iloc[0]}]" if len(fit) else ""
         ax.set_title(_title(panel, panels) + protocol, fontsize=9)

@@ -1,9 +1,12 @@
-"""results/<run>/summary.md: the key numbers of a run in Markdown.
+"""results/<run>/summary.md: the key numbers of a run in Markdown, the answer first.
 
-BM25 against every run's final checkpoint, the scaling evidence per split with its noise yardsticks
-and verdicts (:mod:`.scaling_evidence`), the held-out size's final checkpoint against the gap between
-the two largest sizes (:mod:`.held_out_check`), the forecast errors, exponents and equal-compute
-tables of the fit stage, and what the data checks found.
+In this order: the answer (the question and the held-out forecasts with their status, in the words
+of :mod:`.answer`; the planning verdict is in ``answer.md`` and ``planning/plan.md``, written after
+this file); the evidence (the claims, the held-out size's final checkpoint against the gap between
+the two largest sizes (:mod:`.held_out_check`), the scaling evidence per split with its noise
+yardsticks and verdicts (:mod:`.scaling_evidence`), what the data checks found); then the raw tables
+(BM25 against every run's final checkpoint, each run's standard error, and the forecast errors,
+Table 8, exponents and equal-compute tables of the fit stage).
 """
 
 from __future__ import annotations
@@ -12,6 +15,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from rerank_scaling.laws.protocols import SIZE_COLUMNS
+from rerank_scaling.report.answer import forecast_lines
+from rerank_scaling.report.answer_inputs import question, shown_forecasts, with_sizes
+from rerank_scaling.report.figures import size_column
 from rerank_scaling.report.held_out_check import NO_CHECK, run_check
 from rerank_scaling.report.scaling_evidence import final_rows, final_standard_errors, scaling_evidence
 
@@ -80,15 +87,37 @@ def held_out_lines(metrics: pd.DataFrame, laws_dir: Path, errors: pd.DataFrame) 
     ]
 
 
+def answer_lines(metrics: pd.DataFrame, laws_dir: Path) -> list[str]:
+    """The answer first: per split with a held-out forecast of the evidence metric, the question and
+    the forecasts (:func:`rerank_scaling.report.answer.forecast_lines`), then where the verdict is."""
+    path = laws_dir / "forecasts.parquet"
+    forecasts = pd.read_parquet(path) if path.exists() else pd.DataFrame()
+    axis = {column: axis for axis, column in SIZE_COLUMNS.items()}[size_column(metrics, forecasts)]
+    rows = metrics[metrics["metric"] == EVIDENCE_METRIC]
+    fitted = forecasts[forecasts["metric"] == EVIDENCE_METRIC] if len(forecasts) else forecasts
+    splits = sorted(fitted["split"].unique()) if len(fitted) else sorted(rows["split"].unique())[:1]
+    lines = []
+    for split in splits:
+        shown = with_sizes(shown_forecasts(laws_dir, EVIDENCE_METRIC, split), metrics, axis)
+        lines += forecast_lines(question(metrics, EVIDENCE_METRIC, split, axis), shown)
+    return [
+        *lines,
+        "## What to train next",
+        "",
+        "The plan stage's verdicts: `answer.md` (this answer with them) and `planning/plan.md`.",
+        "",
+    ]
+
+
 def summary(
     metrics: pd.DataFrame,
     laws_dir: Path,
     per_query: pd.DataFrame | None = None,
     data_checks: dict | None = None,
 ) -> str:
-    """Key numbers: BM25 vs every run's final checkpoint (with the standard error over queries),
-    the scaling evidence per split with its noise yardsticks and verdicts, forecast errors, exponents,
-    and what the data checks found."""
+    """Key numbers, the answer first: the question and held-out forecasts; then the evidence (claims,
+    held-out check, scaling evidence with its yardsticks, data checks); then the raw tables (BM25 vs
+    every run's final checkpoint with its standard error, forecast errors, Table 8, exponents)."""
     final = final_rows(metrics)
     main = final[final["metric"].isin(["nDCG@10", "RR@10", "CE@16", "CE@64"])]
     pivot = main.pivot_table(
@@ -111,13 +140,15 @@ def summary(
     parts = [
         "# rerank-scaling summary",
         "",
-        "## Final checkpoints vs BM25",
+        *answer_lines(metrics, laws_dir),
+        "## Claims",
         "",
-        pivot.round(4).to_markdown(),
+        *(claims(evidence) if len(evidence) else ["(no trained runs)"]),
         "",
-        f"## Final {EVIDENCE_METRIC} per run, with its standard error over queries (bootstrap)",
+        f"## Held-out size, final checkpoint: forecast miss vs the gap between the two largest sizes "
+        f"({EVIDENCE_METRIC})",
         "",
-        errors_by_run.round(4).to_markdown() if len(errors) else "(no runs)",
+        *held_out_lines(metrics, laws_dir, errors),
         "",
         f"## Scaling evidence ({EVIDENCE_METRIC}): training gain, size gap, BM25, each with its yardsticks",
         "",
@@ -128,18 +159,17 @@ def summary(
         "",
         evidence.round(4).to_markdown(index=False) if len(evidence) else "(no trained runs)",
         "",
-        "## Claims",
-        "",
-        *(claims(evidence) if len(evidence) else ["(no trained runs)"]),
-        "",
-        f"## Held-out size, final checkpoint: forecast miss vs the gap between the two largest sizes "
-        f"({EVIDENCE_METRIC})",
-        "",
-        *held_out_lines(metrics, laws_dir, errors),
-        "",
         "## Data checks",
         "",
         *data_check_lines(data_checks),
+        "",
+        "## Final checkpoints vs BM25",
+        "",
+        pivot.round(4).to_markdown(),
+        "",
+        f"## Final {EVIDENCE_METRIC} per run, with its standard error over queries (bootstrap)",
+        "",
+        errors_by_run.round(4).to_markdown() if len(errors) else "(no runs)",
         "",
     ]
     for name, title in (

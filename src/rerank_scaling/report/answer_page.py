@@ -1,0 +1,138 @@
+"""Stage: the answer first. ``answer.md``, a standalone ``answer.html`` (opens without a server, the
+figure embedded as base64) and the same section for the Snakemake report's landing page.
+
+    python -m rerank_scaling.report.answer_page --metrics all.parquet --laws DIR --planning DIR \
+        --fitting '{"metrics": ["nDCG@10"], "size_axis": "non_embedding"}' --split dev --out-dir results/<run>
+
+The headline metric is the first of ``fitting.metrics``, on the first fitted split; N is on
+``fitting.size_axis``.
+
+Writes into --out-dir: ``answer.md``, ``answer.html``, ``answer_section.html`` (the section alone,
+which ``report/workflow.rst`` includes) and ``figures/answer.{png,pdf}``. The words come from
+:mod:`.answer`, the rows from :mod:`.answer_inputs`, the figure from :mod:`.answer_figure`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import html
+from pathlib import Path
+
+import pandas as pd
+
+from rerank_scaling.atomic import write_text
+from rerank_scaling.laws.protocols import SIZE_COLUMNS, FitSettings
+from rerank_scaling.report import answer
+from rerank_scaling.report.answer_figure import forecast_figure
+from rerank_scaling.report.answer_inputs import AnswerInputs, load
+from rerank_scaling.report.figures import save_figure
+from rerank_scaling.settings import parse_json_arg, settings_from_dict
+
+FIGURE_CAPTION = (
+    "Read: does each held-out size's cross fall inside its law's band, and where it lies against BM25 "
+    "(dashed). Dots: fitted sizes' observed final values; crosses: held-out sizes; lines: each law's "
+    "forecast at every trained size's final checkpoint; bands: its 95% prediction interval."
+)
+#: Where the standalone page links to, relative to results/<run>/ (label, path).
+LINKS = (
+    ("Full summary (scaling evidence, held-out check, every table)", "summary.md"),
+    ("Planning: decisions, candidates, cost profiles", "planning/plan.md"),
+    ("Figures (PNG and PDF)", "figures/"),
+    ("Law tables (CSV, Markdown, LaTeX)", "laws/tables/"),
+    ("Snakemake report (every figure and table, the DAG)", "../report.html"),
+)
+CSS = """
+#answer { font-family: system-ui, sans-serif; max-width: 72rem; line-height: 1.4; }
+#answer table { border-collapse: collapse; font-size: 0.85rem; margin: 0.5rem 0; }
+#answer th, #answer td { border: 1px solid #999; padding: 0.2rem 0.4rem; }
+#answer td { text-align: left; vertical-align: top; }
+#answer th { background: #eee; text-align: left; }
+#answer figure { margin: 1rem 0; }
+#answer img { max-width: 100%; height: auto; }
+#answer figcaption { font-size: 0.85rem; color: #333; }
+"""
+
+
+def _verdicts(decisions: pd.DataFrame | None) -> str:
+    """The verdicts as a table (one row per objective and budget), or why there are none."""
+    if decisions is None or decisions.empty:
+        return f'<p id="answer-verdicts">{html.escape(answer.NO_DECISION)}</p>'
+    return answer.decision_table(decisions).to_html(index=False, table_id="answer-verdicts", border=0)
+
+
+def section(inputs: AnswerInputs, figure_png: bytes) -> str:
+    """The answer as one HTML section: question, forecast table, verdicts, figure (embedded)."""
+    table = answer.forecast_table(inputs.forecasts)
+    parts = [
+        '<section id="answer">',
+        f"<style>{CSS}</style>",
+        "<h2>The question</h2>",
+        f'<p id="answer-question">{html.escape(answer.question_sentence(inputs.question))}</p>',
+        "<h2>The forecasts</h2>",
+    ]
+    if len(table):
+        parts.append(table.to_html(index=False, table_id="answer-forecasts", border=0))
+    else:
+        parts.append(f'<p id="answer-forecasts">{html.escape(answer.NO_FORECAST)}</p>')
+    parts += [
+        "<h2>What to train next (planning verdict)</h2>",
+        _verdicts(inputs.decisions),
+        '<figure id="answer-figure">',
+        f'<img alt="forecasts with 95% intervals against observations" '
+        f'src="data:image/png;base64,{base64.b64encode(figure_png).decode()}">',
+        f"<figcaption>{html.escape(FIGURE_CAPTION)}</figcaption>",
+        "</figure>",
+        "</section>",
+    ]
+    return "\n".join(parts)
+
+
+def page(title: str, body: str) -> str:
+    """A standalone HTML page around the answer's section, with links to the rest of the run."""
+    links = "".join(
+        f'<li><a href="{html.escape(path)}">{html.escape(label)}</a></li>' for label, path in LINKS
+    )
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+        f"</head><body>\n<h1>{html.escape(title)}</h1>\n{body}\n<h2>Everything else</h2><ul>{links}</ul>\n"
+        "</body></html>\n"
+    )
+
+
+def markdown(title: str, inputs: AnswerInputs) -> str:
+    """answer.md: the same answer, the figure linked, then the links."""
+    lines = [f"# {title}", "", *answer.answer_lines(inputs.question, inputs.forecasts, inputs.decisions)]
+    lines += ["![the answer's figure](figures/answer.png)", "", FIGURE_CAPTION, "", "## Everything else", ""]
+    lines += [f"- [{label}]({path})" for label, path in LINKS]
+    return "\n".join([*lines, ""])
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--metrics", required=True)
+    parser.add_argument("--laws", required=True, help="the fit stage's directory (laws/)")
+    parser.add_argument("--planning", required=True, help="the plan stage's directory (planning/)")
+    parser.add_argument("--fitting", required=True, help="JSON of the config's fitting section")
+    parser.add_argument("--split", required=True, help="the headline split (the first fitted split)")
+    parser.add_argument("--out-dir", required=True, help="results/<run>")
+    parser.add_argument("--title", default="rerank-scaling: the answer")
+    args = parser.parse_args(argv)
+    out = Path(args.out_dir)
+    fitting = settings_from_dict(FitSettings, parse_json_arg(args.fitting), "fitting")
+    metric, size_axis = fitting.metrics[0], fitting.size_axis
+    metrics = pd.read_parquet(args.metrics)
+    inputs = load(metrics, Path(args.laws), Path(args.planning), metric, args.split, size_axis)
+    forecasts = pd.read_parquet(Path(args.laws) / "forecasts.parquet")
+    figure = forecast_figure(
+        metrics, forecasts, inputs.forecasts, metric, args.split, SIZE_COLUMNS[size_axis]
+    )
+    save_figure(figure, out / "figures" / "answer")
+    body = section(inputs, (out / "figures" / "answer.png").read_bytes())
+    write_text(out / "answer_section.html", body + "\n")
+    write_text(out / "answer.html", page(args.title, body))
+    write_text(out / "answer.md", markdown(args.title, inputs))
+
+
+if __name__ == "__main__":
+    main()

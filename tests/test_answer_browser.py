@@ -1,0 +1,40 @@
+"""answer.html in a real browser (headless Chromium): the forecast table and the figure are on the
+page as opened from disk, without a server, and the page paints them (a screenshot).
+
+The Snakemake report's landing page gets the same check in tests/test_workflow.py (it needs a
+finished workflow)."""
+
+from __future__ import annotations
+
+import matplotlib.image
+import numpy as np
+import pytest
+from test_answer import build, write_results
+
+from rerank_scaling.report.browser import (
+    INSTALL_HINT,
+    find_chromium,
+    landing_problems,
+    rendered_dom,
+    screenshot,
+)
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(find_chromium() is None, reason=f"no Chromium: {INSTALL_HINT}"),
+]
+
+
+def painted(png) -> float:
+    """Standard deviation of the screenshot's pixels (0 for a blank page)."""
+    return float(np.asarray(matplotlib.image.imread(png)).std())
+
+
+def test_answer_html_opens_from_disk_with_table_and_figure(tmp_path):
+    root = write_results(tmp_path / "run", decisions=True)
+    build(root)
+    dom = rendered_dom(root / "answer.html")
+    assert landing_problems(dom) == []
+    assert "beyond the validated range" in dom and "outside" in dom and "train L4" in dom
+    shot = screenshot(root / "answer.html", tmp_path / "answer.png", width=1400, height=1800)
+    assert painted(shot) > 0.05
