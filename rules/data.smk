@@ -86,6 +86,8 @@ rule prepare_data:
         checks=f"{RESULTS}/data/checks.json",
     log:
         log_path("data", "checks"),
+    benchmark:
+        benchmark_path("data", "checks")
     conda:
         f"{ENVS}/retrieval.yaml"
     shell:
