@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import pytest
 import yaml
 from conftest import REPO, job_table, snakemake_command, workflow_env
 
+from rerank_scaling.laws.forecast_status import STATUSES
 from rerank_scaling.report.browser import (
     INSTALL_HINT,
     find_chromium,
@@ -70,7 +72,14 @@ def test_the_dag_runs_end_to_end(workflow):
     assert set(fits["status"]) <= {"ok", "degenerate", "failed"}
     assert (results / "laws" / "figures" / "calibration.png").stat().st_size > 1000
     assert set(fits["attention"]) == {"full", "window4"}  # laws are fitted per attention variant
-    assert (fits.loc[fits["protocol"] == "data", "status"] == "ok").any()
+    # parameters of a tiny noisy ladder may well be unidentified (fit status is information); what
+    # the user acts on is each forecast's status, with its reason
+    data_fits = fits[fits["protocol"] == "data"]
+    assert (data_fits["status"] != "failed").any()
+    forecasts = pd.read_parquet(results / "laws" / "forecasts.parquet")
+    judged = forecasts[forecasts["protocol"].eq("data") & forecasts["held_out"] & forecasts["final"]]
+    assert len(judged) > 0 and judged["forecast_status"].isin(STATUSES).all()
+    assert judged["reason"].str.contains(judged["forecast_status"].iloc[0], regex=False).any()
     assert fits.loc[fits["status"] == "failed", "reason"].str.len().gt(0).all()
     summary = (results / "summary.md").read_text()
     assert summary.startswith("# rerank-scaling summary")
