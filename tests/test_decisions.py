@@ -1,0 +1,270 @@
+"""Decisions with their uncertainty (issue 24, item 5): P(best), expected regret, P(ROI >= lambda),
+"cannot decide" with numbers, the validated range, the BNSL on converged models, allocation's axis."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from rerank_scaling.laws import forms as laws
+from rerank_scaling.laws.allocation import allocation_table
+from rerank_scaling.laws.fitting import predict_batch
+from rerank_scaling.laws.protocols import FitSettings, fit_split, run_protocols
+from rerank_scaling.planning.decisions import argmax_statistics, decide
+from rerank_scaling.planning.forecast import MetricForecast, ValidatedRange
+
+LABELS = ["L1", "L2", "L3"]
+
+
+def test_a_clear_winner_is_trained_with_its_numbers():
+    rng = np.random.default_rng(0)
+    draws = 0.2 + rng.normal(0, 0.005, (200, 3)) + np.array([0.0, 0.01, 0.05])
+    decision = decide(LABELS, draws, np.ones(3), 1.5, +1, 0.8)
+    assert decision.verdict == "train L3" and decision.candidate == "L3"
+    assert decision.p_best == 1.0 and decision.expected_regret == 0.0
+    assert decision.reason.startswith("P(best) 1.00 for L3 vs 0.00 for")
+    # a loss (sign -1): the smallest value is best
+    assert decide(LABELS, draws, np.ones(3), 1.5, -1, 0.8).verdict == "train L1"
+
+
+def test_exchangeable_candidates_cannot_be_decided_and_the_numbers_say_why():
+    rng = np.random.default_rng(1)
+    draws = 0.25 + rng.normal(0, 0.01, (400, 2))  # a tie: both candidates have the same distribution
+    decision = decide(LABELS[:2], draws, np.ones(2), 1.5, +1, 0.8)
+    assert decision.verdict == "cannot decide"
+    assert 0.4 < decision.p_best < 0.6
+    assert decision.reason.startswith(f"cannot decide: P(best) {decision.p_best:.2f} for ")
+    assert "95% intervals overlap by" in decision.reason and "below 0.80" in decision.reason
+    # the expected regret of either choice is the mean of |difference| / 2 ~ 0.01 / sqrt(pi)
+    assert decision.expected_regret == pytest.approx(0.01 / np.sqrt(np.pi), rel=0.2)
+
+
+def test_ties_within_a_draw_share_the_credit():
+    utility = np.array([[1.0, 1.0, 0.0], [2.0, 0.0, 2.0], [0.0, 3.0, -np.inf]])
+    p_best, regret = argmax_statistics(utility)
+    np.testing.assert_allclose(p_best, [1 / 3, 1 / 2, 1 / 6])
+    np.testing.assert_allclose(regret, [1.0, 2 / 3, 0.5])  # the infeasible draw has no regret
+
+
+def test_candidates_beyond_the_validated_range_are_listed_not_compared():
+    law = laws.additive_law(+1)
+    params = np.array([0.7, 0.2, 0.5, 0.05, 0.4])
+    draws = params + np.random.default_rng(2).normal(0, 0.01, (100, 5))
+    validated = ValidatedRange({"N": 2.0, "S": 0.5}, {"N": 8.0, "S": 2.0}, 1.5)
+    forecast = MetricForecast(law, params, +1, draws=draws, validated=validated)
+    n = np.array([4e6, 8e6, 16e6])  # the last is 2x the largest fitted size
+    d = np.array([1.0e3, 1.0e3, 1.0e3])
+    ratio = forecast.extrapolation(n, d)
+    np.testing.assert_allclose(ratio, [1.0, 1.0, 2.0])
+    assert np.isnan(forecast(n, d)[2]) and np.isfinite(forecast(n, d)[:2]).all()
+    sample = forecast.sample(n, d)
+    assert sample.shape == (100, 3) and np.isnan(sample[:, 2]).all()
+    decision = decide(LABELS, sample, ratio, validated.ratio, +1, 0.8)
+    table = decision.candidates.set_index("label")
+    assert table.loc["L3", "status"] == "beyond_validated_range" and np.isnan(table.loc["L3", "p_best"])
+    assert "L3 at 2x is beyond the validated 1.5x" in decision.reason
+    assert decision.verdict == "train L2"  # of the two compared, the larger (a - b N^-alpha grows)
+    # fewer examples than any fitted checkpoint saw is extrapolation too
+    assert forecast.extrapolation(4e6, 100.0) == pytest.approx(5.0)
+    only = decide(LABELS, sample, np.array([1.0, 3.0, 2.0]), 1.5, +1, 0.8)
+    assert only.verdict == "cannot decide" and "only L1 lies within the validated range" in only.reason
+
+
+def test_roi_probability_and_the_roi_constraint_per_draw():
+    rng = np.random.default_rng(3)
+    draws = np.column_stack([rng.normal(0.30, 0.01, 500), rng.normal(0.36, 0.01, 500)])
+    cost = np.array([1.0, 4.0])
+    roi = 100.0 * (draws - 0.3) / cost  # value 100 per point over a reference of 0.3
+    decision = decide(["small", "large"], draws, np.ones(2), 1.0, +1, 0.8, roi, 1.0)
+    table = decision.candidates.set_index("label")
+    # P(ROI >= 1): small needs M >= 0.31 (1 sd above its mean), large M >= 0.34 (2 sd below)
+    assert table.loc["small", "p_roi"] == pytest.approx(stats.norm.sf(1.0), abs=0.05)
+    assert table.loc["large", "p_roi"] == pytest.approx(stats.norm.cdf(2.0), abs=0.03)
+    assert decision.verdict == "train large" and decision.p_roi == table.loc["large", "p_roi"]
+    # with the constraint of eqs. 5-6 in every draw, a candidate that fails it is never "best"
+    feasible = roi >= 1.0
+    constrained = decide(["small", "large"], draws, np.ones(2), 1.0, +1, 0.8, roi, 1.0, feasible)
+    assert constrained.p_best == pytest.approx(feasible[:, 1].mean())
+
+
+# --- a simulated ladder with known truth --------------------------------------------------------------
+
+SIZES = {"L1": 1.77, "L2": 3.54, "L3": 5.31, "L4": 7.08}  # the default's fitted sizes (millions)
+STEPS = np.array([0.42, 0.84, 1.26, 1.68, 2.1])  # its five checkpoints (thousand examples)
+LAW = laws.additive_law(+1, laws.metric_range("nDCG@10"))
+
+
+def noise_sd(size: float, base: float) -> float:
+    """Noise growing with size, as the default's per-query paired SEs imply (0.012 -> 0.017 per run)."""
+    return base * (size / SIZES["L1"]) ** 0.25
+
+
+def random_truth(rng: np.random.Generator) -> np.ndarray:
+    """a on its bound (1), the rest spread so that values lie near the default's 0.13-0.30."""
+    return np.array(
+        [1.0, rng.uniform(0.6, 0.85), rng.uniform(0.05, 0.2), rng.uniform(0.08, 0.25), rng.uniform(0.1, 0.5)]
+    )
+
+
+def ladder(rng: np.random.Generator, truth: np.ndarray) -> tuple[pd.DataFrame, tuple[float, float]]:
+    """Every checkpoint of the four fitted sizes: a per-run offset shared by its checkpoints and
+    per-checkpoint noise, both growing with size; two seeds at L4; the seed spread of three L4 pairs."""
+    rows = []
+    for model, size in SIZES.items():
+        seeds = 2 if model == "L4" else 1
+        offset = rng.normal(0, noise_sd(size, 0.012), seeds).mean()
+        noise = rng.normal(0, noise_sd(size, 0.004), (seeds, len(STEPS))).mean(axis=0)
+        clean = LAW.predict(truth, {"N": np.full(len(STEPS), size), "S": STEPS})
+        for s, value in zip(STEPS, clean + offset + noise, strict=True):
+            rows.append({"model": model, "N": size, "S": s, "seeds": seeds, "value": value})
+    pairs = rng.normal(0, noise_sd(SIZES["L4"], 0.012), (3, 2))
+    return pd.DataFrame(rows), (float(pairs.var(axis=1, ddof=1).mean()), 3.0)
+
+
+def simulate(replicates: int, candidates, seed: int) -> pd.DataFrame:
+    """Per replicate: the verdict among ``candidates(truth) -> (labels, x)`` and the true best."""
+    rng = np.random.default_rng(seed)
+    settings = FitSettings(bootstrap=100, last_k=1)
+    rows = []
+    for index in range(replicates):
+        truth = random_truth(rng)
+        labels, x = candidates(truth)
+        true = LAW.predict(truth, x)
+        table, spread = ladder(rng, truth)
+        done = fit_split(LAW, table, table.iloc[:0], settings, index, spread)
+        draws = predict_batch(LAW, done.intervals.params, x)
+        decision = decide(labels, draws, np.ones(len(labels)), 1.0, +1, 0.8)
+        rows.append(
+            {
+                "verdict": decision.verdict,
+                "chosen": decision.candidate,
+                "p_best": decision.p_best,
+                "best": labels[int(np.argmax(true))],
+                "gap": float(np.sort(true)[-1] - np.sort(true)[-2]),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def equal_compute(truth: np.ndarray) -> tuple[list[str], dict[str, np.ndarray]]:
+    """The four sizes at one compute N x S = 3.7 (every S inside the fitted checkpoints)."""
+    n = np.array(list(SIZES.values()))
+    return list(SIZES), {"N": n, "S": 3.7 / n}
+
+
+def tied(truth: np.ndarray) -> tuple[list[str], dict[str, np.ndarray]]:
+    """L2 at S = 1.5 and L4 at the S where the true metric is exactly the same (a tie)."""
+    _, b, alpha, c, beta = truth
+    inner = 1.5**-beta + b / c * (SIZES["L2"] ** -alpha - SIZES["L4"] ** -alpha)
+    return ["L2", "L4"], {
+        "N": np.array([SIZES["L2"], SIZES["L4"]]),
+        "S": np.array([1.5, inner ** (-1 / beta)]),
+    }
+
+
+@pytest.mark.slow
+def test_p_best_chooses_the_true_best_on_a_simulated_ladder():
+    """Truths drawn from a spread (the gap between the best two candidates varies from 0 to ~0.02),
+    the default's noise structure, 100 run-bootstrap refits: where P(best) >= 0.8, the true best
+    is chosen in most replicates; where P(best) < 0.5, much less often.
+
+    Measured (seed 2, 200 replicates): decided 66, right 50 (0.76, mean P(best) of those 0.89);
+    the draws are somewhat overconfident, as the fit stage's intervals are (issue 24, item 3:
+    refits that stop early, tau estimated from few seed pairs); the decision layer adds no bias.
+    """
+    result = simulate(200, equal_compute, seed=2)
+    decided = result[result["verdict"] != "cannot decide"]
+    right = int((decided["chosen"] == decided["best"]).sum())
+    assert len(decided) >= 40, "a 0.8 rule that never decides is not a planning tool"
+    lower = stats.beta.ppf(0.05, right, len(decided) - right + 1)  # one-sided 95% Clopper-Pearson
+    assert lower > 0.6, f"{right} of {len(decided)} decisions right: consistent with only >= {lower:.2f}"
+    unsure = result[result["p_best"] < 0.5]
+    assert (unsure["chosen"] == unsure["best"]).mean() < right / len(decided)
+
+
+@pytest.mark.slow
+def test_a_true_tie_mostly_cannot_be_decided():
+    """Two candidates with exactly the same true metric. With bootstrap P(best) a decision needs
+    the estimated gap to exceed ~0.84 of its standard error, which happens in ~40% of ladders when
+    the draws' spread is right (55% measured: the draws are too narrow, see above); any such
+    decision has zero true regret."""
+    result = simulate(100, tied, seed=3)
+    undecided = int((result["verdict"] == "cannot decide").sum())
+    lower = stats.beta.ppf(0.05, undecided, len(result) - undecided + 1)
+    assert lower > 0.3, f"{undecided} of {len(result)} ties undecided (>= {lower:.2f})"
+    assert result["gap"].max() < 1e-9
+
+
+# --- the BNSL on converged models, allocation on the configured step axis ------------------------------
+
+
+def ladder_table(sizes: int):
+    from rerank_scaling.laws.synthetic import synthetic_metrics_table
+
+    spec = {f"s{i}": (2e6 * 1.6**i, 12e6 + 2e6 * 1.6**i, "fit") for i in range(sizes)}
+    spec["s_held"] = (2e6 * 1.6**sizes, 12e6 + 2e6 * 1.6**sizes, "held_out")
+    return synthetic_metrics_table(
+        spec, objectives=("pointwise",), checkpoints=6, splits=("dev",), metrics=("nDCG@10",)
+    )
+
+
+def bnsl_fits(sizes: int) -> pd.DataFrame:
+    settings = FitSettings(bootstrap=3, backtest=False)
+    fits, _, _ = run_protocols(ladder_table(sizes), settings)
+    return fits[fits["law"] == "bnsl1"]
+
+
+def test_the_bnsl_is_refused_with_too_few_converged_models():
+    fits = bnsl_fits(4)  # 4 fitted sizes x 6 checkpoints = 24 points, 4 of them converged
+    assert len(fits) == 2 and (fits["status"] == "failed").all()  # both joint protocols
+    assert (fits["n_fit"] == 4).all()
+    reason = fits["reason"].iloc[0]
+    assert reason.startswith("refused: the BNSL over converged models' FLOPs") and "6 parameters" in reason
+
+
+def test_the_bnsl_fits_one_final_checkpoint_per_size():
+    fits = bnsl_fits(8)
+    assert (fits["n_fit"] == 8).all() and (fits["n_held_out"] == 1).all()
+    assert (fits["status"] != "failed").all()
+
+
+def test_allocation_uses_the_configured_step_axis():
+    """The same law fitted on steps and on examples (16 per step) is one allocation: N / N*(C)
+    must not depend on the axis (it did, when allocation read steps for an examples-axis fit)."""
+    a, b, alpha, c, beta = 0.7, 0.2, 0.5, 0.05, 0.4
+    per_step = 16.0
+    on_examples = c * per_step**beta  # c S^-beta = c (E / 16)^-beta = c 16^beta E^-beta
+    keys = {
+        "family": "ladder",
+        "objective": "pointwise",
+        "attention": "full",
+        "metric": "nDCG@10",
+        "split": "dev",
+    }
+    steps = np.array([100.0, 200.0, 400.0])
+    forecasts = pd.DataFrame(
+        [
+            {**keys, "model": f"s{i}", "step": s, "examples": s * per_step, "size": 4e6 * 2**i}
+            | {"law": "additive", "split_label": "joint_code"}
+            for i, s in enumerate(steps)
+        ]
+    )
+
+    def table(c_value: float, axis: str) -> pd.DataFrame:
+        params = json.dumps({"a": a, "b": b, "alpha": alpha, "c": c_value, "beta": beta})
+        fits = pd.DataFrame(
+            [{**keys, "protocol": "joint_code", "split_label": "joint_code", "law": "additive"}
+             | {"status": "ok", "reason": "", "params": params, "planning": True}]
+        )  # fmt: skip
+        return allocation_table(fits, forecasts, axis)
+
+    by_step, by_examples = table(c, "step"), table(on_examples, "examples")
+    np.testing.assert_allclose(by_examples["n_over_n_star"], by_step["n_over_n_star"], rtol=1e-9)
+    np.testing.assert_allclose(by_examples["compute"], by_step["compute"] * per_step)
+    assert set(by_examples["step_axis"]) == {"examples"}
+    # reading steps for the examples-axis fit (the old behaviour) gives another answer
+    assert not np.allclose(table(on_examples, "step")["n_over_n_star"], by_step["n_over_n_star"])
