@@ -443,6 +443,10 @@ def test_plan_stage_without_fits_or_profiles(tmp_path):
         ]
     )  # fmt: skip
     result = pd.read_parquet(tmp_path / "planning" / "plan.parquet")
-    assert result["status"].tolist() == ["missing"] and "no joint-protocol fit" in result["reason"].iloc[0]
+    budget = result[result["kind"] == "budget"]
+    assert budget["status"].tolist() == ["missing"] and "no joint-protocol fit" in budget["reason"].iloc[0]
+    decisions = pd.read_csv(tmp_path / "planning" / "decisions.csv")
+    assert len(decisions) == 4 and (decisions["verdict"] == "cannot decide").all()  # one per default budget
+    assert decisions["reason"].str.contains("no joint-protocol fit").all()
     assert not (tmp_path / "profiles").exists()
     assert (tmp_path / "figures" / "roi_frontier.png").exists()

@@ -80,12 +80,13 @@ def optimal_allocation(
         )
     best = int(np.argmax(values))
     lo, hi = np.log(sizes[max(best - 1, 0)]), np.log(sizes[min(best + 1, grid - 1)])
-    refined = minimize_scalar(
-        lambda log_n: -float(utility(np.array([np.exp(log_n)]))[0]),
-        bounds=(lo, hi),
-        method="bounded",
-        options={"xatol": 1e-7},
-    )
+    with np.errstate(invalid="ignore"):  # -inf beyond the validated range, next to the grid's best
+        refined = minimize_scalar(
+            lambda log_n: -float(utility(np.array([np.exp(log_n)]))[0]),
+            bounds=(lo, hi),
+            method="bounded",
+            options={"xatol": 1e-7},
+        )
     size = float(np.exp(refined.x)) if -refined.fun >= values[best] else float(sizes[best])
     d = float(cost.affordable_examples(np.array([size]), budget, inference)[0])
     return Allocation(

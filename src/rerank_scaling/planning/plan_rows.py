@@ -116,7 +116,11 @@ def make_plan(
     fitted = fit_points(metrics, fitting)
     groups = joint[GROUP_KEYS].drop_duplicates().to_dict("records")
     if not groups:
-        rows.append(_missing("budget", {}, "additive", "missing", "no joint-protocol fit in fits.parquet"))
+        none = "no joint-protocol fit in fits.parquet"
+        rows.append(_missing("budget", {}, "additive", "missing", none))
+        rows += [
+            undecided({"law": "additive", "question": "budget", "budget": b}, none) for b in settings.budgets
+        ]
     curves, frontiers = [], []
     for keys in groups:
         mask = np.ones(len(joint), dtype=bool)

@@ -199,12 +199,14 @@ def plan_markdown(table: pd.DataFrame, settings: PlanSettings, profiles: list[Co
         (
             "frontier",
             "ROI frontier at the configured sizes: no value per metric point configured, so no choice "
-            "is made; a size is ROI-feasible for a value per point >= its break-even value",
+            "is made; a size is ROI-feasible for a value per point >= its break-even value (none beyond "
+            "the validated range)",
             [
                 *GROUP_KEYS[1:],
                 "law",
                 "model",
                 "size",
+                "extrapolation",
                 "predicted",
                 "cost_total",
                 "break_even_value_per_point",
