@@ -72,6 +72,9 @@ def test_candidates_beyond_the_validated_range_are_listed_not_compared():
     assert forecast.extrapolation(4e6, 100.0) == pytest.approx(5.0)
     only = decide(LABELS, sample, np.array([1.0, 3.0, 2.0]), 1.5, +1, 0.8)
     assert only.verdict == "cannot decide" and "only L1 lies within the validated range" in only.reason
+    poor = decide(LABELS, sample, ratio, 1.5, +1, 0.8, unaffordable=np.array([False, True, False]))
+    assert poor.candidates["status"].tolist() == ["compared", "unaffordable", "beyond_validated_range"]
+    assert "L2 is unaffordable" in poor.reason and poor.verdict == "cannot decide"
 
 
 def test_roi_probability_and_the_roi_constraint_per_draw():

@@ -90,6 +90,7 @@ def budget_decision(
         settings.decision_p_best,
         roi,
         settings.roi_lambda,
+        unaffordable=~affordable,
     )
     row = {**base, "question": "budget", "budget": budget, "cost_scope": FULL_SCOPE}
     return _rows(decision, row, sizes, examples, forecast, note)

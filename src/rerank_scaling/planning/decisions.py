@@ -91,6 +91,7 @@ def decide(
     roi: np.ndarray | None = None,
     lam: float = 1.0,
     feasible: np.ndarray | None = None,
+    unaffordable: np.ndarray | None = None,
 ) -> Decision:
     """The verdict among candidates ``labels`` from ``draws`` (B, K) of their expected metric.
 
@@ -98,14 +99,18 @@ def decide(
     ``validated_ratio`` (or whose draws are all NaN: unaffordable, out of the metric's range) are
     not compared. ``roi`` (B, K): the ROI of each draw and candidate, for P(ROI >= ``lam``).
     ``feasible`` (B, K): the constraint of eqs. 5-6 per draw (the argmax among feasible ones).
+    ``unaffordable`` (K,): candidates the budget cannot pay for (listed as such, not compared).
     """
     draws = np.asarray(draws, float)
     k = len(labels)
     extrapolation = np.asarray(extrapolation, float)
-    beyond = extrapolation > validated_ratio * (1 + 1e-9)
+    poor = np.zeros(k, bool) if unaffordable is None else np.asarray(unaffordable, bool)
+    beyond = ~poor & (extrapolation > validated_ratio * (1 + 1e-9))
     finite_any = np.isfinite(draws).any(axis=0) if len(draws) else np.zeros(k, bool)
-    compared = ~beyond & finite_any
-    status = np.where(beyond, BEYOND, np.where(compared, "compared", "no_forecast"))
+    compared = ~poor & ~beyond & finite_any
+    status = np.where(
+        poor, "unaffordable", np.where(beyond, BEYOND, np.where(compared, "compared", "no_forecast"))
+    )
     table = pd.DataFrame({"label": labels, "status": status, "extrapolation": extrapolation})
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore", RuntimeWarning)  # a candidate without forecasts: NaN
@@ -118,10 +123,13 @@ def decide(
     table["p_roi"] = p_roi if p_roi is not None else np.nan
     table["p_best"] = np.nan
     table["expected_regret"] = np.nan
+    why = {
+        BEYOND: "at {ratio:.3g}x is beyond the validated {validated:.3g}x",
+        "unaffordable": "is unaffordable (serving alone uses up the budget)",
+        "no_forecast": "has no forecast",
+    }
     excluded = "; ".join(
-        f"{labels[i]} at {extrapolation[i]:.3g}x is beyond the validated {validated_ratio:.3g}x"
-        if beyond[i]
-        else f"{labels[i]} has no forecast (unaffordable or outside the metric's range)"
+        f"{labels[i]} " + why[status[i]].format(ratio=extrapolation[i], validated=validated_ratio)
         for i in range(k)
         if not compared[i]
     )
