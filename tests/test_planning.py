@@ -450,3 +450,13 @@ def test_plan_stage_without_fits_or_profiles(tmp_path):
     assert decisions["reason"].str.contains("no joint-protocol fit").all()
     assert not (tmp_path / "profiles").exists()
     assert (tmp_path / "figures" / "roi_frontier.png").exists()
+
+
+def test_fits_without_bootstrap_draws_cannot_decide_and_say_how_to_get_them():
+    from rerank_scaling.planning.plan_table import decisions_table, plan_table
+
+    fits = joint_fit_rows({"pointwise": ("ok", "")}).drop(columns=["params_draws"])
+    decisions = decisions_table(plan_table(plan_of(fits, None).rows))
+    assert (decisions["verdict"] == "cannot decide").all()
+    assert decisions["reason"].str.contains("no bootstrap draws").all()
+    assert decisions["reason"].str.contains("re-run the fit stage").all()
