@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -75,6 +76,26 @@ def test_candidates_beyond_the_validated_range_are_listed_not_compared():
     poor = decide(LABELS, sample, ratio, 1.5, +1, 0.8, unaffordable=np.array([False, True, False]))
     assert poor.candidates["status"].tolist() == ["compared", "unaffordable", "beyond_validated_range"]
     assert "L2 is unaffordable" in poor.reason and poor.verdict == "cannot decide"
+
+
+def test_the_budget_optimum_stays_inside_the_validated_range_and_says_it_hit_its_edge():
+    from test_planning import synthetic_costs, synthetic_forecast
+
+    from rerank_scaling.planning.budget import optimal_allocation
+
+    free = optimal_allocation(synthetic_forecast(), synthetic_costs(), 50.0, (1e5, 1e10))
+    # fitted sizes 1-4 M (law scale), examples up to 4x beyond the unconstrained optimum's
+    validated = ValidatedRange({"N": 1.0, "S": 0.01}, {"N": 4.0, "S": 4 * free.examples / 16e3}, 1.5)
+    bounded = replace(synthetic_forecast(), validated=validated)
+    inside = optimal_allocation(bounded, synthetic_costs(), 50.0, (1e5, 1e10))
+    assert free.size > 6e6 and not free.at_boundary  # the unconstrained optimum lies beyond 1.5 x 4 M
+    assert inside.status == "ok" and inside.size <= 6e6 * (1 + 1e-6) and inside.at_boundary
+    assert inside.predicted < free.predicted
+    hopeless = replace(
+        synthetic_forecast(), validated=ValidatedRange({"N": 1e3, "S": 1.0}, {"N": 2e3, "S": 2.0}, 1.5)
+    )
+    nothing = optimal_allocation(hopeless, synthetic_costs(), 50.0, (1e5, 1e10))
+    assert nothing.status == "infeasible" and "within the validated range (1.5x" in nothing.reason
 
 
 def test_roi_probability_and_the_roi_constraint_per_draw():

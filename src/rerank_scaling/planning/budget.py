@@ -40,7 +40,7 @@ class Allocation:
     size: float = float("nan")
     examples: float = float("nan")
     predicted: float = float("nan")
-    at_boundary: bool = False  # the optimum is at an end of the size range (may lie outside it)
+    at_boundary: bool = False  # at an end of the size range or of the validated range (may lie outside)
 
 
 def budget_curve(
@@ -96,5 +96,5 @@ def optimal_allocation(
         size=size,
         examples=d,
         predicted=float(forecast(np.array([size]), np.array([d]))[0]),
-        at_boundary=best in (0, grid - 1),
+        at_boundary=bool(best in (0, grid - 1) or not np.isfinite(values[[best - 1, best + 1]]).all()),
     )
