@@ -82,7 +82,7 @@ def test_the_dag_runs_end_to_end(workflow):
     decisions = pd.read_csv(results / "planning" / "decisions.csv")  # the plan rule's answers
     assert list(decisions.columns[:4]) == ["objective", "metric", "budget", "verdict"] and len(decisions)
     undecided = decisions["verdict"] == "cannot decide"
-    assert decisions.loc[undecided, "reason"].str.startswith("cannot decide: ").all()
+    assert decisions["reason"].str.len().gt(0).all()  # every verdict says why, with its numbers
     assert (decisions.loc[~undecided, "p_best"] >= 0.8).all()
     assert planned_jobs(workflow) == Counter(), "a finished workflow must have nothing left to do"
 

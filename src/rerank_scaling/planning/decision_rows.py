@@ -130,5 +130,5 @@ def undecided(base: dict[str, Any], reason: str) -> dict[str, Any]:
     """The decision row of a question no fit can answer (missing or failed fit)."""
     return {**base, "kind": "decision", "status": "undecided", "verdict": "cannot decide"} | {
         "candidate": "",
-        "reason": f"cannot decide: {reason}",
+        "reason": reason,
     }

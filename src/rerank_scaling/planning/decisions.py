@@ -138,7 +138,7 @@ def decide(
         reason: str, best: str = "", p: float = np.nan, regret: float = np.nan, r: float = np.nan
     ) -> Decision:
         full = "; ".join(filter(None, [reason, excluded]))
-        return Decision("cannot decide", best, p, regret, r, f"cannot decide: {full}", table)
+        return Decision("cannot decide", best, p, regret, r, full, table)
 
     if not len(draws):
         return cannot("the fit has no bootstrap draws (params_draws of fits.parquet); re-run the fit stage")

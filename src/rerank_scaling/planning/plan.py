@@ -12,8 +12,8 @@ budget x cost scope, ``roi`` per fitted group x law, ``frontier`` per configured
 per metric point is configured), plan.md (the verdicts first) and profiles.json; into --figures:
 budget_curves.{png,pdf} and roi_frontier.{png,pdf} for one metric and split. Profiles are cached
 under --cache per device. A group whose joint fit is missing or failed gets rows with that status
-and "cannot decide: <reason>", and its figure panel shows that text instead of a curve; the stage
-itself does not fail.
+and the verdict ``cannot decide`` with the reason, and its figure panel shows that text instead of
+a curve; the stage itself does not fail.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ budget) a ``decision`` among the configured sizes and its ``candidate`` rows
 metric point is configured; without one, ``frontier`` rows at the configured sizes). Every forecast
 is restricted to its validated range (:class:`.forecast.ValidatedRange`): nothing is optimised
 beyond what the backtests validated. A fit whose parameters are not identified (``degenerate``) is
-planned with on its draws, saying so; a missing or failed fit yields "cannot decide: <reason>".
+planned with on its draws, saying so; a missing or failed fit yields ``cannot decide`` and its reason.
 """
 
 from __future__ import annotations
