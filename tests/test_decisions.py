@@ -214,3 +214,34 @@ def test_allocation_uses_the_configured_step_axis():
     assert set(by_examples["step_axis"]) == {"examples"}
     # reading steps for the examples-axis fit (the old behaviour) gives another answer
     assert not np.allclose(table(on_examples, "step")["n_over_n_star"], by_step["n_over_n_star"])
+
+
+def test_the_validated_range_spans_the_fitted_points_of_the_planning_protocol():
+    """The additive law's range: every checkpoint of the fitted sizes (joint_code), never the
+    held-out size; the BNSL's: the converged (final) points only; the ratio is the fit's own."""
+    from rerank_scaling.planning.forecast import fit_points, law_for, validated_range
+
+    table = ladder_table(4)  # s0-s3 fitted (2 M x 1.6^i), s_held held out; 6 checkpoints over 10-1000 steps
+    points = fit_points(table, FitSettings())
+    group = next(iter(points.values()))
+    fit = pd.Series({"validated_ratio": 1.4})
+    additive = validated_range(fit, law_for("additive", "nDCG@10"), group, FitSettings())
+    assert additive.ratio == 1.4
+    assert additive.low["N"] == pytest.approx(2.0) and additive.high["N"] == pytest.approx(2.0 * 1.6**3)
+    assert additive.low["S"] == pytest.approx(0.01) and additive.high["S"] == pytest.approx(1.0)
+    bnsl = validated_range(fit, law_for("bnsl1", "nDCG@10"), group, FitSettings())
+    final = group[group["final"] & group["fitted"]]
+    assert bnsl.low["C"] == pytest.approx(final["C"].min()) and bnsl.high["C"] == pytest.approx(
+        final["C"].max()
+    )
+    assert bnsl.low["C"] > group[group["fitted"]]["C"].min()  # earlier checkpoints are not converged models
+    # without a ratio in the fits table: fitting.validated_ratio, else 1
+    assert (
+        validated_range(pd.Series(dtype=object), law_for("additive", "nDCG@10"), group, FitSettings()).ratio
+        == 1.0
+    )
+    configured = FitSettings(validated_ratio=2.0)
+    assert (
+        validated_range(pd.Series(dtype=object), law_for("additive", "nDCG@10"), group, configured).ratio
+        == 2.0
+    )
