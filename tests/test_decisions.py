@@ -245,3 +245,13 @@ def test_the_validated_range_spans_the_fitted_points_of_the_planning_protocol():
         validated_range(pd.Series(dtype=object), law_for("additive", "nDCG@10"), group, configured).ratio
         == 2.0
     )
+
+
+def test_the_p_best_threshold_is_a_checked_config_key(default_config):
+    from rerank_scaling.config import ConfigError, validate_config
+    from rerank_scaling.planning.plan_settings import PlanSettings
+
+    assert PlanSettings().decision_p_best == 0.8
+    validate_config({**default_config, "planning": {"decision_p_best": 0.9}})
+    with pytest.raises(ConfigError, match=r"planning\.decision_p_best.*0\.4"):
+        validate_config({**default_config, "planning": {"decision_p_best": 0.4}})
