@@ -49,9 +49,8 @@ class Decision:
     expected_regret: float
     p_roi: float
     reason: str
-    candidates: (
-        pd.DataFrame
-    )  # label, status, extrapolation, predicted, low, high, p_best, expected_regret, p_roi
+    # per candidate: label, status, extrapolation, predicted, low, high, p_best, expected_regret, p_roi
+    candidates: pd.DataFrame
 
     def record(self) -> dict[str, object]:
         return {
