@@ -51,7 +51,9 @@ def tiny_modernbert(tmp_path_factory) -> dict:
     return {"name": "tiny", "family": "hf", "path": str(path), "role": "fit"}
 
 
-def trained(model: dict, objective: str, memory: dict, examples: dict, out: Path) -> tuple[dict, dict]:
+def trained(
+    model: dict, objective: str, memory: dict, examples: dict, out: Path, bucketing: bool = True
+) -> tuple[dict, dict]:
     """(final sidecar, final weights) of a 4-step run with this memory plan."""
     from safetensors.torch import load_file
 
@@ -59,7 +61,9 @@ def trained(model: dict, objective: str, memory: dict, examples: dict, out: Path
 
     settings = settings_from_dict(
         TrainSettings,
-        {**TINY_TRAINING, "max_steps": 4, "checkpoints": 2, "precision": "fp32"},  # exact arithmetic
+        # fp32: exact arithmetic, so micro-batches must give the full batch's step
+        {**TINY_TRAINING, "max_steps": 4, "checkpoints": 2, "precision": "fp32"}
+        | {"length_bucketing": bucketing},
         "training",
     )
     cars = train_run(
@@ -80,23 +84,22 @@ def trained(model: dict, objective: str, memory: dict, examples: dict, out: Path
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("bucketing", [True, False])
 @pytest.mark.parametrize("objective", ["pointwise", "listwise"])
 def test_micro_batches_and_checkpointing_train_like_the_full_batch(
-    objective, tiny_modernbert, examples, tmp_path
+    objective, bucketing, tiny_modernbert, examples, tmp_path
 ):
     import torch
     from safetensors.torch import load_file
 
     start = load_file(str(Path(tiny_modernbert["path"]) / "model.safetensors"))
-    full_car, full = trained(tiny_modernbert, objective, {"micro_batches": 1}, examples, tmp_path / "b")
-    micro_car, micro = trained(tiny_modernbert, objective, {"micro_batches": 2}, examples, tmp_path / "c")
-    ckpt_car, ckpt = trained(
-        tiny_modernbert,
-        objective,
-        {"micro_batches": 2, "gradient_checkpointing": True},
-        examples,
-        tmp_path / "d",
-    )
+
+    def run(plan: dict, where: str) -> tuple[dict, dict]:
+        return trained(tiny_modernbert, objective, plan, examples, tmp_path / where, bucketing)
+
+    full_car, full = run({"micro_batches": 1}, "b")
+    micro_car, micro = run({"micro_batches": 2}, "c")
+    ckpt_car, ckpt = run({"micro_batches": 2, "gradient_checkpointing": True}, "d")
     # The same rows per optimizer step: the same sequences and tokens counted.
     assert micro_car["examples"] == full_car["examples"] == ckpt_car["examples"]
     assert micro_car["tokens"] == full_car["tokens"] == ckpt_car["tokens"] > 0
