@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from rerank_scaling.laws import forms as laws
+from rerank_scaling.laws import registry
 from rerank_scaling.laws.fit_statistics import (
     Intervals,
     VarianceComponents,
@@ -41,7 +42,6 @@ from rerank_scaling.laws.fit_statistics import (
 from rerank_scaling.laws.fitting import FitResult, fit_law
 from rerank_scaling.laws.forecast_status import StatusRule, judge, validated_ratio
 from rerank_scaling.laws.identifiability import degenerate_reasons
-from rerank_scaling.records import metric_direction
 
 log = logging.getLogger(__name__)
 GROUP_KEYS = ["family", "objective", "attention", "metric", "split"]
@@ -181,24 +181,11 @@ def splits_for(
         raise ValueError(f"unknown protocol {protocol!r}: choose one of {', '.join(PROTOCOLS)}")
 
 
-def laws_for(protocol: str, metric: str, settings: FitSettings) -> list[laws.Law]:
-    """Which laws each protocol fits for a metric, asymptotes bounded by the metric's range."""
-    sign, bounds = metric_direction(metric), laws.metric_range(metric)
-    if protocol == "model":
-        chosen = [laws.power_law("N", sign, bounds)]
-        if sign < 0:
-            chosen.append(laws.fang_law("N", bounds))
-        if metric.startswith("RBP@"):
-            chosen.append(laws.relative_law())
-        return chosen
-    if protocol == "data":
-        return [laws.power_law("S", sign, bounds)] + ([laws.fang_law("S", bounds)] if sign < 0 else [])
-    chosen = [
-        laws.additive_law(sign, bounds),
-        laws.multiplicative_law(bounds),
-        laws.bnsl_law(settings.bnsl_breaks, sign, bounds),
-    ]
-    return chosen + ([laws.fang_joint_law(bounds)] if sign < 0 else [])
+def laws_for(
+    protocol: str, metric: str, settings: FitSettings, ceiling: float | None = None
+) -> list[laws.Law]:
+    """Which laws each protocol fits for a metric (:func:`rerank_scaling.laws.registry.laws_for`)."""
+    return registry.laws_for(protocol, metric, settings.bnsl_breaks, ceiling)
 
 
 def _variables(rows: pd.DataFrame, law: laws.Law) -> dict[str, np.ndarray]:

@@ -16,9 +16,10 @@ import numpy as np
 import pandas as pd
 
 from rerank_scaling.laws import forms as laws
+from rerank_scaling.laws import registry
 from rerank_scaling.laws.forms import SCALES, Law
 from rerank_scaling.laws.protocols import GROUP_KEYS
-from rerank_scaling.records import metric_direction
+from rerank_scaling.records import metric_direction, metric_spec
 
 
 @dataclass(frozen=True)
@@ -111,15 +112,12 @@ def joint_fits(fits: pd.DataFrame) -> pd.DataFrame:
 
 
 def law_for(name: str, metric: str) -> laws.Law:
-    sign = metric_direction(metric)
-    if name.startswith("bnsl"):
-        return laws.bnsl_law(int(name.removeprefix("bnsl") or 1), sign)
-    return {"additive": laws.additive_law(sign), "multiplicative": laws.multiplicative_law()}[name]
+    return registry.law(name, metric)
 
 
 def metric_range(metric: str) -> tuple[float, float]:
-    """Values a metric can take: [0, 1] for the effectiveness measures, [0, inf) for losses (CE)."""
-    return (0.0, 1.0) if metric_direction(metric) > 0 else (0.0, np.inf)
+    """Values a metric can take (:func:`rerank_scaling.records.metric_spec`, the one definition)."""
+    return metric_spec(metric).range
 
 
 def fit_forecast(fit: pd.Series, stats: RunStats, step_axis: str) -> MetricForecast:
