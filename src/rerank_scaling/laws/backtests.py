@@ -27,7 +27,7 @@ from scipy import stats
 
 from rerank_scaling.laws import registry
 from rerank_scaling.laws.forecast_status import log_linear_forecast
-from rerank_scaling.laws.protocols import FitSettings, _last, fit_split
+from rerank_scaling.laws.protocols import FitSettings, _last, ceiling_of, fit_split
 
 #: Nominal levels of the calibration curve.
 LEVELS = (0.5, 0.68, 0.8, 0.9, 0.95, 0.99)
@@ -55,9 +55,10 @@ def backtest_group(
     """Held-out points of every rolling origin of one group, with intervals at every level."""
     from rerank_scaling.laws.identifiability import too_few_levels
 
+    bounds = registry.bounds_for(keys["metric"], ceiling_of(settings, keys))
     candidates = (
-        ("model", registry.law("power_N", keys["metric"])),
-        ("joint_code", registry.law("additive", keys["metric"])),
+        ("model", registry.law("power_N", keys["metric"], bounds)),
+        ("joint_code", registry.law("additive", keys["metric"], bounds)),
     )
     frames = []
     for k, fitted, following in rolling_origins(group):
