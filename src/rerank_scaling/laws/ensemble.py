@@ -29,7 +29,6 @@ luckiest form. Equal weights are the honest prior when the data cannot rank the 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import numpy as np
@@ -141,9 +140,9 @@ def fit_ensemble(
     done = SplitFit(first.result, "ok", "", first.rows)
     forecast = forecast_rows(done, fit_rows, label, NAME, ("N",), interval, rule)
     held = forecast[forecast["held_out"]]
-    weights = {n: (1 / len(usable) if n in usable else 0.0) for n in fitted}
+    # no parameters of its own (params stays empty); the weights are in the formula
+    record["formula"] = f"equal-weight mixture of {', '.join(usable)} (1/{len(usable)} each)"
     record.update(
-        params=json.dumps(weights),
         bootstrap_ok=int(min(f.intervals.successes for f in usable.values()) * len(usable)),
         coverage=float(held["covered"].mean()) if len(held) else float("nan"),
         **forecast_errors(held["observed"], held["forecast"]),
