@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
+from rerank_scaling.evaluation.metrics import ir_metrics
 from rerank_scaling.laws.ceiling import oracle_values
 
 
@@ -25,3 +27,26 @@ def test_a_higher_grade_goes_above_a_lower_one_and_unjudged_queries_count_zero()
     qrels = {"q1": {"c": 2, "b": 1}, "q3": {"x": 1}}
     values = oracle_values(candidates, qrels, ["q1", "q3"])
     assert values["nDCG@10"] == pytest.approx(0.5)  # q1 perfect, q3 has no candidates
+
+
+def test_the_oracle_values_equal_the_evaluation_s_metrics_of_the_oracle_order() -> None:
+    """Random graded qrels and candidate lists: the closed forms match ir_measures (the evaluation's
+    code) scoring the candidates ranked by grade."""
+    rng = np.random.default_rng(0)
+    candidates, qrels = {}, {}
+    for q in range(60):
+        docs = [f"d{i}" for i in range(30)]
+        qrels[f"q{q}"] = {
+            d: int(rng.integers(1, 4)) for d in rng.choice(docs, rng.integers(1, 8), replace=False)
+        }
+        qrels[f"q{q}"].update({d: 0 for d in rng.choice(docs, 3, replace=False) if d not in qrels[f"q{q}"]})
+        depth = int(rng.integers(0, 20))
+        candidates[f"q{q}"] = {d: float(rng.normal()) for d in rng.choice(docs, depth, replace=False)}
+    oracle = {
+        q: {d: qrels[q].get(d, 0) * 100 - i for i, d in enumerate(sorted(docs))}
+        for q, docs in candidates.items()
+    }
+    expected = {m: np.mean(list(v.values())) for m, v in ir_metrics(oracle, qrels).items()}
+    found = oracle_values(candidates, qrels, qrels)
+    for metric, value in expected.items():
+        assert found[metric] == pytest.approx(value), metric
