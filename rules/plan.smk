@@ -9,6 +9,7 @@ rule plan:
             f"{RESULTS}/planning/plan.csv", caption="../report/planning.rst", category="Planning"
         ),
         markdown=f"{RESULTS}/planning/plan.md",
+        decisions=f"{RESULTS}/planning/decisions.csv",
         profiles=f"{RESULTS}/planning/profiles.json",
         budget_curves=report(
             f"{RESULTS}/figures/budget_curves.png", caption="../report/planning.rst", category="Planning"

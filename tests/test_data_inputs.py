@@ -35,6 +35,7 @@ REEVALUATE = {
     "merge_metrics": 1,
     "fit_laws": 1,
     "report_figures": 1,
+    "report_answer": 1,
     "plan": 1,
 }
 

@@ -214,13 +214,16 @@ def test_bnsl_forecasts_use_training_flops():
 # --- the plan from fits: degenerate fits and the missing value map ------------------------------------
 
 
-def joint_fit_rows(status: dict[str, tuple[str, str]]) -> pd.DataFrame:
+def joint_fit_rows(status: dict[str, tuple[str, str]], validated_ratio: float = 2.0) -> pd.DataFrame:
     """Joint additive fits of dev nDCG@10 per objective (the synthetic table's law), with given
-    (status, reason) per objective; protocol "joint" as :func:`planning.forecast.joint_fits` selects it."""
+    (status, reason) per objective, 200 bootstrap draws around the truth and a validated ratio;
+    protocol "joint" as :func:`planning.forecast.joint_fits` selects it."""
     params = json.dumps(dict(zip(laws.additive_law(+1).params, ADDITIVE.tolist(), strict=True)))
+    draws = ADDITIVE * np.exp(np.random.default_rng(0).normal(0, 0.02, (200, len(ADDITIVE))))
     rows = [
         {"family": "ladder", "objective": objective, "attention": "full", "metric": "nDCG@10", "split": "dev"}
         | {"protocol": "joint", "law": "additive", "status": st, "reason": reason, "params": params}
+        | {"params_draws": json.dumps(draws.tolist()), "validated_ratio": validated_ratio}
         for objective, (st, reason) in status.items()
     ]
     return pd.DataFrame(rows)
@@ -241,27 +244,34 @@ def plan_of(fits: pd.DataFrame, value_per_point: float | None):
     return make_plan(metrics, fits, models, [], settings, FitSettings(), "cpu", 20, stats)
 
 
-def test_a_degenerate_joint_fit_is_not_planned_with_and_says_why():
+def test_a_failed_joint_fit_cannot_decide_and_a_degenerate_one_is_judged_on_its_draws():
     from rerank_scaling.planning.plan_figures import budget_figure
-    from rerank_scaling.planning.plan_table import plan_markdown, plan_table
+    from rerank_scaling.planning.plan_table import decisions_table, plan_markdown, plan_table
 
-    reason = "alpha at its upper bound 5 (size term unidentifiable)"
-    fits = joint_fit_rows({"pointwise": ("ok", ""), "listwise": ("degenerate", reason)})
+    reason = "not identifiable: alpha at its upper bound 5"
+    failure = "the optimiser failed from every start"
+    fits = joint_fit_rows({"pointwise": ("degenerate", reason), "listwise": ("failed", failure)})
     plan = plan_of(fits, 100.0)
     table = plan_table(plan.rows)
     budget = table[table["kind"] == "budget"].set_index("objective")
-    assert budget.loc["listwise", "status"] == "degenerate"
-    assert budget.loc["listwise", "reason"] == f"not identifiable: {reason}"
+    assert budget.loc["listwise", "status"] == "failed" and budget.loc["listwise", "reason"] == failure
     assert np.isnan(budget.loc["listwise", "size"])  # no optimum
-    assert (budget.loc["pointwise", "status"] == "ok").all() and budget.loc["pointwise", "size"].gt(0).all()
+    assert budget.loc["pointwise", "reason"].str.contains("fit degenerate").all()
+    assert (budget.loc["pointwise", "status"] == "ok").any()
     assert set(plan.curves["objective"]) == {"pointwise"}
-    roi = table[(table["kind"] == "roi") & (table["law"] == "additive")].set_index("objective")
-    assert roi.loc["listwise", "status"] == "degenerate" and reason in roi.loc["listwise", "reason"]
-    assert f"not identifiable: {reason}" in plan_markdown(table, plan.settings, [])
+    decisions = decisions_table(table).set_index("objective")
+    assert (decisions.loc["listwise", "verdict"] == "cannot decide").all()
+    assert decisions.loc["listwise", "reason"].str.contains(failure).all()
+    judged = decisions.loc["pointwise"]
+    assert len(judged) == len(plan.settings.budgets) + 1  # every budget, and the ROI choice
+    assert judged["reason"].str.contains("judged on its forecast draws").all()
+    assert (judged["verdict"].str.startswith("train ") == (judged["p_best"] >= 0.8)).all()
+    markdown = plan_markdown(table, plan.settings, [])
+    assert markdown.index("## Decisions") < markdown.index("## Measured cost profiles")
     figure = budget_figure(plan, table, "nDCG@10", "dev")
     axes = {ax.get_title(): ax for ax in figure.axes}
     texts = {title: " ".join(t.get_text() for t in ax.texts) for title, ax in axes.items()}
-    assert "not identifiable" in texts["listwise"] and "not identifiable" not in texts["pointwise"]
+    assert "optimiser failed" in texts["listwise"] and "optimiser failed" not in texts["pointwise"]
     curves = {t: [line for line in ax.lines if len(line.get_xdata()) > 2] for t, ax in axes.items()}
     assert not curves["listwise"] and curves["pointwise"]  # text instead of curves (not the size marks)
 
@@ -276,11 +286,19 @@ def test_without_a_value_per_metric_point_no_roi_choice_is_made():
     assert roi["status"].tolist() == ["no_choice"] and "no choice is made" in roi["reason"].iloc[0]
     assert roi["size"].isna().all()
     frontier = table[table["kind"] == "frontier"].set_index("model")
-    assert list(frontier.index) == ["s1", "s3", "s5"] and frontier["break_even_value_per_point"].gt(0).all()
+    assert list(frontier.index) == ["s1", "s3", "s5"]
+    # s5 (4x the largest fitted size) lies beyond the validated 2x: no forecast, no break-even value
+    inside = frontier["extrapolation"] <= 2.0
+    assert inside.tolist() == [True, True, False] and frontier.loc["s5", "extrapolation"] == pytest.approx(
+        4.0
+    )
+    assert frontier.loc[inside, "break_even_value_per_point"].gt(0).all()
+    assert np.isnan(frontier.loc["s5", "break_even_value_per_point"])
     # The frontier over the candidate grid is reported; at a size's break-even value per point
     # its ROI is exactly lambda (1 by default).
     assert len(plan.frontiers) == len(plan.sizes) and plan.frontiers["roi"].isna().all()
-    row = plan.frontiers.dropna(subset=["break_even_value_per_point"]).iloc[len(plan.sizes) // 2]
+    defined = plan.frontiers.dropna(subset=["break_even_value_per_point"])
+    row = defined.iloc[len(defined) // 2]
     assert row["break_even_value_per_point"] * (row["predicted"] - 0.3) / row["cost_total"] == pytest.approx(
         1.0
     )
@@ -307,7 +325,8 @@ def test_plan_stage_end_to_end(tmp_path):
         family="bm25", model="bm25", run="bm25", value=np.where(bm25["metric"] == "CE@16", 2.6, 0.3)
     )
     pd.concat([table, bm25], ignore_index=True).to_parquet(tmp_path / "all.parquet")
-    fitting = {"metrics": ["nDCG@10", "CE@16"], "bootstrap": 3}
+    # a wide validated range: this test is about costs and budgets (test_decisions.py: the range)
+    fitting = {"metrics": ["nDCG@10", "CE@16"], "bootstrap": 3, "validated_ratio": 1000.0}
     fit_laws.main(
         [
             "--metrics",
@@ -357,10 +376,23 @@ def test_plan_stage_end_to_end(tmp_path):
     assert len(budget) == 2 * 3 * 2  # objectives x budgets x cost scopes
     ok = budget[budget["status"] == "ok"]
     assert len(ok) >= 8 and (ok["cost_total"] <= ok["budget"] * (1 + 1e-6)).all()
+    # a budget that buys examples or sizes only beyond the validated range gets no optimum, and says so
+    beyond = budget[budget["status"] == "infeasible"]
+    assert beyond["reason"].str.contains("within the validated range").all()
     larger = ok[ok["cost_scope"] == "data+train"].sort_values("budget")
     assert larger.groupby("objective")["size"].apply(lambda s: s.is_monotonic_increasing).all()
     failed = result[(result["kind"] == "budget") & (result["status"] == "failed")]
-    assert len(failed) == 1 and failed["reason"].iloc[0] == "not identifiable: synthetic failure"
+    assert len(failed) == 1 and failed["reason"].iloc[0] == "synthetic failure"
+    decisions = pd.read_csv(tmp_path / "planning" / "decisions.csv")
+    columns = ["objective", "metric", "budget", "verdict", "candidate", "p_best", "expected_regret", "p_roi"]
+    assert list(decisions.columns[:9]) == [*columns, "reason"]
+    asked = decisions[decisions["question"] == "budget"]
+    assert len(asked) == 2 * 2 * 3  # objectives x metrics x budgets
+    # one configured model ("tiny"): nothing to decide between, and every row says why
+    assert (asked["verdict"] == "cannot decide").all()
+    assert asked["reason"].str.contains("only tiny lies|no candidate lies|synthetic failure").all()
+    plan_md = (tmp_path / "planning" / "plan.md").read_text()
+    assert plan_md.index("## Decisions") < plan_md.index("## Measured cost profiles")
     roi = result[result["kind"] == "roi"]
     assert set(roi["law"]) == {"additive", "bnsl1"}
     assert set(roi["status"]) <= {"ok", "infeasible", "failed", "degenerate"}
@@ -375,7 +407,9 @@ def test_plan_stage_end_to_end(tmp_path):
     assert again[again["kind"] == "profile"]["status"].tolist() == ["cached"]
     roi = again[again["kind"] == "roi"]
     # one frontier (no choice) per identified (status ok) joint fit of the planning protocol
-    usable = fits["planning"] & fits["law"].isin(["additive", "bnsl1"]) & (fits["status"] == "ok")
+    usable = (
+        fits["planning"] & fits["law"].isin(["additive", "bnsl1"]) & fits["status"].isin(["ok", "degenerate"])
+    )
     assert (roi["status"] == "no_choice").sum() == usable.sum() > 0
     assert set(roi["status"]) <= {"no_choice", "failed", "degenerate"}
     frontier = again[again["kind"] == "frontier"]
@@ -410,6 +444,20 @@ def test_plan_stage_without_fits_or_profiles(tmp_path):
         ]
     )  # fmt: skip
     result = pd.read_parquet(tmp_path / "planning" / "plan.parquet")
-    assert result["status"].tolist() == ["missing"] and "no joint-protocol fit" in result["reason"].iloc[0]
+    budget = result[result["kind"] == "budget"]
+    assert budget["status"].tolist() == ["missing"] and "no joint-protocol fit" in budget["reason"].iloc[0]
+    decisions = pd.read_csv(tmp_path / "planning" / "decisions.csv")
+    assert len(decisions) == 4 and (decisions["verdict"] == "cannot decide").all()  # one per default budget
+    assert decisions["reason"].str.contains("no joint-protocol fit").all()
     assert not (tmp_path / "profiles").exists()
     assert (tmp_path / "figures" / "roi_frontier.png").exists()
+
+
+def test_fits_without_bootstrap_draws_cannot_decide_and_say_how_to_get_them():
+    from rerank_scaling.planning.plan_table import decisions_table, plan_table
+
+    fits = joint_fit_rows({"pointwise": ("ok", "")}).drop(columns=["params_draws"])
+    decisions = decisions_table(plan_table(plan_of(fits, None).rows))
+    assert (decisions["verdict"] == "cannot decide").all()
+    assert decisions["reason"].str.contains("no bootstrap draws").all()
+    assert decisions["reason"].str.contains("re-run the fit stage").all()

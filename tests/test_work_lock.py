@@ -53,7 +53,8 @@ def test_killing_the_wrapper_stops_the_trainer_and_frees_the_work_directory(exam
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     wrapper = subprocess.Popen(["bash", "-c", f"{command} > {log} 2>&1; echo wrapper done"], env=env)
     deadline = time.monotonic() + 300
-    while "checkpoints at [" not in (log.read_text() if log.exists() else ""):  # training has begun
+    marker = "SIGTERM from now on saves"  # training has begun, its SIGTERM handler installed
+    while marker not in (log.read_text() if log.exists() else ""):
         assert time.monotonic() < deadline and wrapper.poll() is None, log.read_text()[-3000:]
         time.sleep(0.5)
     holder = (tmp_path / "work" / ".lock").read_text().split()

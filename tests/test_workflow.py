@@ -88,6 +88,11 @@ def test_the_dag_runs_end_to_end(workflow):
     assert timing["last_run"] == timing["last_fresh_run"]
     assert timing["last_run"]["jobs"] >= 2 * len(runs) and timing["last_run"]["wall_s"] > 0
     assert (results / "figures" / "model_scaling__nDCG-10__dev.png").stat().st_size > 10_000
+    decisions = pd.read_csv(results / "planning" / "decisions.csv")  # the plan rule's answers
+    assert list(decisions.columns[:4]) == ["objective", "metric", "budget", "verdict"] and len(decisions)
+    undecided = decisions["verdict"] == "cannot decide"
+    assert decisions["reason"].str.len().gt(0).all()  # every verdict says why, with its numbers
+    assert (decisions.loc[~undecided, "p_best"] >= 0.8).all()
     assert planned_jobs(workflow) == Counter(), "a finished workflow must have nothing left to do"
 
 

@@ -8,8 +8,9 @@ in N vanishes: gamma b N^(-gamma-1) = delta c C^(-delta) N^(delta-1), hence
     D*(C) = C / N*(C) = (delta c / (gamma b))^(1/(gamma+delta)) * C^(gamma/(gamma+delta))  (beta)
 
 so alpha = delta/(gamma+delta) and beta = gamma/(gamma+delta), alpha + beta = 1. D is the step axis
-of the fit (steps or examples), on the law's scale (N in millions, D in thousands); N is on the
-fit's size axis (``fitting.size_axis``), the one planning's C uses too.
+of the fit (``fitting.step_axis``: optimizer steps or training examples, the S the law was fitted
+on), on the law's scale (N in millions, D in thousands); N is on the fit's size axis
+(``fitting.size_axis``), the one planning's C uses too. The compute C = N D is in those units.
 
 Only an identified fit (status ``ok``) yields an allocation: the rows of a degenerate or failed
 joint fit carry its status and the reason "not identifiable: <reason>" and no N*(C), so no table
@@ -56,19 +57,20 @@ def _fit_points(fit: pd.Series, forecasts: pd.DataFrame) -> pd.DataFrame:
     return forecasts[mask]
 
 
-def allocation_table(fits: pd.DataFrame, forecasts: pd.DataFrame) -> pd.DataFrame:
-    """Per additive joint fit and checkpoint: exponents, N / N*(C) (C = N * D), status and reason."""
+def allocation_table(fits: pd.DataFrame, forecasts: pd.DataFrame, step_axis: str = "step") -> pd.DataFrame:
+    """Per additive joint fit and checkpoint: exponents, N / N*(C) (C = N * D, D on ``step_axis``:
+    the column ``step`` or ``examples`` of the forecasts, as the law was fitted), status and reason."""
     rows = []
     joint = fits[(fits["law"] == "additive") & fits["protocol"].astype(str).str.startswith("joint")]
     for _, fit in joint.iterrows():
         points = _fit_points(fit, forecasts) if len(forecasts) else pd.DataFrame()
-        keys = ["family", "objective", "attention", "metric", "split", "model", "step", "size"]
+        keys = ["family", "objective", "attention", "metric", "split", "model", "step", "examples", "size"]
         base = points[keys] if len(points) else pd.DataFrame([{k: fit.get(k) for k in keys[:5]}])
         status, reason = fit["status"], fit["reason"]
         alpha = beta = np.nan
         n_star = np.full(len(base), np.nan)
         n = base["size"].to_numpy(float) / SCALES["N"] if "size" in base else np.full(len(base), np.nan)
-        d = base["step"].to_numpy(float) / SCALES["S"] if "step" in base else np.full(len(base), np.nan)
+        d = base[step_axis].to_numpy(float) / SCALES["S"] if step_axis in base else np.full(len(base), np.nan)
         if status == "ok":
             p = json.loads(fit["params"])
             alpha, beta = allocation_exponents(p["alpha"], p["beta"])
@@ -81,6 +83,7 @@ def allocation_table(fits: pd.DataFrame, forecasts: pd.DataFrame) -> pd.DataFram
         rows.append(
             base.assign(
                 protocol=fit["protocol"],
+                step_axis=step_axis,
                 planning=bool(fit.get("planning", False)),
                 status=status,
                 reason=reason,

@@ -51,7 +51,7 @@ def fit_everything(table: pd.DataFrame, settings: FitSettings, out_dir: Path, wo
     from rerank_scaling.report import figures  # matplotlib only where the figure is drawn
 
     fits, forecasts, points = run_protocols(table, settings, workers)
-    allocation = allocation_table(fits, forecasts) if len(fits) else pd.DataFrame()
+    allocation = allocation_table(fits, forecasts, settings.step_axis) if len(fits) else pd.DataFrame()
     pair = settings.equal_compute
     compared = equal_compute(prepare(table, settings), *pair, settings.step_axis) if pair else pd.DataFrame()
     if len(fits):

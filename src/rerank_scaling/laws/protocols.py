@@ -30,6 +30,7 @@ import pandas as pd
 
 from rerank_scaling.laws import forms as laws
 from rerank_scaling.laws import registry
+from rerank_scaling.laws.converged import converged_split, explain_refusal
 from rerank_scaling.laws.fit_statistics import (
     Intervals,
     VarianceComponents,
@@ -365,6 +366,8 @@ def fit_one(
             "sigma_run_dof": float(done.components.tau_dof),
             "sigma_checkpoint": float(np.sqrt(done.components.sigma2)),
             "coverage": float(held["covered"].mean()) if len(held) else float("nan"),
+            "validated_ratio": rule.validated_ratio,  # planning's range (planning/forecast.py)
+            "params_draws": json.dumps(boot.params.tolist()) if record["planning"] else None,
             **forecast_errors(held["observed"], held["forecast"]),
         }
     )
@@ -400,7 +403,9 @@ def fit_group(
     for protocol in PROTOCOLS:
         for label, fit_rows, held_rows in splits_for(protocol, group, settings):
             for law in laws_for(protocol, keys["metric"], settings, ceiling):
-                done.append(fit_one(law, label, keys, fit_rows, held_rows, settings, seed, spread, rule))
+                law_fit, law_held = converged_split(law, group, fit_rows, held_rows)
+                record, forecast = fit_one(law, label, keys, law_fit, law_held, settings, seed, spread, rule)
+                done.append((explain_refusal(law, record), forecast))
             if protocol == "model":  # the model-form ensemble (:mod:`.ensemble`)
                 args = (fit_rows, held_rows, settings, seed, spread, rule, ceiling)
                 done.append(fit_ensemble(keys, label, *args))

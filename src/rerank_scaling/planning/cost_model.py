@@ -9,6 +9,10 @@ Z_train = p / (3600 R_train(N)), Z_infer = p / (3600 R_infer(N)) the prices of a
 device-hour price p and the achieved FLOP/s R of the device (measured profiles,
 :mod:`rerank_scaling.planning.costs`). f and R are power laws in N through the profiled
 configurations (:func:`cost_model`). Pure numpy once the profiles are in.
+
+Seed 001 writes the training term as Z_train N (a price per parameter at a fixed amount of data);
+Z_train D f_train(N) generalises it to any D, so that budget allocation can trade size against
+data at all (:mod:`.budget` argues the choice; the paper's form is the fixed-D special case).
 """
 
 from __future__ import annotations

@@ -2,8 +2,13 @@
 examples D, from the fit stage's joint-protocol fits and the runs' token and step counts.
 
 The metric may come from any fitted law over N and S, or over training FLOPs C (the broken neural
-scaling law, seed 003 eq. 4), with C = 6 N tokens_per_example D as in the training sidecars. Only a
-joint fit with status ``ok`` is a forecast: :func:`unusable_fit` says why another is not.
+scaling law, seed 003 eq. 4, fitted on converged models: :mod:`rerank_scaling.laws.converged`), with
+C = 6 N tokens_per_example D as in the training sidecars. A forecast carries the fit's bootstrap
+refits (``params_draws`` of fits.parquet) and the range it may be used in (:class:`ValidatedRange`):
+outside it the forecast is NaN, so no curve, optimum or decision reaches beyond what the rolling-
+origin backtests validated. A fit whose parameters are not identified (status ``degenerate``) is
+still a forecast: it is judged on its draws (item 1 of issue 24); only a missing or failed fit is
+not (:func:`unusable_fit`).
 """
 
 from __future__ import annotations
@@ -17,9 +22,38 @@ import pandas as pd
 
 from rerank_scaling.laws import forms as laws
 from rerank_scaling.laws import registry
-from rerank_scaling.laws.forms import SCALES, Law
-from rerank_scaling.laws.protocols import GROUP_KEYS
-from rerank_scaling.records import metric_direction, metric_spec
+from rerank_scaling.laws.converged import converged_split
+from rerank_scaling.laws.fitting import predict_batch
+from rerank_scaling.laws.forms import SCALES, Law, metric_range
+from rerank_scaling.laws.protocols import GROUP_KEYS, FitSettings, prepare, splits_for
+from rerank_scaling.records import metric_direction
+
+
+@dataclass(frozen=True)
+class ValidatedRange:
+    """Where a forecast may be used: each law variable's fitted span [low, high] (law scale),
+    stretched by the extrapolation ratio the backtests validated.
+
+    ``ratio`` is the fit's ``validated_ratio`` (:func:`rerank_scaling.laws.forecast_status.validated_ratio`
+    or ``fitting.validated_ratio``): the same number that makes a held-out forecast
+    ``beyond_validated_range``. The extrapolation of a point is max(1, x / high, low / x) over the
+    law's variables: forecast_status's x / x_max(fit), and below the smallest fitted value too
+    (a budget can buy fewer examples than any fitted checkpoint saw).
+    """
+
+    low: dict[str, float]
+    high: dict[str, float]
+    ratio: float
+
+    def extrapolation(self, x: dict[str, np.ndarray]) -> np.ndarray:
+        ratio = np.ones(np.shape(next(iter(x.values()))))
+        with np.errstate(all="ignore"):
+            for v, values in x.items():
+                ratio = np.maximum(ratio, np.maximum(values / self.high[v], self.low[v] / values))
+        return np.where(np.isfinite(ratio), ratio, np.inf)
+
+    def inside(self, x: dict[str, np.ndarray]) -> np.ndarray:
+        return self.extrapolation(x) <= self.ratio * (1 + 1e-9)
 
 
 @dataclass(frozen=True)
@@ -35,7 +69,9 @@ class MetricForecast:
     sign: int  # +1: larger is better; -1: a loss
     examples_per_step: float = 1.0
     tokens_per_example: float = 1.0
-    valid: tuple[float, float] = (-np.inf, np.inf)  # the metric's range; a law outside it is no forecast
+    valid: tuple[float, float] = (-np.inf, np.inf)  # the metric's range; forecasts are clipped to it
+    draws: np.ndarray | None = None  # (B, P) bootstrap refits of the parameters
+    validated: ValidatedRange | None = None  # None: no range restriction (tests of the optimisers)
 
     def variables(self, n: np.ndarray | float, d: np.ndarray | float) -> dict[str, np.ndarray]:
         n, d = np.broadcast_arrays(np.asarray(n, float), np.asarray(d, float))
@@ -46,12 +82,40 @@ class MetricForecast:
         }
         return {v: every[v] for v in self.law.variables}
 
+    def extrapolation(self, n: np.ndarray | float, d: np.ndarray | float) -> np.ndarray:
+        """How far (N, D) lies outside the fitted points (:meth:`ValidatedRange.extrapolation`; 1
+        without a range)."""
+        x = self.variables(n, d)
+        return (
+            self.validated.extrapolation(x) if self.validated else np.ones(np.shape(x[self.law.variables[0]]))
+        )
+
+    def _checked(self, value: np.ndarray, n: np.ndarray | float, d: np.ndarray | float) -> np.ndarray:
+        """``value`` clipped to the metric's range, NaN outside the validated range."""
+        value = np.clip(value, *self.valid)
+        if self.validated is not None:
+            value = np.where(self.validated.inside(self.variables(n, d)), value, np.nan)
+        return value
+
     def __call__(self, n: np.ndarray | float, d: np.ndarray | float) -> np.ndarray:
-        """The law's prediction; NaN where it leaves the metric's range (e.g. a BNSL extrapolated
-        far past its data can predict nDCG > 1)."""
+        """The law's prediction, NaN outside the validated range. A value beyond the metric's range
+        (:func:`~rerank_scaling.laws.forms.metric_range`) is clipped to it: nDCG cannot exceed 1, and a
+        CE@k forecast above ln k is no better than a uniform scorer's (an under-trained small model
+        sits there; dropping such draws would bias P(best) towards the draws that forecast it well)."""
         with np.errstate(all="ignore"):
             value = self.law.predict(np.asarray(self.params, float), self.variables(n, d))
-        return np.where((value >= self.valid[0]) & (value <= self.valid[1]), value, np.nan)
+        return self._checked(value, n, d)
+
+    def sample(self, n: np.ndarray | float, d: np.ndarray | float) -> np.ndarray:
+        """(B, m) predictions of the bootstrap refits at the m points (n, d), NaN as in __call__;
+        shape (0, m) without draws."""
+        x = self.variables(n, d)
+        m = np.shape(x[self.law.variables[0]])[0] if np.ndim(x[self.law.variables[0]]) else 1
+        if self.draws is None or not len(self.draws):
+            return np.empty((0, m))
+        x = {v: np.atleast_1d(values) for v, values in x.items()}
+        value = predict_batch(self.law, self.draws, x)
+        return self._checked(value, np.atleast_1d(n), np.atleast_1d(d))
 
     def utility(self, n: np.ndarray | float, d: np.ndarray | float) -> np.ndarray:
         """sign x metric: larger is better; -inf where undefined (unaffordable or non-finite)."""
@@ -115,15 +179,49 @@ def law_for(name: str, metric: str) -> laws.Law:
     return registry.law(name, metric)
 
 
-def metric_range(metric: str) -> tuple[float, float]:
-    """Values a metric can take (:func:`rerank_scaling.records.metric_spec`, the one definition)."""
-    return metric_spec(metric).range
+def fit_points(metrics: pd.DataFrame, fitting: FitSettings) -> dict[tuple[Any, ...], pd.DataFrame]:
+    """Per group (GROUP_KEYS values): the prepared points (N, S, C on the law scale) of the joint
+    protocol planning uses, with its fitted rows marked (column ``fitted``)."""
+    data = prepare(metrics, fitting)
+    protocol = f"joint_{fitting.joint_protocol}"
+    groups = {}
+    for values, group in data.groupby(GROUP_KEYS):
+        for _, fit_rows, _ in splits_for(protocol, group, fitting):
+            groups[tuple(values)] = group.assign(fitted=group.index.isin(fit_rows.index))
+    return groups
 
 
-def fit_forecast(fit: pd.Series, stats: RunStats, step_axis: str) -> MetricForecast:
+def validated_range(
+    fit: pd.Series, law: Law, points: pd.DataFrame | None, fitting: FitSettings
+) -> ValidatedRange | None:
+    """The range a fit's forecast may be used in, from the points it was fitted on (the BNSL's:
+    converged ones) and its ``validated_ratio`` (else ``fitting.validated_ratio``, else 1)."""
+    if points is None or points.empty:
+        return None
+    fitted = points[points["fitted"]]
+    rows, _ = converged_split(law, points, fitted, points.iloc[:0])
+    if rows.empty:
+        return None
+    ratio = fit.get("validated_ratio")
+    if ratio is None or not np.isfinite(ratio):
+        ratio = fitting.validated_ratio or 1.0
+    low = {v: float(rows[v].min()) for v in law.variables}
+    high = {v: float(rows[v].max()) for v in law.variables}
+    return ValidatedRange(low, high, float(ratio))
+
+
+def fit_forecast(
+    fit: pd.Series, stats: RunStats, fitting: FitSettings, points: pd.DataFrame | None = None
+) -> MetricForecast:
+    """A fits.parquet row as a forecast, with its bootstrap draws (``params_draws``, when stored)
+    and, given the group's ``points`` (:func:`fit_points`), its validated range."""
     law = law_for(fit["law"], fit["metric"])
     params = json.loads(fit["params"])
-    per_step = stats.per_step(fit["objective"], fit["attention"]) if step_axis == "step" else 1.0
+    per_step = stats.per_step(fit["objective"], fit["attention"]) if fitting.step_axis == "step" else 1.0
+    stored = fit.get("params_draws")
+    draws = (
+        np.array(json.loads(stored), float).reshape(-1, len(law.params)) if isinstance(stored, str) else None
+    )
     return MetricForecast(
         law,
         np.array([params[p] for p in law.params]),
@@ -131,19 +229,19 @@ def fit_forecast(fit: pd.Series, stats: RunStats, step_axis: str) -> MetricForec
         per_step,
         stats.tokens(fit["objective"], fit["attention"]),
         metric_range(fit["metric"]),
+        draws,
+        validated_range(fit, law, points, fitting),
     )
 
 
 def unusable_fit(fit: pd.DataFrame, law: str) -> tuple[str, str] | None:
-    """None when ``fit`` (a group's rows of one law) holds a joint fit with status ``ok``; else the
-    plan row's (status, reason): ``missing``, or the fit's own status (``degenerate``, ``failed``)
-    with "not identifiable: <the fit's reason>" -- planning never optimises a degenerate law."""
+    """None when ``fit`` (a group's rows of one law) holds a fitted joint law (status ``ok``, or
+    ``degenerate``: parameters not identified, the forecast judged on its draws); else the plan
+    row's (status, reason): ``missing``, or ``failed`` with the fit's reason."""
     if fit.empty:
         return "missing", f"no {law} joint fit"
     status = str(fit["status"].iloc[0])
-    if status == "ok":
+    if status in ("ok", "degenerate"):
         return None
     reason = fit["reason"].iloc[0]
-    reason = reason if isinstance(reason, str) and reason else status
-    prefix = "not identifiable: "
-    return status, reason if reason.startswith(prefix) else prefix + reason
+    return status, reason if isinstance(reason, str) and reason else status

@@ -4,13 +4,16 @@
         --planning JSON --fitting JSON --training JSON --evaluation JSON --device auto \
         --cache results/profiles --out-dir results/<run>/planning --figures results/<run>/figures
 
-Writes into --out-dir: plan.parquet / plan.csv (one long table, column ``kind``: ``profile`` per
-configured model, ``budget`` per fitted group x budget x cost scope, ``roi`` per fitted group x
-law, ``frontier`` per configured size when no value per metric point is configured), plan.md and
-profiles.json; into --figures: budget_curves.{png,pdf} and roi_frontier.{png,pdf} for one metric
-and split. Profiles are cached under --cache per device. A group whose joint fit is missing,
-degenerate or failed gets rows with that status and "not identifiable: <reason>", and its figure
-panel shows that text instead of a curve; the stage itself does not fail.
+Writes into --out-dir: decisions.csv (per fitted group x budget, and per group x law of the ROI
+choice: verdict, candidate, P(best), expected regret, P(ROI >= lambda), reason;
+:mod:`.decisions`), plan.parquet / plan.csv (one long table, column ``kind``: ``profile`` per
+configured model, ``decision`` and ``candidate`` per question, ``budget`` per fitted group x
+budget x cost scope, ``roi`` per fitted group x law, ``frontier`` per configured size when no value
+per metric point is configured), plan.md (the verdicts first) and profiles.json; into --figures:
+budget_curves.{png,pdf} and roi_frontier.{png,pdf} for one metric and split. Profiles are cached
+under --cache per device. A group whose joint fit is missing or failed gets rows with that status
+and the verdict ``cannot decide`` with the reason, and its figure panel shows that text instead of
+a curve; the stage itself does not fail.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from rerank_scaling.planning.forecast import joint_fits, run_stats
 from rerank_scaling.planning.plan_figures import budget_figure, roi_figure
 from rerank_scaling.planning.plan_rows import make_plan
 from rerank_scaling.planning.plan_settings import PlanSettings
-from rerank_scaling.planning.plan_table import plan_markdown, plan_table
+from rerank_scaling.planning.plan_table import decisions_table, plan_markdown, plan_table
 from rerank_scaling.report.figures import save_figure
 from rerank_scaling.settings import parse_json_arg, settings_from_dict
 
@@ -83,6 +86,7 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(args.out_dir)
     write_table(table, out / "plan.parquet")
     write_table(table, out / "plan.csv")
+    write_table(decisions_table(table), out / "decisions.csv")
     write_text(out / "plan.md", plan_markdown(table, plan.settings, profiles))
     write_json(
         out / "profiles.json",

@@ -33,7 +33,8 @@ def _panels(table: pd.DataFrame, kind: str, metric: str, split: str) -> list[tup
 
 
 def _notes(ax: plt.Axes, lines: list[str]) -> None:
-    """Why something is not drawn (a failed fit, an unaffordable budget), in the panel's corner."""
+    """Why something is not drawn (a failed fit, a budget that is unaffordable or buys only sizes and
+    examples beyond the validated range), in the panel's corner."""
     if lines:
         text = "\n".join(line if len(line) <= 72 else line[:69] + "..." for line in lines)
         ax.text(0.02, 0.02, text, transform=ax.transAxes, fontsize=6.5, color="0.3", va="bottom", ha="left")
@@ -103,12 +104,13 @@ def budget_figure(plan: Plan, table: pd.DataFrame, metric: str, split: str) -> p
                 row["size"], row["predicted"], marker="*", s=110, zorder=3, color=colour, edgecolors="k"
             )
         if not _not_identifiable(ax, rows):
-            unaffordable = rows[rows["status"] == "infeasible"]
+            infeasible = rows[rows["status"] == "infeasible"]
             _notes(
                 ax,
                 [
-                    f"{r['budget']:.3g} {currency}, {r['cost_scope']}: unaffordable"
-                    for _, r in unaffordable.iterrows()
+                    f"{r['budget']:.3g} {currency}, {r['cost_scope']}: "
+                    + ("beyond the validated range" if "validated range" in r["reason"] else "unaffordable")
+                    for _, r in infeasible.iterrows()
                 ],
             )
         _configured(ax, plan.configured, plan.sizes)

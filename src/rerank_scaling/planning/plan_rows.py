@@ -1,11 +1,14 @@
 """From fitted laws to decisions: the rows of plan.parquet.
 
-:func:`make_plan` assembles them from the fit stage's joint-protocol fits, the runs' token and step
-counts and the cost profiles: one row per profile, per (group, budget, cost scope) (budget
-allocation, :mod:`.budget`) and per (group, law) of the ROI choice (:mod:`.roi`; plus, without a
-value per metric point, ``frontier`` rows at the configured sizes). Only a joint fit with status
-``ok`` is planned with: a missing fit, or one whose status is ``degenerate`` or ``failed``, becomes a
-row with that status and the reason "not identifiable: <the fit's reason>" instead of an optimum.
+:func:`make_plan` assembles them from the fit stage's joint-protocol fits (with their bootstrap
+draws), the runs' token and step counts and the cost profiles: one row per profile; per (group,
+budget) a ``decision`` among the configured sizes and its ``candidate`` rows
+(:mod:`.decision_rows`); per (group, budget, cost scope) the point optimum of budget allocation
+(:mod:`.budget`); per (group, law) the ROI choice (:mod:`.roi`, with its decision when a value per
+metric point is configured; without one, ``frontier`` rows at the configured sizes). Every forecast
+is restricted to its validated range (:class:`.forecast.ValidatedRange`): nothing is optimised
+beyond what the backtests validated. A fit whose parameters are not identified (``degenerate``) is
+planned with on its draws, saying so; a missing or failed fit yields ``cannot decide`` and its reason.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from rerank_scaling.laws.protocols import GROUP_KEYS, FitSettings
 from rerank_scaling.planning.budget import budget_curve, optimal_allocation
 from rerank_scaling.planning.cost_model import COST_FIELDS, CostModel, cost_model, size_points
 from rerank_scaling.planning.costs import CostProfile
-from rerank_scaling.planning.forecast import RunStats, fit_forecast, joint_fits, unusable_fit
+from rerank_scaling.planning.decision_rows import budget_decision, roi_decision, undecided
+from rerank_scaling.planning.forecast import RunStats, fit_forecast, fit_points, joint_fits, unusable_fit
 from rerank_scaling.planning.plan_settings import PlanSettings
 from rerank_scaling.planning.roi import reference_metric, roi_choice, roi_frontier
 
@@ -109,9 +113,14 @@ def make_plan(
     settings = replace(settings, budgets=tuple(budgets), training_examples=d_roi)
 
     joint = joint_fits(fits)
+    fitted = fit_points(metrics, fitting)
     groups = joint[GROUP_KEYS].drop_duplicates().to_dict("records")
     if not groups:
-        rows.append(_missing("budget", {}, "additive", "missing", "no joint-protocol fit in fits.parquet"))
+        none = "no joint-protocol fit in fits.parquet"
+        rows.append(_missing("budget", {}, "additive", "missing", none))
+        rows += [
+            undecided({"law": "additive", "question": "budget", "budget": b}, none) for b in settings.budgets
+        ]
     curves, frontiers = [], []
     for keys in groups:
         mask = np.ones(len(joint), dtype=bool)
@@ -128,10 +137,18 @@ def make_plan(
         )
         additive = group[group["law"] == "additive"]
         unusable = unusable_fit(additive, "additive")
+        reference = reference_metric(metrics, keys["metric"], keys["split"], settings.value_reference)
         if unusable is not None:
             rows.append(_missing("budget", keys, "additive", *unusable))
+            for budget in settings.budgets:
+                base = {**keys, "law": "additive", "question": "budget", "budget": budget}
+                rows.append(undecided(base, f"no usable additive joint fit ({unusable[1]})"))
         else:
-            forecast = fit_forecast(additive.iloc[0], stats, fitting.step_axis)
+            forecast = fit_forecast(additive.iloc[0], stats, fitting, fitted.get(tuple(keys.values())))
+            note = _fit_note(additive.iloc[0])
+            for budget in settings.budgets:
+                base = {**keys, "law": "additive", "currency": settings.currency}
+                rows += budget_decision(base, forecast, cost, budget, configured, settings, reference, note)
             for inference in (True, False):
                 for budget in settings.budgets:
                     allocation = optimal_allocation(forecast, cost, budget, (lo, hi), inference)
@@ -140,7 +157,7 @@ def make_plan(
                         **keys,
                         "law": "additive",
                         "status": allocation.status,
-                        "reason": allocation.reason,
+                        "reason": "; ".join(filter(None, [allocation.reason, note])),
                         "budget": budget,
                         "cost_scope": SCOPES[inference],
                         "size": allocation.size,
@@ -157,7 +174,9 @@ def make_plan(
                     rows.append(row)
                     curve = budget_curve(forecast, cost, budget, sizes, inference)
                     curves.append(curve.assign(**keys, budget=budget, inference=inference))
-        rows += _roi_rows(keys, group, metrics, settings, stats, fitting, cost, sizes, configured, frontiers)
+        rows += _roi_rows(
+            keys, group, fitted, reference, settings, stats, fitting, cost, sizes, configured, frontiers
+        )
     return Plan(
         rows,
         pd.concat(curves, ignore_index=True) if curves else pd.DataFrame(),
@@ -169,10 +188,19 @@ def make_plan(
     )
 
 
+def _fit_note(fit: pd.Series) -> str:
+    """What a degenerate fit's rows say: the parameters are not identified, the forecast is used
+    through its draws (issue 24, item 1)."""
+    if fit["status"] != "degenerate":
+        return ""
+    return "fit degenerate (parameters not identified, fits.parquet says which): judged on its forecast draws"
+
+
 def _roi_rows(
     keys: dict[str, Any],
     group: pd.DataFrame,
-    metrics: pd.DataFrame,
+    fitted: dict[tuple[Any, ...], pd.DataFrame],
+    reference: float,
     settings: PlanSettings,
     stats: RunStats,
     fitting: FitSettings,
@@ -184,7 +212,6 @@ def _roi_rows(
     """ROI-constrained choice (seed 003 eqs. 5-6) with the additive law and the BNSL over FLOPs (eq. 4)."""
     rows = []
     d = float(settings.training_examples)
-    reference = reference_metric(metrics, keys["metric"], keys["split"], settings.value_reference)
     names = ["additive"] + sorted(n for n in group["law"].unique() if str(n).startswith("bnsl"))
     if len(names) == 1:
         names.append(f"bnsl{fitting.bnsl_breaks}")
@@ -196,7 +223,7 @@ def _roi_rows(
         if unusable is not None:
             rows.append({**base, "status": unusable[0], "reason": unusable[1]})
             continue
-        forecast = fit_forecast(fit.iloc[0], stats, fitting.step_axis)
+        forecast = fit_forecast(fit.iloc[0], stats, fitting, fitted.get(tuple(keys.values())))
         if value_per_point is None:
             frontier = roi_frontier(forecast, cost, sizes, d, np.nan, reference, settings.roi_lambda)
             frontiers.append(frontier.assign(**keys, law=name, reference=reference))
@@ -216,15 +243,27 @@ def _roi_rows(
                         "value_reference": reference,
                     }
                     | {k: point[k] for k in fields}
+                    | {"extrapolation": float(forecast.extrapolation(point["size"], d))}
                 )
             continue
         frontier = roi_frontier(forecast, cost, sizes, d, value_per_point, reference, settings.roi_lambda)
         frontiers.append(frontier.assign(**keys, law=name, reference=reference))
         choice = roi_choice(frontier, forecast.sign)
         base.update(value_per_point=value_per_point, currency=settings.currency, cost_scope=SCOPES[True])
+        note = _fit_note(fit.iloc[0])
+        rows += roi_decision(
+            {**keys, "law": name, "roi_lambda": settings.roi_lambda, "value_per_point": value_per_point},
+            forecast,
+            cost,
+            d,
+            configured,
+            settings,
+            reference,
+            note,
+        )
         if choice is None:
             best = frontier["roi"].max()
-            rows.append({**base, "status": "infeasible", "reason": f"best ROI {best:.3g} < lambda"})
+            rows.append({**base, "status": "infeasible", "reason": f"best ROI {best:.3g} < lambda in range"})
             continue
         chosen = {k: choice[k] for k in ("size", "predicted", "value", "roi", *COST_FIELDS)}
         rows.append(

@@ -21,6 +21,7 @@ class PlanSettings:
     query_tokens: int = 16  # query segment length G of windowed attention
     training_examples: float | None = None  # ROI's D; null: the most examples any run saw
     roi_lambda: float = 1.0
+    decision_p_best: float = 0.8  # train the best candidate when its P(best) reaches this
     value_per_metric_point: float | None = None  # null: no ROI choice; the frontier and break-even v
     value_reference: str | float = "bm25"  # M_ref: "bm25" (its value on the split) or a number
     size_range: tuple[float, float] | None = None  # null: [smallest / 4, largest x 32] configured

@@ -1,4 +1,5 @@
-"""The plan as a table (plan.parquet's typed columns) and as Markdown (plan.md)."""
+"""The plan as a table (plan.parquet's typed columns), as Markdown (plan.md: the verdicts first,
+then the candidates' numbers, then the profiles and optima) and its decisions (decisions.csv)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,42 @@ from rerank_scaling.planning.cost_model import COST_FIELDS
 from rerank_scaling.planning.costs import CostProfile, flop_check
 from rerank_scaling.planning.plan_settings import PlanSettings
 
+#: decisions.csv: one row per group x question x budget (the report's landing page reads these names).
+DECISION_COLUMNS = [
+    "objective",
+    "metric",
+    "budget",
+    "verdict",
+    "candidate",
+    "p_best",
+    "expected_regret",
+    "p_roi",
+    "reason",
+    "family",
+    "attention",
+    "split",
+    "question",
+    "law",
+    "validated_ratio",
+]
+
 PLAN_COLUMNS = [
     "kind",
     *GROUP_KEYS,
     "law",
+    "question",
     "model",
     "status",
+    "verdict",
+    "candidate",
+    "p_best",
+    "expected_regret",
+    "p_roi",
     "reason",
+    "extrapolation",
+    "validated_ratio",
+    "low",
+    "high",
     "budget",
     "cost_scope",
     "roi_lambda",
@@ -55,8 +85,11 @@ def plan_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
         "kind",
         *GROUP_KEYS,
         "law",
+        "question",
         "model",
         "status",
+        "verdict",
+        "candidate",
         "reason",
         "cost_scope",
         "currency",
@@ -67,9 +100,48 @@ def plan_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     return table
 
 
+def decisions_table(table: pd.DataFrame) -> pd.DataFrame:
+    """decisions.csv: the plan's ``decision`` rows, budget questions first."""
+    rows = table[table["kind"] == "decision"].reindex(columns=DECISION_COLUMNS)
+    order = rows["question"].map({"budget": 0, "roi": 1})
+    return (
+        rows.assign(_order=order).sort_values(["_order", *GROUP_KEYS[1:4], "budget"]).drop(columns="_order")
+    )
+
+
+def _section(title: str, rows: pd.DataFrame) -> list[str]:
+    rows = rows.dropna(axis=1, how="all").copy()
+    text = rows.select_dtypes(include=["string", "boolean", "object"]).columns
+    rows[text] = rows[text].astype(object).fillna("")
+    return [f"## {title}", "", rows.to_markdown(index=False, floatfmt=".4g") if len(rows) else "(none)", ""]
+
+
+def decision_markdown(table: pd.DataFrame, settings: PlanSettings) -> list[str]:
+    """The answer first: the verdict per group and budget, then every candidate's numbers."""
+    decisions = decisions_table(table)
+    columns = ["objective", "metric", "split", "question", "law", "budget", "verdict", "p_best"]
+    columns += ["expected_regret", "p_roi", "reason"]
+    intro = (
+        f"Verdicts over the fit's bootstrap draws: `train <candidate>` when its P(best) >= "
+        f"{settings.decision_p_best} (`planning.decision_p_best`), else `cannot decide` with the "
+        f"numbers; P(ROI >= lambda = {settings.roi_lambda}) where a value per metric point is configured. "
+        "Candidates beyond the validated extrapolation ratio are listed, not compared."
+    )
+    candidates = table[table["kind"] == "candidate"]
+    fields = ["objective", "metric", "question", "law", "budget", "model", "status", "size", "examples"]
+    fields += ["extrapolation", "predicted", "low", "high", "p_best", "expected_regret", "p_roi"]
+    return [
+        *_section("Decisions", decisions[columns]),
+        intro,
+        "",
+        *_section("Candidates: P(best), expected regret, P(ROI >= lambda)", candidates[fields]),
+    ]
+
+
 def plan_markdown(table: pd.DataFrame, settings: PlanSettings, profiles: list[CostProfile]) -> str:
-    """Three sections: cost profiles, budget allocation, ROI-constrained choice."""
-    parts = ["# Planning: costs, budget allocation, ROI-constrained model choice", ""]
+    """The decisions first, then cost profiles, budget allocation, ROI-constrained choice."""
+    parts = ["# Planning: which model to train, and how sure that is", ""]
+    parts += decision_markdown(table, settings)
     sections = (
         (
             "profile",
@@ -91,7 +163,8 @@ def plan_markdown(table: pd.DataFrame, settings: PlanSettings, profiles: list[Co
         ),
         (
             "budget",
-            "Budget allocation (seed 001 eq. 11)",
+            "Budget allocation, point optimum of the central fit (seed 001 eq. 11, generalised: "
+            "Z_train D f(N) for Z_train N; planning/budget.py)",
             [
                 *GROUP_KEYS[1:],
                 "status",
@@ -126,12 +199,14 @@ def plan_markdown(table: pd.DataFrame, settings: PlanSettings, profiles: list[Co
         (
             "frontier",
             "ROI frontier at the configured sizes: no value per metric point configured, so no choice "
-            "is made; a size is ROI-feasible for a value per point >= its break-even value",
+            "is made; a size is ROI-feasible for a value per point >= its break-even value (none beyond "
+            "the validated range)",
             [
                 *GROUP_KEYS[1:],
                 "law",
                 "model",
                 "size",
+                "extrapolation",
                 "predicted",
                 "cost_total",
                 "break_even_value_per_point",
@@ -141,15 +216,7 @@ def plan_markdown(table: pd.DataFrame, settings: PlanSettings, profiles: list[Co
     for kind, title, columns in sections:
         if kind == "frontier" and not (table["kind"] == kind).any():
             continue
-        rows = table[table["kind"] == kind][columns].dropna(axis=1, how="all")
-        text = rows.select_dtypes(include=["string", "boolean"]).columns
-        rows[text] = rows[text].astype(object).fillna("")
-        parts += [
-            f"## {title}",
-            "",
-            rows.to_markdown(index=False, floatfmt=".4g") if len(rows) else "(none)",
-            "",
-        ]
+        parts += _section(title, table[table["kind"] == kind][columns])
     parts += [
         "## FLOPs check (analytic vs torch.utils.flop_counter)",
         "",

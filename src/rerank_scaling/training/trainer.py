@@ -403,6 +403,7 @@ def train_run(
         model=model, args=args, train_dataset=dataset, loss=loss, callbacks=[CheckpointCallback()]
     )
     previous_handler = signal.signal(signal.SIGTERM, stop)
+    log.info("training: SIGTERM from now on saves the trainer state and exits")
     try:
         with fp32_score_layer(model, "cuda" if device.startswith("cuda") else "cpu"):  # logits in fp32
             trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)

@@ -1,0 +1,92 @@
+"""How calibrated planning's P(best) is, on simulated ladders with known truth.
+
+python benchmarks/bench_decisions.py --replicates 400 --ties 200 \
+    --out benchmarks/results/decisions_calibration.md
+
+The simulation (tests/decision_simulation.py) has the default's joint path: four fitted sizes with
+five checkpoints each, the additive law with its asymptote on the bound, per-run offsets and
+checkpoint noise growing with size, two seeds at L4, 100 run-bootstrap refits per fit (the fit
+stage's). Question 1 (truths drawn from a spread): the four sizes at one compute N x S; how often
+is the candidate with the highest P(best) the true best, per band of P(best)? Question 2 (an exact
+tie between two candidates): how often does the 0.8 rule still decide? Rates come with exact
+(Clopper-Pearson) 95% intervals.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from benchmark_output import emit
+from scipy import stats
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from decision_simulation import equal_compute, simulate, tied  # noqa: E402
+
+BANDS = [0.0, 0.5, 0.8, 0.9, 1.0 + 1e-9]
+
+
+def exact(k: int, n: int) -> str:
+    """k of n with its two-sided exact 95% interval."""
+    if n == 0:
+        return "0 of 0"
+    low = stats.beta.ppf(0.025, k, n - k + 1) if k else 0.0
+    high = stats.beta.ppf(0.975, k + 1, n - k) if k < n else 1.0
+    return f"{k} of {n} ({k / n:.2f}; 95% CI [{low:.2f}, {high:.2f}])"
+
+
+def report(result: pd.DataFrame, ties: pd.DataFrame, seed: int) -> str:
+    right = result["chosen"] == result["best"]
+    lines = [
+        "# Calibration of planning's P(best) (simulated ladders, known truth)",
+        "",
+        f"`python benchmarks/bench_decisions.py --replicates {len(result)} --ties {len(ties)} --seed {seed}`;"
+        f" bootstrap draws per fit: median {int(result['draws'].median())} of 100 refits converged.",
+        "",
+        "## Four sizes at one compute: is the top candidate the true best?",
+        "",
+        "| P(best) of the top candidate | replicates | true best chosen | mean P(best) | mean true regret |",
+        "|---|---|---|---|---|",
+    ]
+    bands = pd.cut(result["p_best"], BANDS, right=False)
+    for band, part in result.groupby(bands, observed=False):
+        hits = int(right[part.index].sum())
+        lines.append(
+            f"| [{band.left:.1f}, {min(band.right, 1.0):.1f}) | {len(part)} | {exact(hits, len(part))} | "
+            f"{part['p_best'].mean():.2f} | {part['regret'].mean():.4f} |"
+        )
+    decided = result["verdict"] != "cannot decide"
+    lines += [
+        "",
+        f"`train` verdicts (P(best) >= 0.8): {exact(int(right[decided].sum()), int(decided.sum()))} right; "
+        f"their mean P(best) {result.loc[decided, 'p_best'].mean():.2f}. True gap between the best two "
+        f"candidates: median {result['gap'].median():.4f}.",
+        "",
+        "## An exact tie between two candidates",
+        "",
+        f"`cannot decide`: {exact(int((ties['verdict'] == 'cannot decide').sum()), len(ties))}. With draws "
+        "whose spread is right, the 0.8 rule decides when the estimated gap exceeds 0.84 of its standard "
+        "error: about 40% of ties (any such choice has zero true regret).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--replicates", type=int, default=400)
+    parser.add_argument("--ties", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=2)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    result = simulate(args.replicates, equal_compute, args.seed)
+    ties = simulate(args.ties, tied, args.seed + 1)
+    np.seterr(all="ignore")
+    emit(report(result, ties, args.seed), args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+"""Simulated ladders with known truth for planning's decisions (tests/test_decisions.py and
+benchmarks/bench_decisions.py).
+
+The default's joint path: four fitted sizes (L1-L4 of MiniLM, 1.77 M non-embedding parameters per
+layer), five checkpoints each over 2,100 examples, the additive joint law with its asymptote on the
+bound (a = 1) and the other parameters drawn per replicate so that values lie near the default's
+0.13-0.30; a per-run offset shared by a run's checkpoints (sd 0.012 at L1) and per-checkpoint noise
+(sd 0.004 at L1), both growing with size as N^0.25; two seeds at L4; the seed spread of three L4
+seed pairs (3 dof), as the fit stage pools it. The fit is the fit stage's own (run bootstrap, 100
+refits); the decision is planning's (:func:`rerank_scaling.planning.decisions.decide`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from rerank_scaling.laws import forms as laws
+from rerank_scaling.laws.fitting import predict_batch
+from rerank_scaling.laws.protocols import FitSettings, fit_split
+from rerank_scaling.planning.decisions import decide
+
+SIZES = {"L1": 1.77, "L2": 3.54, "L3": 5.31, "L4": 7.08}  # the default's fitted sizes (millions)
+STEPS = np.array([0.42, 0.84, 1.26, 1.68, 2.1])  # its five checkpoints (thousand examples)
+LAW = laws.additive_law(+1, laws.metric_range("nDCG@10"))
+
+
+def noise_sd(size: float, base: float) -> float:
+    """Noise growing with size, as the default's per-query paired SEs imply (0.012 -> 0.017 per run)."""
+    return base * (size / SIZES["L1"]) ** 0.25
+
+
+def random_truth(rng: np.random.Generator) -> np.ndarray:
+    """a on its bound (1), the rest spread so that values lie near the default's 0.13-0.30."""
+    return np.array(
+        [1.0, rng.uniform(0.6, 0.85), rng.uniform(0.05, 0.2), rng.uniform(0.08, 0.25), rng.uniform(0.1, 0.5)]
+    )
+
+
+def ladder(rng: np.random.Generator, truth: np.ndarray) -> tuple[pd.DataFrame, tuple[float, float]]:
+    """Every checkpoint of the four fitted sizes: a per-run offset shared by its checkpoints and
+    per-checkpoint noise, both growing with size; two seeds at L4; the seed spread of three L4 pairs."""
+    rows = []
+    for model, size in SIZES.items():
+        seeds = 2 if model == "L4" else 1
+        offset = rng.normal(0, noise_sd(size, 0.012), seeds).mean()
+        noise = rng.normal(0, noise_sd(size, 0.004), (seeds, len(STEPS))).mean(axis=0)
+        clean = LAW.predict(truth, {"N": np.full(len(STEPS), size), "S": STEPS})
+        for s, value in zip(STEPS, clean + offset + noise, strict=True):
+            rows.append({"model": model, "N": size, "S": s, "seeds": seeds, "value": value})
+    pairs = rng.normal(0, noise_sd(SIZES["L4"], 0.012), (3, 2))
+    return pd.DataFrame(rows), (float(pairs.var(axis=1, ddof=1).mean()), 3.0)
+
+
+def simulate(replicates: int, candidates, seed: int, threshold: float = 0.8) -> pd.DataFrame:
+    """Per replicate: the verdict among ``candidates(truth) -> (labels, x)`` (None: draw another
+    truth), the true best, the true gap between the best two and the true regret of the choice."""
+    rng = np.random.default_rng(seed)
+    settings = FitSettings(bootstrap=100, last_k=1)
+    rows = []
+    while len(rows) < replicates:
+        truth = random_truth(rng)
+        asked = candidates(truth)
+        if asked is None:
+            continue
+        labels, x = asked
+        true = LAW.predict(truth, x)
+        table, spread = ladder(rng, truth)
+        done = fit_split(LAW, table, table.iloc[:0], settings, len(rows), spread)
+        draws = predict_batch(LAW, done.intervals.params, x)
+        decision = decide(labels, draws, np.ones(len(labels)), 1.0, +1, threshold)
+        chosen = labels.index(decision.candidate) if decision.candidate else None
+        rows.append(
+            {
+                "verdict": decision.verdict,
+                "chosen": decision.candidate,
+                "p_best": decision.p_best,
+                "best": labels[int(np.argmax(true))],
+                "gap": float(np.sort(true)[-1] - np.sort(true)[-2]),
+                "regret": float(true.max() - true[chosen]) if chosen is not None else np.nan,
+                "draws": len(draws),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def equal_compute(truth: np.ndarray) -> tuple[list[str], dict[str, np.ndarray]]:
+    """The four sizes at one compute N x S = 3.7 (every S inside the fitted checkpoints)."""
+    n = np.array(list(SIZES.values()))
+    return list(SIZES), {"N": n, "S": 3.7 / n}
+
+
+def tied(truth: np.ndarray) -> tuple[list[str], dict[str, np.ndarray]] | None:
+    """L2 at S = 1.5 and L4 at the S where the true metric is exactly the same (a tie); None when
+    that S lies outside the fitted checkpoints."""
+    _, b, alpha, c, beta = truth
+    inner = 1.5**-beta + b / c * (SIZES["L2"] ** -alpha - SIZES["L4"] ** -alpha)
+    s_tied = inner ** (-1 / beta)
+    if not STEPS[0] <= s_tied <= STEPS[-1]:
+        return None
+    return ["L2", "L4"], {"N": np.array([SIZES["L2"], SIZES["L4"]]), "S": np.array([1.5, s_tied])}

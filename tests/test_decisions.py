@@ -1,0 +1,257 @@
+"""Decisions with their uncertainty (issue 24, item 5): P(best), expected regret, P(ROI >= lambda),
+"cannot decide" with numbers, the validated range, the BNSL on converged models, allocation's axis."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+from decision_simulation import equal_compute, simulate, tied
+from scipy import stats
+
+from rerank_scaling.laws import forms as laws
+from rerank_scaling.laws.allocation import allocation_table
+from rerank_scaling.laws.protocols import FitSettings, run_protocols
+from rerank_scaling.planning.decisions import argmax_statistics, decide
+from rerank_scaling.planning.forecast import MetricForecast, ValidatedRange
+
+LABELS = ["L1", "L2", "L3"]
+
+
+def test_a_clear_winner_is_trained_with_its_numbers():
+    rng = np.random.default_rng(0)
+    draws = 0.2 + rng.normal(0, 0.005, (200, 3)) + np.array([0.0, 0.01, 0.05])
+    decision = decide(LABELS, draws, np.ones(3), 1.5, +1, 0.8)
+    assert decision.verdict == "train L3" and decision.candidate == "L3"
+    assert decision.p_best == 1.0 and decision.expected_regret == 0.0
+    assert decision.reason.startswith("P(best) 1.00 for L3 vs 0.00 for")
+    # a loss (sign -1): the smallest value is best
+    assert decide(LABELS, draws, np.ones(3), 1.5, -1, 0.8).verdict == "train L1"
+
+
+def test_exchangeable_candidates_cannot_be_decided_and_the_numbers_say_why():
+    rng = np.random.default_rng(1)
+    draws = 0.25 + rng.normal(0, 0.01, (400, 2))  # a tie: both candidates have the same distribution
+    decision = decide(LABELS[:2], draws, np.ones(2), 1.5, +1, 0.8)
+    assert decision.verdict == "cannot decide"
+    assert 0.4 < decision.p_best < 0.6
+    assert decision.reason.startswith(f"P(best) {decision.p_best:.2f} for ")
+    assert "95% intervals overlap by" in decision.reason and "below 0.80" in decision.reason
+    # the expected regret of either choice is the mean of |difference| / 2 ~ 0.01 / sqrt(pi)
+    assert decision.expected_regret == pytest.approx(0.01 / np.sqrt(np.pi), rel=0.2)
+
+
+def test_ties_within_a_draw_share_the_credit():
+    utility = np.array([[1.0, 1.0, 0.0], [2.0, 0.0, 2.0], [0.0, 3.0, -np.inf]])
+    p_best, regret = argmax_statistics(utility)
+    np.testing.assert_allclose(p_best, [1 / 3, 1 / 2, 1 / 6])
+    np.testing.assert_allclose(regret, [1.0, 2 / 3, 0.5])  # the infeasible draw has no regret
+
+
+def test_candidates_beyond_the_validated_range_are_listed_not_compared():
+    law = laws.additive_law(+1)
+    params = np.array([0.7, 0.2, 0.5, 0.05, 0.4])
+    draws = params + np.random.default_rng(2).normal(0, 0.01, (100, 5))
+    validated = ValidatedRange({"N": 2.0, "S": 0.5}, {"N": 8.0, "S": 2.0}, 1.5)
+    forecast = MetricForecast(law, params, +1, draws=draws, validated=validated)
+    n = np.array([4e6, 8e6, 16e6])  # the last is 2x the largest fitted size
+    d = np.array([1.0e3, 1.0e3, 1.0e3])
+    ratio = forecast.extrapolation(n, d)
+    np.testing.assert_allclose(ratio, [1.0, 1.0, 2.0])
+    assert np.isnan(forecast(n, d)[2]) and np.isfinite(forecast(n, d)[:2]).all()
+    sample = forecast.sample(n, d)
+    assert sample.shape == (100, 3) and np.isnan(sample[:, 2]).all()
+    decision = decide(LABELS, sample, ratio, validated.ratio, +1, 0.8)
+    table = decision.candidates.set_index("label")
+    assert table.loc["L3", "status"] == "beyond_validated_range" and np.isnan(table.loc["L3", "p_best"])
+    assert "L3 at 2x is beyond the validated 1.5x" in decision.reason
+    assert decision.verdict == "train L2"  # of the two compared, the larger (a - b N^-alpha grows)
+    # fewer examples than any fitted checkpoint saw is extrapolation too
+    assert forecast.extrapolation(4e6, 100.0) == pytest.approx(5.0)
+    only = decide(LABELS, sample, np.array([1.0, 3.0, 2.0]), 1.5, +1, 0.8)
+    assert only.verdict == "cannot decide" and "only L1 lies within the validated range" in only.reason
+    poor = decide(LABELS, sample, ratio, 1.5, +1, 0.8, unaffordable=np.array([False, True, False]))
+    assert poor.candidates["status"].tolist() == ["compared", "unaffordable", "beyond_validated_range"]
+    assert "L2 is unaffordable" in poor.reason and poor.verdict == "cannot decide"
+
+
+def test_the_budget_optimum_stays_inside_the_validated_range_and_says_it_hit_its_edge():
+    from test_planning import synthetic_costs, synthetic_forecast
+
+    from rerank_scaling.planning.budget import optimal_allocation
+
+    free = optimal_allocation(synthetic_forecast(), synthetic_costs(), 50.0, (1e5, 1e10))
+    # fitted sizes 1-4 M (law scale), examples up to 4x beyond the unconstrained optimum's
+    validated = ValidatedRange({"N": 1.0, "S": 0.01}, {"N": 4.0, "S": 4 * free.examples / 16e3}, 1.5)
+    bounded = replace(synthetic_forecast(), validated=validated)
+    inside = optimal_allocation(bounded, synthetic_costs(), 50.0, (1e5, 1e10))
+    assert free.size > 6e6 and not free.at_boundary  # the unconstrained optimum lies beyond 1.5 x 4 M
+    assert inside.status == "ok" and inside.size <= 6e6 * (1 + 1e-6) and inside.at_boundary
+    assert inside.predicted < free.predicted
+    hopeless = replace(
+        synthetic_forecast(), validated=ValidatedRange({"N": 1e3, "S": 1.0}, {"N": 2e3, "S": 2.0}, 1.5)
+    )
+    nothing = optimal_allocation(hopeless, synthetic_costs(), 50.0, (1e5, 1e10))
+    assert nothing.status == "infeasible" and "within the validated range (1.5x" in nothing.reason
+
+
+def test_roi_probability_and_the_roi_constraint_per_draw():
+    rng = np.random.default_rng(3)
+    draws = np.column_stack([rng.normal(0.30, 0.01, 500), rng.normal(0.36, 0.01, 500)])
+    cost = np.array([1.0, 4.0])
+    roi = 100.0 * (draws - 0.3) / cost  # value 100 per point over a reference of 0.3
+    decision = decide(["small", "large"], draws, np.ones(2), 1.0, +1, 0.8, roi, 1.0)
+    table = decision.candidates.set_index("label")
+    # P(ROI >= 1): small needs M >= 0.31 (1 sd above its mean), large M >= 0.34 (2 sd below)
+    assert table.loc["small", "p_roi"] == pytest.approx(stats.norm.sf(1.0), abs=0.05)
+    assert table.loc["large", "p_roi"] == pytest.approx(stats.norm.cdf(2.0), abs=0.03)
+    assert decision.verdict == "train large" and decision.p_roi == table.loc["large", "p_roi"]
+    # with the constraint of eqs. 5-6 in every draw, a candidate that fails it is never "best"
+    feasible = roi >= 1.0
+    constrained = decide(["small", "large"], draws, np.ones(2), 1.0, +1, 0.8, roi, 1.0, feasible)
+    assert constrained.p_best == pytest.approx(feasible[:, 1].mean())
+
+
+@pytest.mark.slow
+def test_p_best_chooses_the_true_best_on_a_simulated_ladder():
+    """Truths drawn from a spread (the gap between the best two candidates varies from 0 to ~0.02),
+    the default's noise structure, 100 run-bootstrap refits: where P(best) >= 0.8, the true best
+    is chosen in most replicates; where P(best) < 0.5, less often. The full table (400 replicates,
+    P(best) bands, exact intervals): benchmarks/results/decisions_calibration.md.
+    """
+    result = simulate(200, equal_compute, seed=2)
+    decided = result[result["verdict"] != "cannot decide"]
+    right = int((decided["chosen"] == decided["best"]).sum())
+    assert len(decided) >= 40, "a 0.8 rule that never decides is not a planning tool"
+    lower = stats.beta.ppf(0.05, right, len(decided) - right + 1)  # one-sided 95% Clopper-Pearson
+    assert lower > 0.6, f"{right} of {len(decided)} decisions right: consistent with only >= {lower:.2f}"
+    unsure = result[result["p_best"] < 0.5]
+    assert (unsure["chosen"] == unsure["best"]).mean() < right / len(decided)
+
+
+@pytest.mark.slow
+def test_a_true_tie_mostly_cannot_be_decided():
+    """Two candidates with exactly the same true metric. With bootstrap P(best) a decision needs
+    the estimated gap to exceed ~0.84 of its standard error, which happens in ~40% of ladders when
+    the draws' spread is right (57% of 200 in benchmarks/results/decisions_calibration.md: the
+    draws are too narrow); any such decision has zero true regret."""
+    result = simulate(100, tied, seed=3)
+    undecided = int((result["verdict"] == "cannot decide").sum())
+    lower = stats.beta.ppf(0.05, undecided, len(result) - undecided + 1)
+    assert lower > 0.3, f"{undecided} of {len(result)} ties undecided (>= {lower:.2f})"
+    assert result["gap"].max() < 1e-9
+
+
+# --- the BNSL on converged models, allocation on the configured step axis ------------------------------
+
+
+def ladder_table(sizes: int):
+    from rerank_scaling.laws.synthetic import synthetic_metrics_table
+
+    spec = {f"s{i}": (2e6 * 1.6**i, 12e6 + 2e6 * 1.6**i, "fit") for i in range(sizes)}
+    spec["s_held"] = (2e6 * 1.6**sizes, 12e6 + 2e6 * 1.6**sizes, "held_out")
+    return synthetic_metrics_table(
+        spec, objectives=("pointwise",), checkpoints=6, splits=("dev",), metrics=("nDCG@10",)
+    )
+
+
+def bnsl_fits(sizes: int) -> pd.DataFrame:
+    settings = FitSettings(bootstrap=3, backtest=False)
+    fits, _, _ = run_protocols(ladder_table(sizes), settings)
+    return fits[fits["law"] == "bnsl1"]
+
+
+def test_the_bnsl_is_refused_with_too_few_converged_models():
+    fits = bnsl_fits(4)  # 4 fitted sizes x 6 checkpoints = 24 points, 4 of them converged
+    assert len(fits) == 2 and (fits["status"] == "failed").all()  # both joint protocols
+    assert (fits["n_fit"] == 4).all()
+    reason = fits["reason"].iloc[0]
+    assert reason.startswith("refused: the BNSL over converged models' FLOPs") and "6 parameters" in reason
+
+
+def test_the_bnsl_fits_one_final_checkpoint_per_size():
+    fits = bnsl_fits(8)
+    assert (fits["n_fit"] == 8).all() and (fits["n_held_out"] == 1).all()
+    assert (fits["status"] != "failed").all()
+
+
+def test_allocation_uses_the_configured_step_axis():
+    """The same law fitted on steps and on examples (16 per step) is one allocation: N / N*(C)
+    must not depend on the axis (it did, when allocation read steps for an examples-axis fit)."""
+    a, b, alpha, c, beta = 0.7, 0.2, 0.5, 0.05, 0.4
+    per_step = 16.0
+    on_examples = c * per_step**beta  # c S^-beta = c (E / 16)^-beta = c 16^beta E^-beta
+    keys = {
+        "family": "ladder",
+        "objective": "pointwise",
+        "attention": "full",
+        "metric": "nDCG@10",
+        "split": "dev",
+    }
+    steps = np.array([100.0, 200.0, 400.0])
+    forecasts = pd.DataFrame(
+        [
+            {**keys, "model": f"s{i}", "step": s, "examples": s * per_step, "size": 4e6 * 2**i}
+            | {"law": "additive", "split_label": "joint_code"}
+            for i, s in enumerate(steps)
+        ]
+    )
+
+    def table(c_value: float, axis: str) -> pd.DataFrame:
+        params = json.dumps({"a": a, "b": b, "alpha": alpha, "c": c_value, "beta": beta})
+        fits = pd.DataFrame(
+            [{**keys, "protocol": "joint_code", "split_label": "joint_code", "law": "additive"}
+             | {"status": "ok", "reason": "", "params": params, "planning": True}]
+        )  # fmt: skip
+        return allocation_table(fits, forecasts, axis)
+
+    by_step, by_examples = table(c, "step"), table(on_examples, "examples")
+    np.testing.assert_allclose(by_examples["n_over_n_star"], by_step["n_over_n_star"], rtol=1e-9)
+    np.testing.assert_allclose(by_examples["compute"], by_step["compute"] * per_step)
+    assert set(by_examples["step_axis"]) == {"examples"}
+    # reading steps for the examples-axis fit (the old behaviour) gives another answer
+    assert not np.allclose(table(on_examples, "step")["n_over_n_star"], by_step["n_over_n_star"])
+
+
+def test_the_validated_range_spans_the_fitted_points_of_the_planning_protocol():
+    """The additive law's range: every checkpoint of the fitted sizes (joint_code), never the
+    held-out size; the BNSL's: the converged (final) points only; the ratio is the fit's own."""
+    from rerank_scaling.planning.forecast import fit_points, law_for, validated_range
+
+    table = ladder_table(4)  # s0-s3 fitted (2 M x 1.6^i), s_held held out; 6 checkpoints over 10-1000 steps
+    points = fit_points(table, FitSettings())
+    group = next(iter(points.values()))
+    fit = pd.Series({"validated_ratio": 1.4})
+    additive = validated_range(fit, law_for("additive", "nDCG@10"), group, FitSettings())
+    assert additive.ratio == 1.4
+    assert additive.low["N"] == pytest.approx(2.0) and additive.high["N"] == pytest.approx(2.0 * 1.6**3)
+    assert additive.low["S"] == pytest.approx(0.01) and additive.high["S"] == pytest.approx(1.0)
+    bnsl = validated_range(fit, law_for("bnsl1", "nDCG@10"), group, FitSettings())
+    final = group[group["final"] & group["fitted"]]
+    assert bnsl.low["C"] == pytest.approx(final["C"].min()) and bnsl.high["C"] == pytest.approx(
+        final["C"].max()
+    )
+    assert bnsl.low["C"] > group[group["fitted"]]["C"].min()  # earlier checkpoints are not converged models
+    # without a ratio in the fits table: fitting.validated_ratio, else 1
+    assert (
+        validated_range(pd.Series(dtype=object), law_for("additive", "nDCG@10"), group, FitSettings()).ratio
+        == 1.0
+    )
+    configured = FitSettings(validated_ratio=2.0)
+    assert (
+        validated_range(pd.Series(dtype=object), law_for("additive", "nDCG@10"), group, configured).ratio
+        == 2.0
+    )
+
+
+def test_the_p_best_threshold_is_a_checked_config_key(default_config):
+    from rerank_scaling.config import ConfigError, validate_config
+    from rerank_scaling.planning.plan_settings import PlanSettings
+
+    assert PlanSettings().decision_p_best == 0.8
+    validate_config({**default_config, "planning": {"decision_p_best": 0.9}})
+    with pytest.raises(ConfigError, match=r"planning\.decision_p_best.*0\.4"):
+        validate_config({**default_config, "planning": {"decision_p_best": 0.4}})
