@@ -21,7 +21,8 @@ Forms (seed paper 000 = "Scaling laws for cross-encoder rerankers"):
       log(-log RBP_k) = alpha * log N0 - alpha * log N   (``log_target``)
 
 Bounds. The asymptote ``a`` (and Fang et al.'s floor ``delta``) is bounded by the metric's range
-(:func:`metric_range`: rank metrics in [0, 1], CE@k in [0, ln k]), as the paper's released fitting
+(:func:`metric_range`: rank metrics in [0, 1] -- lowered to the reranking ceiling by
+:func:`rerank_scaling.laws.registry.bounds_for` -- CE@k in [0, ln k]), as the paper's released fitting
 code bounds it to [0, 1]; without it a saturating law can trade a huge asymptote against a tiny
 exponent and become a log-linear curve in disguise (a = 51, c = 0.001). Exponents lie in [0, 5].
 A fit that ends on a bound is not identified by the data (see :mod:`rerank_scaling.laws.identifiability`).
