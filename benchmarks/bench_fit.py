@@ -7,7 +7,10 @@ benchmark generates one of the same shape instead (rerank_scaling.laws.synthetic
 (L1-L3 fitted, L4 held out; 1.77M non-embedding parameters per MiniLM layer, 11.7M embedding),
 3 objectives x 15 checkpoints x 2 metrics (nDCG@10, CE@16) x 2 splits, L1 with a second seed,
 per-run offsets sd 0.004 and checkpoint noise sd 0.015 (tests/test_uncertainty.py says where these
-come from). Pass --metrics PATH to time a real table instead. Target (issue 12): <= 60 s with 500
+come from). Pass --metrics PATH to time a real table instead; --config config.yaml fits it with that
+config's fitting section (e.g. the default's last_k 1, dev split) and --results DIR adds the
+reranking ceilings from DIR's collection and BM25 runs, as the workflow does (the model-form
+ensemble is fitted on every model-protocol split either way). Target (issue 12): <= 60 s with 500
 resamples on 2 cores. On a shared machine the wall time depends on the load; the CPU time of all
 processes (over 2 cores, a lower bound on a quiet machine's wall time x 2) does not.
 """
@@ -23,8 +26,10 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import yaml
 from benchmark_output import emit
 
+from rerank_scaling.laws.ceiling import split_ceilings
 from rerank_scaling.laws.fit_laws import fit_everything
 from rerank_scaling.laws.protocols import FitSettings
 from rerank_scaling.laws.synthetic import synthetic_metrics_table
@@ -51,19 +56,48 @@ def _cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
+def _cpu_name() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown CPU"
+
+
+def _fitting(config: str | None, results: str | None) -> tuple[dict, tuple]:
+    """The config's fitting section (without bootstrap/uncertainty, set here) and the ceilings."""
+    fitting: dict = {}
+    if config:
+        section = yaml.safe_load(Path(config).read_text()).get("fitting", {})
+        fitting = {k: tuple(v) if isinstance(v, list) else v for k, v in section.items()}
+        fitting = {k: v for k, v in fitting.items() if k not in ("bootstrap", "uncertainty")}
+    ceilings: tuple = ()
+    if results:
+        evaluation = yaml.safe_load(Path(config).read_text()).get("evaluation", {}) if config else {}
+        splits = fitting.get("splits") or ("dev",)
+        runs = {s: str(Path(results) / "bm25" / "runs" / f"{s}.trec") for s in splits}
+        ceilings = split_ceilings(str(Path(results) / "data" / "collection"), runs, evaluation)
+    return fitting, ceilings
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--resamples", type=int, nargs="+", default=[100, 500])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--uncertainty", default="run", choices=["run", "iid"])
     parser.add_argument("--metrics", default=None, help="a real metrics table (default: synthetic)")
+    parser.add_argument("--config", default=None, help="fit with this config's fitting section")
+    parser.add_argument("--results", default=None, help="a run's results dir: reranking ceilings")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
+    fitting, ceilings = _fitting(args.config, args.results)
     table = pd.read_parquet(args.metrics) if args.metrics else default_like_table()
     source = args.metrics or "synthetic default-like table"
     lines = [
         f"Fit stage wall time ({source}: {len(table)} rows), {args.threads} worker processes, "
-        f"uncertainty={args.uncertainty}, {platform.machine()}, {os.cpu_count()} CPUs visible",
+        f"uncertainty={args.uncertainty}, {platform.machine()} ({_cpu_name()}), "
+        f"{os.cpu_count()} CPUs visible, "
+        f"fitting section: {args.config or 'FitSettings defaults'}, "
+        f"ceilings: {', '.join(f'{s} {m} {v:.3f}' for s, m, v in ceilings) or 'none'}",
         "",
         "| resamples | wall s | CPU s (all processes) | load before | fits | ok | degenerate | failed "
         "| backtest points |",
@@ -71,7 +105,10 @@ def main() -> None:
     ]
     for resamples in args.resamples:
         settings = FitSettings(
-            metrics=("nDCG@10", "CE@16"), bootstrap=resamples, uncertainty=args.uncertainty
+            **{"metrics": ("nDCG@10", "CE@16"), **fitting},
+            bootstrap=resamples,
+            uncertainty=args.uncertainty,
+            ceilings=ceilings,
         )
         load = os.getloadavg()[0]
         with tempfile.TemporaryDirectory() as tmp:

@@ -2,6 +2,10 @@ rule fit_laws:
     input:
         code=stage_code("laws.fit_laws"),
         metrics=rules.merge_metrics.output.parquet,
+        # the reranking ceiling (oracle value of BM25's candidates) bounds rank-metric asymptotes
+        runs=expand(f"{RESULTS}/bm25/runs/{{split}}.trec", split=fitted_splits()),
+        qrels=expand(f"{RESULTS}/data/collection/qrels/{{split}}.txt", split=fitted_splits()),
+        queries=expand(f"{RESULTS}/data/collection/queries/{{split}}.tsv", split=fitted_splits()),
     output:
         fits=f"{RESULTS}/laws/fits.parquet",
         forecasts=f"{RESULTS}/laws/forecasts.parquet",
@@ -18,6 +22,8 @@ rule fit_laws:
     params:
         fitting=section_json("fitting"),
         out=directory_of("output", "fits"),
+        collection=directory_of("input", "qrels", levels=2),
+        evaluation=evaluation_json(model_free=True),
     threads: config.get("threads", 1)
     resources:
         mem_mb=4000,
@@ -30,4 +36,5 @@ rule fit_laws:
         f"{ENVS}/fitting.yaml"
     shell:
         "python -m rerank_scaling.laws.fit_laws --metrics {input.metrics} --settings {params.fitting:q}"
-        " --out-dir {params.out} --threads {threads} > {log} 2>&1"
+        " --out-dir {params.out} --threads {threads} --collection {params.collection}"
+        " --bm25-runs {input.runs} --evaluation {params.evaluation:q} > {log} 2>&1"

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from rerank_scaling.laws import forms as laws
+from rerank_scaling.laws.ensemble import fit_members, member_mixture
 from rerank_scaling.laws.protocols import FitSettings, fit_split
 
 SIZES = {"L1": 1.77, "L2": 3.54, "L3": 5.31, "L4": 7.08, "L6": 10.62}
@@ -68,19 +69,28 @@ def replicate(rng: np.random.Generator, objectives: int = 3) -> Replicate:
     return Replicate(table[~held], table[held], spread)
 
 
-def simulate(replicates: int, bootstrap: int = 200, seed: int = 0) -> pd.DataFrame:
-    """Per replicate: the point forecast, the 95% interval and the observed held-out value."""
+def simulate(replicates: int, bootstrap: int = 200, seed: int = 0, ensemble: bool = False) -> pd.DataFrame:
+    """Per replicate: the point forecast, the 95% interval and the observed held-out value, of the
+    bounded power law alone or (``ensemble``) of the model-form ensemble (:mod:`rerank_scaling.laws.ensemble`)
+    with the bound as its ceiling."""
     rng = np.random.default_rng(seed)
     settings = FitSettings(bootstrap=bootstrap, last_k=1, uncertainty="run")
     rows = []
     for index in range(replicates):
         sample = replicate(rng)
-        done = fit_split(LAW, sample.fit_rows, sample.held_rows, settings, index, sample.spread)
+        args = (sample.fit_rows, sample.held_rows, settings, index, sample.spread)
+        if ensemble:
+            fitted = fit_members("nDCG@10", *args)
+            centre, low, high = member_mixture(fitted)
+            done = fitted["power_N"]
+        else:
+            done = fit_split(LAW, *args)
+            low, high = done.intervals.forecast_interval(0.95)
+            centre = done.intervals.centre
         held = done.rows["held_out"].to_numpy()
-        low, high = done.intervals.forecast_interval(0.95)
         rows.append(
             {
-                "forecast": float(done.intervals.centre[held][0]),
+                "forecast": float(centre[held][0]),
                 "low": float(low[held][0]),
                 "high": float(high[held][0]),
                 "observed": float(sample.held_rows["value"].iloc[0]),
@@ -90,6 +100,8 @@ def simulate(replicates: int, bootstrap: int = 200, seed: int = 0) -> pd.DataFra
     frame = pd.DataFrame(rows)
     frame["covered"] = (frame["observed"] >= frame["low"]) & (frame["observed"] <= frame["high"])
     frame["width"] = frame["high"] - frame["low"]
+    frame["above"] = frame["observed"] > frame["high"]
+    frame["below"] = frame["observed"] < frame["low"]
     return frame
 
 

@@ -6,6 +6,9 @@ The merged metrics table (``results/metrics/all.parquet``) is long: one row per
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 #: Columns of the long metrics table, in order.
 METRIC_COLUMNS: tuple[str, ...] = (
     "run",  # "<model>__<objective>__<attention>__s<seed>"; "bm25" for the first stage
@@ -48,6 +51,41 @@ PER_QUERY_COLUMNS: tuple[str, ...] = (
 )
 
 
+@dataclass(frozen=True)
+class MetricSpec:
+    """What a metric is: the one definition every stage reads (laws, backtests, tables, planning).
+
+    ``direction`` is +1 when larger is better, -1 for losses; ``range`` is the interval a trained
+    reranker's *expected* value lies in, which bounds a law's asymptote and the forecasts planning
+    accepts; ``k`` is the candidate count of CE@k.
+
+    CE@k's range is [0, ln k], not [0, inf): ln k is the contrastive entropy of a uniform scorer
+    over k candidates (seed 002), and a law whose floor or forecast lies above it predicts a model
+    that gets *worse than chance* as it grows -- a failed extrapolation, not a scaling regime.
+    Single observations above ln k (noise at an untrained checkpoint) are data and are kept; only
+    the law's asymptote and planning's accepted forecasts are held to the range.
+    """
+
+    name: str
+    direction: int
+    range: tuple[float, float]
+    k: int | None = None
+
+
+def metric_spec(metric: str) -> MetricSpec:
+    """The :class:`MetricSpec` of ``metric`` ("nDCG@10", "CE@64", "AP", ...)."""
+    if metric.startswith("CE@"):
+        suffix = metric.split("@", 1)[1]
+        if not suffix.isdigit():  # "CE@64_dropped": the fraction of queries without an instance
+            return MetricSpec(metric, -1, (0.0, 1.0))
+        k = int(suffix)
+        if k < 2:
+            raise ValueError(f"metric {metric!r}: CE@k needs k >= 2 candidates")
+        return MetricSpec(metric, -1, (0.0, math.log(k)), k)
+    k = int(metric.split("@", 1)[1]) if "@" in metric and metric.split("@", 1)[1].isdigit() else None
+    return MetricSpec(metric, 1, (0.0, 1.0), k)
+
+
 def metric_direction(metric: str) -> int:
     """Return +1 when larger values of ``metric`` are better, -1 for losses (contrastive entropy)."""
-    return -1 if metric.startswith("CE@") else 1
+    return metric_spec(metric).direction

@@ -25,10 +25,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from rerank_scaling.laws import forms as laws
+from rerank_scaling.laws import registry
 from rerank_scaling.laws.forecast_status import log_linear_forecast
-from rerank_scaling.laws.protocols import FitSettings, _last, fit_split
-from rerank_scaling.records import metric_direction
+from rerank_scaling.laws.protocols import FitSettings, _last, ceiling_of, fit_split
 
 #: Nominal levels of the calibration curve.
 LEVELS = (0.5, 0.68, 0.8, 0.9, 0.95, 0.99)
@@ -56,10 +55,10 @@ def backtest_group(
     """Held-out points of every rolling origin of one group, with intervals at every level."""
     from rerank_scaling.laws.identifiability import too_few_levels
 
-    sign, bounds = metric_direction(keys["metric"]), laws.metric_range(keys["metric"])
+    bounds = registry.bounds_for(keys["metric"], ceiling_of(settings, keys))
     candidates = (
-        ("model", laws.power_law("N", sign, bounds)),
-        ("joint_code", laws.additive_law(sign, bounds)),
+        ("model", registry.law("power_N", keys["metric"], bounds)),
+        ("joint_code", registry.law("additive", keys["metric"], bounds)),
     )
     frames = []
     for k, fitted, following in rolling_origins(group):

@@ -1,6 +1,10 @@
 """Stage: fit every law with every held-out protocol; backtests, allocation and paper tables.
 
-    python -m rerank_scaling.laws.fit_laws --metrics all.parquet --settings JSON --out-dir DIR
+    python -m rerank_scaling.laws.fit_laws --metrics all.parquet --settings JSON --out-dir DIR \
+        [--collection DIR --bm25-runs dev.trec ... --evaluation JSON]
+
+With the collection, the BM25 runs of the fitted splits and the evaluation section, the asymptotes
+of rank metrics are bounded by the reranking ceiling (:mod:`rerank_scaling.laws.ceiling`).
 
 Writes into DIR: fits.parquet, forecasts.parquet, backtests.parquet, allocation.parquet,
 equal_compute.parquet, tables/<name>.{csv,md,tex} for each name in TABLES and
@@ -12,6 +16,7 @@ not identified a row with status "degenerate" and its reason; the stage itself d
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 from pathlib import Path
 
@@ -20,6 +25,7 @@ import pandas as pd
 from rerank_scaling.atomic import write_table
 from rerank_scaling.laws import backtests, law_tables
 from rerank_scaling.laws.allocation import allocation_table, equal_compute
+from rerank_scaling.laws.ceiling import split_ceilings
 from rerank_scaling.laws.protocols import FitSettings, prepare, run_protocols
 from rerank_scaling.settings import parse_json_arg, settings_from_dict
 
@@ -76,9 +82,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--settings", required=True, help="JSON of the config's fitting section")
     parser.add_argument("--out-dir", required=True)
     parser.add_argument("--threads", type=int, default=1, help="groups fitted in parallel")
+    parser.add_argument("--collection", help="collection directory (queries, qrels) for the ceiling")
+    parser.add_argument("--bm25-runs", nargs="*", default=[], help="BM25 runs <split>.trec for the ceiling")
+    parser.add_argument("--evaluation", default="{}", help="JSON of the config's evaluation section")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = settings_from_dict(FitSettings, parse_json_arg(args.settings), "fitting")
+    if args.collection and args.bm25_runs:
+        runs = {Path(run).name.removesuffix(".trec"): run for run in args.bm25_runs}
+        ceilings = split_ceilings(args.collection, runs, parse_json_arg(args.evaluation))
+        log.info("reranking ceilings: %s", ", ".join(f"{s} {m} {v:.3f}" for s, m, v in ceilings))
+        settings = dataclasses.replace(settings, ceilings=ceilings)
     fit_everything(pd.read_parquet(args.metrics), settings, Path(args.out_dir), args.threads)
 
 

@@ -14,11 +14,15 @@ Forms (seed paper 000 = "Scaling laws for cross-encoder rerankers"):
                                             L = [(A/N)^(alpha/beta) + B/D]^beta + delta
 * broken neural scaling law (seed 003 eq. 4, Caballero et al. 2023), n breaks over FLOPs C:
       y = a - sign * b * C^(-c0) * prod_i (1 + (C/d_i)^(1/f_i))^(-c_i * f_i)
+* log-linear (the curve every saturating law approaches before it bends): M = a + b ln x
+* power law with its asymptote fixed at a ceiling (e.g. the oracle value of BM25's candidates):
+      M = ceiling - sign * b * x^(-c)
 * relative-based law (seed 004): -log RBP_k = (N0/N)^alpha, fitted as
       log(-log RBP_k) = alpha * log N0 - alpha * log N   (``log_target``)
 
 Bounds. The asymptote ``a`` (and Fang et al.'s floor ``delta``) is bounded by the metric's range
-(:func:`metric_range`: rank metrics in [0, 1], CE@k in [0, ln k]), as the paper's released fitting
+(:func:`metric_range`: rank metrics in [0, 1] -- lowered to the reranking ceiling by
+:func:`rerank_scaling.laws.registry.bounds_for` -- CE@k in [0, ln k]), as the paper's released fitting
 code bounds it to [0, 1]; without it a saturating law can trade a huge asymptote against a tiny
 exponent and become a log-linear curve in disguise (a = 51, c = 0.001). Exponents lie in [0, 5].
 A fit that ends on a bound is not identified by the data (see :mod:`rerank_scaling.laws.identifiability`).
@@ -34,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rerank_scaling.records import metric_direction
+from rerank_scaling.records import metric_spec
 
 Variables = dict[str, np.ndarray]
 Range = tuple[float, float]
@@ -42,15 +46,9 @@ UNBOUNDED: Range = (-np.inf, np.inf)
 
 
 def metric_range(metric: str) -> Range:
-    """Values ``metric`` can take: [0, 1] for rank metrics, [0, ln k] for contrastive entropy CE@k.
-
-    CE@k is the cross-entropy of the positive among k candidates: 0 for a perfect scorer and ln k
-    for a uniform one (seed 002); worse-than-uniform scorers exceed ln k but no law should saturate there.
-    """
-    if metric_direction(metric) < 0:
-        k = float(metric.split("@", 1)[1]) if "@" in metric else np.e
-        return (0.0, float(np.log(k)))
-    return (0.0, 1.0)
+    """Values ``metric``'s expected value can take (:func:`rerank_scaling.records.metric_spec`, the
+    one definition): [0, 1] for rank metrics, [0, ln k] for contrastive entropy CE@k."""
+    return metric_spec(metric).range
 
 
 #: Units in which variables enter the laws (see module docstring).
@@ -112,6 +110,37 @@ def power_law(var: str, sign: int, asymptote: Range = UNBOUNDED) -> Law:
         (asymptote[1], np.inf, 5.0),
         (_asymptote_starts(asymptote, (0.0, 0.5, 1.0, 3.0)), (0.01, 0.1, 1.0), (0.1, 0.5, 1.5)),
         _power(sign, var),
+        amplitudes=("b",),
+    )
+
+
+def log_linear_law(var: str) -> Law:
+    """Log-linear in one variable, M = a + b ln x: no asymptote, the ensemble's unsaturated form."""
+    return Law(
+        f"log_linear_{var}",
+        f"a + b ln {var}",
+        (var,),
+        ("a", "b"),
+        (-np.inf, -np.inf),
+        (np.inf, np.inf),
+        ((0.0, 0.5), (-0.05, 0.05)),
+        lambda p, x: p[0] + p[1] * np.log(x[var]),
+    )
+
+
+def ceiling_power_law(var: str, sign: int, ceiling: float) -> Law:
+    """Saturating power law whose asymptote is fixed at ``ceiling`` (the metric's bound or the
+    oracle value of the candidates): M = ceiling - sign * b * x^(-c)."""
+    label = "ceiling - b x^{-c}" if sign > 0 else "ceiling + b x^{-c}"
+    return Law(
+        f"power_{var}_ceiling",
+        label.replace("x", var),
+        (var,),
+        ("b", "c"),
+        (0.0, 0.0),
+        (np.inf, 5.0),
+        ((0.01, 0.1, 1.0), (0.05, 0.2, 0.5, 1.5)),
+        lambda p, x: ceiling - sign * p[0] * x[var] ** (-p[1]),
         amplitudes=("b",),
     )
 

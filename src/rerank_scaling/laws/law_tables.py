@@ -22,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from rerank_scaling.atomic import write_text
+from rerank_scaling.laws import registry
 
 KEYS = ["objective", "attention", "metric", "split"]
 FIT_COLUMNS = ["status", "reason", "significance", "p_value", "n_units"]
@@ -68,7 +69,7 @@ def final_checkpoint(forecasts: pd.DataFrame) -> pd.DataFrame:
     rows = forecasts[
         forecasts["held_out"]
         & forecasts["final"]
-        & forecasts["law"].isin(["power_N", "additive"])
+        & forecasts["law"].isin(registry.HEADLINE)
         & forecasts["protocol"].isin(["model", "joint_code", "joint_text"])
         & (forecasts["role"] == "held_out")
     ]

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from rerank_scaling.laws import forms as laws
+from rerank_scaling.laws import registry
 from rerank_scaling.laws.converged import converged_split, explain_refusal
 from rerank_scaling.laws.fit_statistics import (
     Intervals,
@@ -42,7 +43,6 @@ from rerank_scaling.laws.fit_statistics import (
 from rerank_scaling.laws.fitting import FitResult, fit_law
 from rerank_scaling.laws.forecast_status import StatusRule, judge, validated_ratio
 from rerank_scaling.laws.identifiability import degenerate_reasons
-from rerank_scaling.records import metric_direction
 
 log = logging.getLogger(__name__)
 GROUP_KEYS = ["family", "objective", "attention", "metric", "split"]
@@ -73,6 +73,9 @@ class FitSettings:
     backtest: bool = True  # rolling-origin backtests over sizes
     validated_ratio: float | None = None  # extrapolation a forecast may make (null: the backtests')
     usable_half_width: float = 0.0  # a 95% half-width always narrow enough to decide with
+    # (split, metric, oracle value of the reranked candidates): set by the fit stage from the BM25
+    # runs and qrels (:mod:`rerank_scaling.laws.ceiling`), not a config key
+    ceilings: tuple[tuple[str, str, float], ...] = ()
 
     def __post_init__(self) -> None:
         choices = {
@@ -182,24 +185,17 @@ def splits_for(
         raise ValueError(f"unknown protocol {protocol!r}: choose one of {', '.join(PROTOCOLS)}")
 
 
-def laws_for(protocol: str, metric: str, settings: FitSettings) -> list[laws.Law]:
-    """Which laws each protocol fits for a metric, asymptotes bounded by the metric's range."""
-    sign, bounds = metric_direction(metric), laws.metric_range(metric)
-    if protocol == "model":
-        chosen = [laws.power_law("N", sign, bounds)]
-        if sign < 0:
-            chosen.append(laws.fang_law("N", bounds))
-        if metric.startswith("RBP@"):
-            chosen.append(laws.relative_law())
-        return chosen
-    if protocol == "data":
-        return [laws.power_law("S", sign, bounds)] + ([laws.fang_law("S", bounds)] if sign < 0 else [])
-    chosen = [
-        laws.additive_law(sign, bounds),
-        laws.multiplicative_law(bounds),
-        laws.bnsl_law(settings.bnsl_breaks, sign, bounds),
-    ]
-    return chosen + ([laws.fang_joint_law(bounds)] if sign < 0 else [])
+def laws_for(
+    protocol: str, metric: str, settings: FitSettings, ceiling: float | None = None
+) -> list[laws.Law]:
+    """Which laws each protocol fits for a metric (:func:`rerank_scaling.laws.registry.laws_for`)."""
+    return registry.laws_for(protocol, metric, settings.bnsl_breaks, ceiling)
+
+
+def ceiling_of(settings: FitSettings, keys: dict[str, Any]) -> float | None:
+    """The reranking ceiling of a group's (split, metric), None when none is known."""
+    found = [v for s, m, v in settings.ceilings if (s, m) == (keys["split"], keys["metric"])]
+    return found[0] if found else None
 
 
 def _variables(rows: pd.DataFrame, law: laws.Law) -> dict[str, np.ndarray]:
@@ -282,6 +278,39 @@ def fit_split(
     return SplitFit(result, status, reason, both, quality, intervals, components)
 
 
+def forecast_rows(
+    done: SplitFit,
+    fit_rows: pd.DataFrame,
+    label: str,
+    name: str,
+    variables: tuple[str, ...],
+    interval: tuple[np.ndarray, np.ndarray, np.ndarray],
+    rule: StatusRule,
+) -> pd.DataFrame:
+    """Forecast rows (fitted and held-out points) of law ``name`` with its (centre, low, high),
+    each judged by ``rule`` (:func:`rerank_scaling.laws.forecast_status.judge`)."""
+    centre, low, high = interval
+    both = done.rows
+    columns = [*GROUP_KEYS, "model", "role", "checkpoint", "step", "examples", "size", "flops", "seeds"]
+    forecast = both[[*columns, "final", "value", "held_out"]].rename(columns={"value": "observed"})
+    forecast = forecast.assign(
+        protocol=label.split(":")[0],
+        split_label=label,
+        law=name,
+        status=done.status,
+        forecast=centre,
+        low=low,
+        high=high,
+    )
+    forecast["covered"] = (forecast["observed"] >= forecast["low"]) & (
+        forecast["observed"] <= forecast["high"]
+    )
+    judged = judge(
+        both.assign(forecast=centre, low=low, high=high), fit_rows, variables, rule, done.status, done.reason
+    )
+    return forecast.join(judged)
+
+
 def fit_one(
     law: laws.Law,
     label: str,
@@ -314,32 +343,10 @@ def fit_one(
     }
     if done.intervals is None:
         return record, pd.DataFrame()
-    result, boot, both = done.result, done.intervals, done.rows
+    result, boot = done.result, done.intervals
     low, high = boot.forecast_interval(0.95)
     params_low, params_high = boot.parameter_interval(0.95)
-    columns = [*GROUP_KEYS, "model", "role", "checkpoint", "step", "examples", "size", "flops", "seeds"]
-    forecast = both[[*columns, "final", "value", "held_out"]].rename(columns={"value": "observed"})
-    forecast = forecast.assign(
-        protocol=protocol,
-        split_label=label,
-        law=law.name,
-        status=done.status,
-        forecast=boot.centre,
-        low=low,
-        high=high,
-    )
-    forecast["covered"] = (forecast["observed"] >= forecast["low"]) & (
-        forecast["observed"] <= forecast["high"]
-    )
-    judged = judge(
-        both.assign(forecast=boot.centre, low=low, high=high),
-        fit_rows,
-        law.variables,
-        rule,
-        done.status,
-        done.reason,
-    )
-    forecast = forecast.join(judged)
+    forecast = forecast_rows(done, fit_rows, label, law.name, law.variables, (boot.centre, low, high), rule)
     held = forecast[forecast["held_out"]]
     names = law.params
     record.update(
@@ -385,19 +392,27 @@ def fit_group(
     """Every protocol and law on one (family, objective, attention, metric, split) group, and its
     rolling-origin backtests (``settings.backtest``)."""
     from rerank_scaling.laws.backtests import backtest_group  # backtests build on this module
+    from rerank_scaling.laws.ensemble import fit_ensemble  # so does the ensemble
 
     output = ProtocolOutput()
     if settings.backtest:
         output.backtests.append(backtest_group(keys, group, settings, seed, spread))
     rule = status_rule(settings, output.backtests[0] if output.backtests else pd.DataFrame(), group)
+    ceiling = ceiling_of(settings, keys)
+    done = []
     for protocol in PROTOCOLS:
         for label, fit_rows, held_rows in splits_for(protocol, group, settings):
-            for law in laws_for(protocol, keys["metric"], settings):
+            for law in laws_for(protocol, keys["metric"], settings, ceiling):
                 law_fit, law_held = converged_split(law, group, fit_rows, held_rows)
                 record, forecast = fit_one(law, label, keys, law_fit, law_held, settings, seed, spread, rule)
-                output.fits.append(explain_refusal(law, record))
-                if not forecast.empty:
-                    output.forecasts.append(forecast)
+                done.append((explain_refusal(law, record), forecast))
+            if protocol == "model":  # the model-form ensemble (:mod:`.ensemble`)
+                args = (fit_rows, held_rows, settings, seed, spread, rule, ceiling)
+                done.append(fit_ensemble(keys, label, *args))
+    for record, forecast in done:
+        output.fits.append(record)
+        if not forecast.empty:
+            output.forecasts.append(forecast)
     return output
 
 

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from rerank_scaling.laws import forms as laws
+from rerank_scaling.laws import registry
 from rerank_scaling.laws.converged import converged_split
 from rerank_scaling.laws.fitting import predict_batch
 from rerank_scaling.laws.forms import SCALES, Law, metric_range
@@ -175,10 +176,7 @@ def joint_fits(fits: pd.DataFrame) -> pd.DataFrame:
 
 
 def law_for(name: str, metric: str) -> laws.Law:
-    sign = metric_direction(metric)
-    if name.startswith("bnsl"):
-        return laws.bnsl_law(int(name.removeprefix("bnsl") or 1), sign)
-    return {"additive": laws.additive_law(sign), "multiplicative": laws.multiplicative_law()}[name]
+    return registry.law(name, metric)
 
 
 def fit_points(metrics: pd.DataFrame, fitting: FitSettings) -> dict[tuple[Any, ...], pd.DataFrame]:

@@ -23,21 +23,15 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: 
 
 from rerank_scaling.atomic import atomic_path  # noqa: E402
 from rerank_scaling.laws import forms as laws  # noqa: E402
-from rerank_scaling.records import metric_direction  # noqa: E402
+from rerank_scaling.laws import registry  # noqa: E402
 
 # seaborn's colour-blind-safe palette for every C0..C9 colour of the report's figures
 sns.set_theme(context="paper", style="whitegrid", font_scale=1.1, palette="colorblind")
 ROLE_MARKERS = {"fit": "o", "held_out": "X"}
 
 
-def _law(name: str, metric: str, breaks: int = 1) -> laws.Law:
-    sign = metric_direction(metric)
-    return {
-        "power_N": laws.power_law("N", sign),
-        "power_S": laws.power_law("S", sign),
-        "additive": laws.additive_law(sign),
-        "bnsl1": laws.bnsl_law(breaks, sign),
-    }[name]
+def _law(name: str, metric: str) -> laws.Law:
+    return registry.law(name, metric)
 
 
 def fitted(fits: pd.DataFrame, **equals: object) -> pd.DataFrame:

@@ -1,0 +1,154 @@
+"""Model-form uncertainty: an ensemble of law forms whose interval is the mixture's (issue 24, item 2).
+
+The interval of one law is conditional on its form. On the default's path (four fitted sizes, a
+curve that has not bent) the forms a reviewer would accept differ most where the data say least:
+
+* ``log_linear_N``: M = a + b ln N, the unsaturated curve (no asymptote);
+* ``power_N``: M = a - b N^-c with the asymptote free in [0, ceiling];
+* ``power_N_ceiling``: the same with the asymptote fixed at the ceiling -- the reranking ceiling
+  of the candidates (:mod:`.ceiling`) when known, else the metric's bound. For a loss (CE@k) this
+  member is Fang et al.'s ``fang_N`` (seed 001) instead, the loss-specific saturating form.
+
+A law whose asymptote ends on its bound gives one-sided draws: resamples cannot move the asymptote
+above the bound, so the free power law's interval leans low at a bound (every miss of the
+single-form interval lies above it in the default-path simulation). The ceiling member covers the
+bound's side exactly and log-linear the unsaturated one; the mixture spans both. Measured on the
+default's path (``tests/test_default_path_calibration.py``, 200 simulated ladders, truth on its
+bound): the bounded power law alone covers 0.915 with misses 16 above / 1 below (bias -0.008), the
+ensemble 0.925 with 12 above / 3 below (bias -0.004) at 1.22x the oracle's median width: it leans
+less, not yet evenly.
+
+Draws: every member's run-bootstrap draws of the forecast (f + d* for percentile intervals, f - d*
+for basic ones: :class:`~rerank_scaling.laws.fit_statistics.Intervals`) are pooled, the same number
+per member; the ensemble's forecast is the mixture's median and its 95% interval the mixture's
+2.5th and 97.5th percentiles, so bootstrap and form uncertainty propagate together.
+
+Weights: equal, not leave-one-size-out (LOSO) predictive scores. With four fitted sizes, leaving
+one out leaves three points for a three-parameter law: its LOSO forecast interpolates exactly and
+scores the noise of one point, and only one fold (the largest size) is an extrapolation at all.
+Stacking weights need many held-out points to beat equal weights (Yao et al. 2018, "Using stacking
+to average Bayesian predictive distributions"); with one informative fold they mostly pick the
+luckiest form. Equal weights are the honest prior when the data cannot rank the forms.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rerank_scaling.laws import registry
+from rerank_scaling.laws.fit_statistics import Intervals, forecast_errors
+from rerank_scaling.laws.forecast_status import StatusRule
+from rerank_scaling.laws.protocols import FitSettings, SplitFit, fit_split, forecast_rows
+from rerank_scaling.records import metric_spec
+
+NAME = "ensemble"
+
+
+def members(metric: str) -> tuple[str, ...]:
+    """The forms the ensemble mixes for ``metric`` (registry names)."""
+    if metric_spec(metric).direction > 0:
+        return ("log_linear_N", "power_N", "power_N_ceiling")
+    return ("log_linear_N", "power_N", "fang_N")
+
+
+def forecast_draws(intervals: Intervals) -> np.ndarray:
+    """(B, m) draws of the forecast at every point from one law's bootstrap."""
+    if intervals.percentile:
+        return intervals.centre + intervals.errors
+    return intervals.centre - intervals.errors
+
+
+def mixture(draws: list[np.ndarray], level: float = 0.95) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(median, low, high) of an equal-weight mixture: the same number of draws from each member."""
+    used = [d[np.all(np.isfinite(d), axis=1)] for d in draws]
+    used = [d for d in used if len(d)]
+    if not used:
+        nan = np.full(draws[0].shape[1], np.nan)
+        return nan, nan, nan
+    count = min(len(d) for d in used)
+    pooled = np.vstack([d[:count] for d in used])
+    tail = (1 - level) / 2 * 100
+    low, centre, high = np.percentile(pooled, [tail, 50, 100 - tail], axis=0)
+    return centre, low, high
+
+
+def fit_members(
+    metric: str,
+    fit_rows: pd.DataFrame,
+    held_rows: pd.DataFrame,
+    settings: FitSettings,
+    seed: int,
+    spread: tuple[float, float],
+    ceiling: float | None = None,
+) -> dict[str, SplitFit]:
+    """Every member fitted and bootstrapped on the same split (asymptotes below ``ceiling``)."""
+    bounds = registry.bounds_for(metric, ceiling)
+    return {
+        name: fit_split(registry.law(name, metric, bounds), fit_rows, held_rows, settings, seed, spread)
+        for name in members(metric)
+    }
+
+
+def member_mixture(fitted: dict[str, SplitFit]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(median, low, high) of the mixture of the members that have bootstrap draws."""
+    draws = [
+        forecast_draws(f.intervals)
+        for f in fitted.values()
+        if f.intervals is not None and f.intervals.successes
+    ]
+    if not draws:
+        nan = np.full(len(next(iter(fitted.values())).rows), np.nan)
+        return nan, nan, nan
+    return mixture(draws)
+
+
+def fit_ensemble(
+    keys: dict[str, Any],
+    label: str,
+    fit_rows: pd.DataFrame,
+    held_rows: pd.DataFrame,
+    settings: FitSettings,
+    seed: int,
+    spread: tuple[float, float],
+    rule: StatusRule,
+    ceiling: float | None = None,
+) -> tuple[dict[str, Any], pd.DataFrame]:
+    """The ensemble on one model-protocol split: (fits row, forecast rows judged like any law's)."""
+    metric = keys["metric"]
+    fitted = fit_members(metric, fit_rows, held_rows, settings, seed, spread, ceiling)
+    usable = {n: f for n, f in fitted.items() if f.intervals is not None and f.intervals.successes}
+    record: dict[str, Any] = {
+        **keys,
+        "protocol": label.split(":")[0],
+        "split_label": label,
+        "law": NAME,
+        "formula": "equal-weight mixture of " + ", ".join(members(metric)),
+        "planning": False,
+        "uncertainty": settings.uncertainty,
+        "n_fit": len(fit_rows),
+        "n_held_out": len(held_rows),
+        "n_units": int(fit_rows["model"].nunique()),
+    }
+    missing = sorted(set(fitted) - set(usable))
+    if not usable:
+        record.update(status="failed", reason="no member of the ensemble has bootstrap draws")
+        return record, pd.DataFrame()
+    notes = [f"{n}: {f.status}" + (f" ({f.reason})" if f.reason else "") for n, f in usable.items()]
+    notes += [f"{n}: left out ({fitted[n].reason or fitted[n].status})" for n in missing]
+    record.update(status="ok", reason="; ".join(notes))
+    first = next(iter(usable.values()))
+    interval = member_mixture(usable)
+    done = SplitFit(first.result, "ok", "", first.rows)
+    forecast = forecast_rows(done, fit_rows, label, NAME, ("N",), interval, rule)
+    held = forecast[forecast["held_out"]]
+    # no parameters of its own (params stays empty); the weights are in the formula
+    record["formula"] = f"equal-weight mixture of {', '.join(usable)} (1/{len(usable)} each)"
+    record.update(
+        bootstrap_ok=int(min(f.intervals.successes for f in usable.values()) * len(usable)),
+        coverage=float(held["covered"].mean()) if len(held) else float("nan"),
+        **forecast_errors(held["observed"], held["forecast"]),
+    )
+    return record, forecast
