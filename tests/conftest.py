@@ -52,6 +52,24 @@ def job_table(output: str) -> Counter:
     return jobs
 
 
+def dry_run_jobs(output: str) -> list[dict]:
+    """Each job block of ``snakemake -n`` output: rule, wildcards and resources as dicts."""
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule \w+:\n)", output):
+        head = re.match(r"(?:local)?rule (\w+):\n", block)
+        if not head:
+            continue
+        fields = dict(re.findall(r"^    (\w+): (.*)$", block, re.M))
+        resources = dict(
+            item.split("=", 1) for item in fields.get("resources", "").split(", ") if "=" in item
+        )
+        wildcards = dict(
+            item.split("=", 1) for item in fields.get("wildcards", "").split(", ") if "=" in item
+        )
+        jobs.append({"rule": head.group(1), "wildcards": wildcards, "resources": resources})
+    return jobs
+
+
 CRANFIELD = REPO.parent / "shared" / "data" / "cranfield"
 
 

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import re
 import shutil
 import subprocess
 from collections import defaultdict
 
 import pytest
 import yaml
-from conftest import REPO, snakemake_command
+from conftest import REPO, dry_run_jobs, snakemake_command
 
 PLUGIN_DIR = REPO / ".venv" / "slurm-extra"  # scripts/install_slurm_test_deps.sh
 WORKFLOW_FILES = (
@@ -34,24 +33,6 @@ SIZES = ["ettin-17m", "ettin-32m", "ettin-68m", "ettin-150m", "ettin-400m", "ett
 def _plugin_missing() -> bool:
     found = importlib.util.find_spec("snakemake_executor_plugin_slurm") is not None
     return not found and not (PLUGIN_DIR / "snakemake_executor_plugin_slurm").is_dir()
-
-
-def dry_run_jobs(output: str) -> list[dict]:
-    """Each job block of ``snakemake -n`` output: rule, wildcards and resources as dicts."""
-    jobs = []
-    for block in re.split(r"\n(?=(?:local)?rule \w+:\n)", output):
-        head = re.match(r"(?:local)?rule (\w+):\n", block)
-        if not head:
-            continue
-        fields = dict(re.findall(r"^    (\w+): (.*)$", block, re.M))
-        resources = dict(
-            item.split("=", 1) for item in fields.get("resources", "").split(", ") if "=" in item
-        )
-        wildcards = dict(
-            item.split("=", 1) for item in fields.get("wildcards", "").split(", ") if "=" in item
-        )
-        jobs.append({"rule": head.group(1), "wildcards": wildcards, "resources": resources})
-    return jobs
 
 
 @pytest.fixture(scope="module")

@@ -2,9 +2,14 @@
 
 The fixture starts munged, slurmctld and slurmd (Debian's packages, installed by
 scripts/install_slurm_test_deps.sh) with a configuration in a temporary directory, and stops them
-afterwards, also when a test fails. Without slurmdbd there is no accounting, so the plugin is told
-to poll job states with squeue (`--slurm-status-command squeue`), and MinJobAge keeps finished jobs
-visible to squeue long enough for the checks here.
+afterwards, also when a test fails. The node is in two partitions, `cpu` (the default) and `gpu`,
+and advertises one GPU (a gres whose device file is a fake: enough for scheduling). Without
+slurmdbd there is no accounting database, so the plugin is told to poll job states with squeue
+(`--slurm-status-command squeue`, MinJobAge keeps finished jobs visible to it), and `sacct -c`
+reads where and how each job ran from the job-completion log (jobcomp/filetxt).
+
+Snakemake runs as a user on a login node would: `.venv/bin/snakemake` by its path, with the venv not
+on PATH and a `python` first on PATH that is not the project's (it fails loudly if a job calls it).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, snakemake_command
+from conftest import REPO, dry_run_jobs, snakemake_command
 
 pytestmark = pytest.mark.slow
 
@@ -30,7 +35,8 @@ pytestmark = pytest.mark.slow
 PLUGIN_DIR = REPO / ".venv" / "slurm-extra"
 DAEMONS = ("munged", "slurmctld", "slurmd")
 CLIENTS = ("sbatch", "srun", "squeue", "scontrol", "scancel", "sinfo", "sacct")
-PARTITION = "rerank"
+PARTITIONS = {"cpu": "cpu", "gpu": "gpu"}  # the config's cluster.cpu_partition / gpu_partition
+GPU_RULES = ("train", "evaluate_run", "evaluate_part", "plan")
 WORKFLOW_FILES = ("Snakefile", "config.yaml", "rules", "envs", "report", "src")
 
 
@@ -58,6 +64,7 @@ def _slurm_conf(root: Path, host: str) -> str:
     cpus = len(os.sched_getaffinity(0))
     return f"""\
 ClusterName=rerank-test
+GresTypes=gpu
 SlurmctldHost={host}(127.0.0.1)
 SlurmctldPort={_free_port()}
 SlurmdPort={_free_port()}
@@ -77,7 +84,8 @@ ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
+JobCompType=jobcomp/filetxt
+JobCompLoc={root}/jobcomp.txt
 MpiDefault=none
 SchedulerType=sched/backfill
 SelectType=select/cons_tres
@@ -87,9 +95,17 @@ SelectTypeParameters=CR_Core
 SlurmdParameters=config_overrides
 ReturnToService=2
 MinJobAge=900
-NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=64000 State=UNKNOWN
-PartitionName={PARTITION} Nodes={host} Default=YES MaxTime=INFINITE State=UP
+NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=64000 Gres=gpu:1 State=UNKNOWN
+PartitionName={PARTITIONS["cpu"]} Nodes={host} Default=YES MaxTime=INFINITE State=UP
+PartitionName={PARTITIONS["gpu"]} Nodes={host} MaxTime=INFINITE State=UP
 """
+
+
+def _gres_conf(root: Path, host: str) -> str:
+    """One GPU whose device file is a plain file: slurmd only checks that it exists."""
+    device = root / "fake-nvidia0"
+    device.touch()
+    return f"NodeName={host} Name=gpu File={device}\n"
 
 
 class SlurmCluster:
@@ -104,8 +120,12 @@ class SlurmCluster:
 
     @property
     def env(self) -> dict[str, str]:
+        """A login shell's environment: the venv not on PATH (the project's `python` is not found there)."""
         env = dict(os.environ, SLURM_CONF=str(self.conf))
-        env["PATH"] = os.pathsep.join([str(self.bin), str(Path(sys.executable).parent), env["PATH"]])
+        venv = {str(Path(sys.executable).parent), str(REPO / ".venv" / "bin")}
+        path = [entry for entry in env["PATH"].split(os.pathsep) if entry not in venv]
+        env["PATH"] = os.pathsep.join([str(self.bin), *path])
+        env.pop("VIRTUAL_ENV", None)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PLUGIN_DIR), env.get("PYTHONPATH")]))
         return env
 
@@ -118,6 +138,10 @@ class SlurmCluster:
         key.write_bytes(os.urandom(1024))
         key.chmod(0o400)
         self.conf.write_text(_slurm_conf(self.root, self.host))
+        (self.root / "gres.conf").write_text(_gres_conf(self.root, self.host))
+        # a `python` that is not the project's, first on PATH: a job that calls it fails, naming it
+        (self.root / "bin" / "python").write_text("#!/bin/sh\necho 'not the project python' >&2\nexit 97\n")
+        (self.root / "bin" / "python").chmod(0o755)
         # The jobstep plugin drops every SLURM_* variable (SLURM_CONF included) before its nested
         # srun, and so does each job's Snakemake before it calls scontrol. A real cluster keeps its
         # configuration where clients find it by default; this one lives in a temporary directory,
@@ -144,7 +168,8 @@ class SlurmCluster:
         self._wait_for(lambda: self.client("scontrol", "ping").returncode == 0, "slurmctld to answer")
         self._spawn("slurmd", ["slurmd", "-D", "-N", self.host])
         self._wait_for(
-            lambda: self.client("sinfo", "-h", "-o", "%T").stdout.strip() == "idle", "the node to be idle"
+            lambda: set(self.client("sinfo", "-h", "-o", "%T").stdout.split()) == {"idle"},
+            "the node to be idle",
         )
 
     def _spawn(self, name: str, command: list[str]) -> None:
@@ -182,6 +207,15 @@ class SlurmCluster:
         result = self.client("squeue", "--states=all", "--noheader", "--format", "|".join(fields.values()))
         assert result.returncode == 0, result.stderr
         return [dict(zip(fields, line.split("|"), strict=True)) for line in result.stdout.splitlines()]
+
+    def completed(self) -> dict[str, dict[str, str]]:
+        """Job id -> partition, state, time limit and trackable resources, from `sacct -c`
+        (the job-completion log: every job that ended, however it ended)."""
+        fields = ("JobID", "Partition", "State", "Timelimit", "AllocTRES", "ReqTRES")
+        result = self.client("sacct", "-c", "--noheader", "--parsable2", "--format", ",".join(fields))
+        assert result.returncode == 0, result.stderr
+        rows = [dict(zip(fields, line.split("|"), strict=True)) for line in result.stdout.splitlines()]
+        return {row["JobID"]: row for row in rows}
 
     def logs(self) -> str:
         return "\n".join(
@@ -228,14 +262,13 @@ def cluster(tmp_path_factory) -> SlurmCluster:
 
 
 def slurm_command(workdir: Path, configfile: str, *args: str) -> list[str]:
-    return snakemake_command(
+    """The README's step 3: `.venv/bin/snakemake ... --profile profiles/slurm` (partitions from the
+    config's `cluster` section), plus this test cluster's polling options."""
+    command = snakemake_command(
         workdir,
         configfile,
         "--profile",
         str(REPO / "profiles" / "slurm"),
-        # the documented way to choose account/partition; no accounting here, so no account
-        "--default-resources",
-        f"slurm_partition={PARTITION}",
         # without slurmdbd only squeue knows job states
         "--slurm-status-command",
         "squeue",
@@ -246,6 +279,7 @@ def slurm_command(workdir: Path, configfile: str, *args: str) -> list[str]:
         "--slurm-keep-successful-logs",
         *args,
     )
+    return [str(REPO / ".venv" / "bin" / "snakemake"), *command[3:]]
 
 
 def snakemake_on_slurm(cluster: SlurmCluster, workdir: Path, configfile: str, *args: str):
@@ -271,10 +305,18 @@ def slurm_run(cluster, tmp_path_factory) -> dict:
         source = REPO / name
         (shutil.copytree if source.is_dir() else shutil.copy)(source, workdir / name)
     shutil.copy(REPO / "tests" / "configs" / "slurm.yaml", workdir / "slurm.yaml")
+    planned = snakemake_on_slurm(cluster, workdir, "slurm.yaml", "-n")
+    assert planned.returncode == 0, (planned.stdout + planned.stderr)[-4000:]
     result = snakemake_on_slurm(cluster, workdir, "slurm.yaml")
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-6000:] + "\n" + cluster.logs()
-    return {"workdir": workdir, "output": output}
+    return {"workdir": workdir, "output": output, "planned": dry_run_jobs(planned.stdout + planned.stderr)}
+
+
+def job_key(comment: str) -> str:
+    """The plugin's job comment, rule_<rule>[_wildcards_<values joined by _>], as <rule>:<values>."""
+    rule, _, values = comment.removeprefix("rule_").partition("_wildcards_")
+    return f"{rule}:{values}"
 
 
 def test_the_workflow_completes_with_every_job_run_by_slurm(cluster, slurm_run):
@@ -297,32 +339,48 @@ def test_the_workflow_completes_with_every_job_run_by_slurm(cluster, slurm_run):
     assert logs == {job["id"] for job in jobs}
 
 
-def test_rule_resources_reach_slurm(cluster, slurm_run):
-    config = yaml.safe_load((REPO / "tests" / "configs" / "slurm.yaml").read_text())
-    (train,) = [job for job in cluster.jobs() if job["comment"].startswith("rule_train_")]
-    assert train["memory"] == f"{config['training']['mem_mb']}M"
-    assert train["time_limit"] == f"{config['training']['runtime']}:00"
-    assert train["gres"] == "N/A"  # device: cpu asks for no GPU
-    # prepare_data declares no resources; the profile's set-resources gives them
-    profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
-    (prepare,) = [job for job in cluster.jobs() if job["comment"] == "rule_prepare_data"]
-    assert prepare["memory"] == f"{profile['set-resources']['prepare_data']['mem_mb']}M"
+def test_every_job_landed_on_its_partition_with_the_limits_snakemake_planned(cluster, slurm_run):
+    """sacct (the job-completion log): model rules on the GPU partition, the rest on the CPU one,
+    each with the memory and time limit of Snakemake's own dry run (no --set-resources given)."""
+    planned = {
+        f"{job['rule']}:{'_'.join(job['wildcards'].values())}": job["resources"]
+        for job in slurm_run["planned"]
+        if job["rule"] != "all"
+    }
+    completed = cluster.completed()
+    jobs = cluster.jobs()
+    assert {job_key(job["comment"]) for job in jobs} == set(planned)
+    for job in jobs:
+        resources, done = planned[job_key(job["comment"])], completed[job["id"]]
+        rule = job_key(job["comment"]).split(":")[0]
+        assert done["Partition"] == PARTITIONS["gpu" if rule in GPU_RULES else "cpu"], (rule, done)
+        assert resources["slurm_partition"] == done["Partition"], (rule, resources)
+        assert done["State"] == "COMPLETED", (rule, done)
+        assert job["memory"] == f"{resources['mem_mb']}M", (rule, job, resources)
+        assert job["time_limit"] == f"{resources['runtime']}:00", (rule, job, resources)
+        assert "gres/gpu" not in done["AllocTRES"], (rule, done)  # device: cpu asks for no GPU
 
 
-def test_a_cuda_config_asks_slurm_for_one_gpu_per_training_job(cluster, slurm_run, tmp_path):
-    # A copy of the finished run, so that only `train` is out of date. This cluster has no GPUs:
-    # sbatch refuses the request, and the plugin's error shows the submission it tried.
+def test_a_cuda_config_trains_on_the_gpu_partition_with_one_gpu(cluster, slurm_run, tmp_path):
+    """device: cuda: SLURM gives the train job the GPU partition's (fake) GPU; torch finds no real
+    one there, and the job's error says which CUDA torch was built for and which driver is there."""
+    # A copy of the finished run, so that only `train` is out of date.
     workdir = tmp_path / "cuda"
     shutil.copytree(slurm_run["workdir"], workdir, symlinks=True)
     config = yaml.safe_load((workdir / "slurm.yaml").read_text())
     config["device"] = "cuda"
     (workdir / "slurm-cuda.yaml").write_text(yaml.safe_dump(config))
+    before = {job["id"] for job in cluster.jobs()}
     result = snakemake_on_slurm(cluster, workdir, "slurm-cuda.yaml", "--until", "train", "--retries", "0")
     output = result.stdout + result.stderr
     assert result.returncode != 0, output[-3000:]
-    submissions = [line for line in output.splitlines() if line.strip().startswith("sbatch --parsable")]
-    assert submissions and all("--comment rule_train_" in line for line in submissions), output[-3000:]
-    assert all(" --gpus=1 " in line for line in submissions), submissions
+    (train,) = [job for job in cluster.jobs() if job["id"] not in before]
+    assert train["comment"].startswith("rule_train_"), train
+    done = cluster.completed()[train["id"]]
+    assert done["Partition"] == PARTITIONS["gpu"] and "gres/gpu=1" in done["AllocTRES"], done
+    assert done["State"] == "FAILED", done
+    log = (workdir / "results" / "slurm" / "logs" / "train" / "L1__pointwise__full__s13.log").read_text()
+    assert "no GPU is visible" in log and "torch.version.cuda" in log and "driver" in log, log[-2000:]
 
 
 def test_a_cancelled_training_job_is_retried_and_resumes_from_the_state_saved_on_sigterm(

@@ -1,0 +1,210 @@
+"""Build and load the windowed-attention extension (``kernels/window_attention``) safely on clusters.
+
+* **Ahead of time**: ``python -m rerank_scaling.training.extension_build`` (``scripts/install.sh``
+  runs it only when a config asks for windowed attention, or ``BUILD_EXTENSION=1``); a job then
+  only loads it. A job that finds no build compiles it itself, as before.
+* **One build per toolchain and target**: the build directory's name is a hash of what makes a
+  build loadable, :func:`build_key`: torch's version, the CUDA version torch was built for, the
+  CUDA architectures (``TORCH_CUDA_ARCH_LIST``, else the visible GPUs' compute capabilities) and
+  this CPU's instruction-set flags (the C++ code is compiled with ``-march=native``). An sm_90 build
+  is never loaded on an A100, nor a build from a newer CPU on an older one.
+* **A failed or mismatched build falls back**: if the CUDA build fails (an nvcc that does not
+  match torch's CUDA, a missing toolkit) the CPU-only build is tried; if that fails too, or the
+  library does not load, :func:`load_kernels` returns None after a warning and the callers use the
+  PyTorch reference path (same results, slower).
+* **No lock that can hang forever**: torch's own build lock (``FileBaton``, a ``lock`` file) is
+  left behind by a killed build and makes every later job wait for ever. Builds here take an
+  ``flock`` first (released by the kernel when its holder dies, so never stale), remove a leftover
+  ``lock`` file under it, and give up waiting after ``RERANK_SCALING_BUILD_TIMEOUT`` seconds
+  (default 1800) with a warning and the reference path.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import shutil
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+
+log = logging.getLogger(__name__)
+
+REPO = Path(__file__).resolve().parents[3]
+KERNEL_DIR = REPO / "kernels" / "window_attention"
+BUILD_DIR = Path(os.environ.get("RERANK_SCALING_BUILD_DIR", REPO / "build")) / "torch_extensions"
+BUILD_TIMEOUT_S = float(os.environ.get("RERANK_SCALING_BUILD_TIMEOUT", 1800))
+CPU_SOURCES = ("window_attention.cpp", "cpu/window_matmul_cpu.cpp", "cpu/fused_attention_cpu.cpp")
+CUDA_SOURCE = "cuda/window_matmul_cuda.cu"
+
+
+def cuda_toolkit() -> bool:
+    """Whether the CUDA kernels can be compiled here: a GPU is visible and nvcc exists."""
+    from torch.utils.cpp_extension import CUDA_HOME
+
+    return torch.cuda.is_available() and CUDA_HOME is not None and (Path(CUDA_HOME) / "bin" / "nvcc").exists()
+
+
+def cpu_flags() -> str:
+    """This CPU's instruction-set flags and machine (the build uses ``-march=native``)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+        flags = next((line for line in text.splitlines() if line.startswith(("flags", "Features"))), "")
+    except OSError:
+        flags = ""
+    return f"{flags}|{os.uname().machine}"
+
+
+def cuda_architectures() -> str:
+    """``TORCH_CUDA_ARCH_LIST`` (what torch compiles for), else the visible GPUs' capabilities."""
+    listed = os.environ.get("TORCH_CUDA_ARCH_LIST")
+    if listed:
+        return listed
+    capabilities = {torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())}
+    return ";".join(f"{major}.{minor}" for major, minor in sorted(capabilities))
+
+
+def build_key(with_cuda: bool) -> dict[str, str]:
+    """What a build depends on beyond its sources (ninja tracks those): the module docstring's list."""
+    return {
+        "torch": torch.__version__,
+        "cuda": str(torch.version.cuda) if with_cuda else "none",
+        "arch": cuda_architectures() if with_cuda else "none",
+        "cpu": cpu_flags(),
+    }
+
+
+def build_name(with_cuda: bool) -> str:
+    digest = hashlib.sha1(json.dumps(build_key(with_cuda), sort_keys=True).encode()).hexdigest()[:12]
+    return f"window_attention_{'cuda' if with_cuda else 'cpu'}_{digest}"
+
+
+class BuildLock:
+    """An exclusive ``flock`` on ``<directory>/build.flock`` that waits at most ``timeout`` seconds."""
+
+    def __init__(self, directory: Path, timeout: float = BUILD_TIMEOUT_S):
+        self.path = directory / "build.flock"
+        self.timeout = timeout
+        self.handle: Any = None
+
+    def __enter__(self) -> BuildLock:
+        self.handle = open(self.path, "a")
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return self
+            except OSError as err:
+                if err.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise
+                if time.monotonic() >= deadline:
+                    self.handle.close()
+                    raise TimeoutError(
+                        f"another process has built in {self.path.parent} for over {self.timeout:.0f} s "
+                        "(RERANK_SCALING_BUILD_TIMEOUT)"
+                    ) from err
+                time.sleep(0.5)
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self.handle, fcntl.LOCK_UN)
+        self.handle.close()
+
+
+def _ninja_on_path() -> None:
+    """torch finds ninja on PATH: put the environment's own there when the venv is not activated."""
+    if shutil.which("ninja") is None:
+        import ninja
+
+        os.environ["PATH"] = f"{ninja.BIN_DIR}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+def build(with_cuda: bool, verbose: bool = False) -> Any:
+    """Compile (or reuse) and load one build (raises on any failure): ``torch.ops.window_attention``."""
+    from torch.utils.cpp_extension import load
+
+    _ninja_on_path()
+    name = build_name(with_cuda)
+    directory = BUILD_DIR / name
+    directory.mkdir(parents=True, exist_ok=True)
+    sources = [KERNEL_DIR / source for source in CPU_SOURCES] + (
+        [KERNEL_DIR / CUDA_SOURCE] if with_cuda else []
+    )
+    flags = ["-O3", "-fopenmp", "-march=native", "-Wno-psabi"] + (["-DWITH_CUDA"] if with_cuda else [])
+    with BuildLock(directory):
+        stale = directory / "lock"  # torch's FileBaton: under our flock, only a dead build left it
+        if stale.exists():
+            log.warning("removing %s, left by a build that was killed", stale)
+            stale.unlink()
+        load(
+            name=name,
+            sources=[str(path) for path in sources],
+            extra_cflags=flags,
+            extra_cuda_cflags=["-O3", "-DWITH_CUDA"],
+            extra_ldflags=["-fopenmp"],
+            build_directory=str(directory),
+            with_cuda=with_cuda,
+            is_python_module=False,
+            verbose=verbose,
+        )
+    (directory / "build_key.json").write_text(json.dumps(build_key(with_cuda), indent=1, sort_keys=True))
+    return torch.ops.window_attention
+
+
+_LOADED: dict[str, Any] = {}  # "ops" -> the op namespace or None, "cuda" -> whether CUDA kernels are in
+
+
+def load_kernels(verbose: bool = False) -> Any | None:
+    """The extension's ops (``torch.ops.window_attention``), built on first use; None (after a
+    warning) when no build works here, so the callers take the reference path."""
+    if "ops" in _LOADED:
+        return _LOADED["ops"]
+    attempts = [True, False] if cuda_toolkit() else [False]
+    for with_cuda in attempts:
+        try:
+            _LOADED.update(ops=build(with_cuda, verbose), cuda=with_cuda)
+            return _LOADED["ops"]
+        except Exception as err:  # a compiler, linker, loader or lock failure: fall back
+            kind = "CUDA" if with_cuda else "CPU"
+            warnings.warn(
+                f"the windowed-attention extension's {kind} build failed ({type(err).__name__}: "
+                f"{str(err).strip().splitlines()[-1] if str(err).strip() else err!r}); "
+                + ("trying the CPU-only build" if with_cuda else "using the PyTorch reference path"),
+                RuntimeWarning,
+                stacklevel=2,
+            )
+    _LOADED.update(ops=None, cuda=False)
+    return None
+
+
+def kernels_on(device_type: str) -> bool:
+    """Whether the compiled ops run on tensors of ``device_type`` (else the reference path)."""
+    ops = load_kernels()
+    return ops is not None and (device_type == "cpu" or (device_type == "cuda" and _LOADED["cuda"]))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m rerank_scaling.training.extension_build [--verbose]``: build ahead of time."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Build the windowed-attention extension ahead of time.")
+    parser.add_argument("--verbose", action="store_true", help="show the compiler commands")
+    args = parser.parse_args(argv)
+    if load_kernels(verbose=args.verbose) is None:
+        raise SystemExit("window_attention extension: no build works here (see the warnings above)")
+    kind = "CPU + CUDA" if _LOADED["cuda"] else "CPU"
+    print(
+        f"window_attention extension ({kind}) ready in {BUILD_DIR / build_name(_LOADED['cuda'])}",
+        file=sys.stderr,
+    )
+
+
+if __name__ == "__main__":
+    main()
