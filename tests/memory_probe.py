@@ -3,7 +3,7 @@
     python tests/memory_probe.py '{"hidden": 256, "intermediate": 384, "layers": 4, "vocab": 1000,
         "sequences": 32, "max_length": 128, "precision": "half", "checkpointing": false}'
 
-Prints {"peak_bytes": ..., "params": ...}. Method: peak resident set (``ru_maxrss``) minus the
+Prints {"peak_bytes": ..., "params": ...}. Method: peak resident set (``VmHWM``) minus the
 resident set before the model is built. tracemalloc does not see torch's allocations, and torch
 keeps no CPU allocator statistics; RSS does see them, provided freed tensors go back to the OS at
 once: the caller sets ``MALLOC_MMAP_THRESHOLD_`` (glibc), which puts every block above it in its own
@@ -16,13 +16,23 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import sys
 
 
 def resident_bytes() -> int:
     with open("/proc/self/statm") as statm:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def high_water_bytes() -> int:
+    """Peak resident set of this process's own address space (``VmHWM``). Not ``ru_maxrss``: at
+    exec Linux folds the old address space's high-water mark into it, so a probe started from a
+    large parent (pytest after tests that loaded models) reports at least the parent's size."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024  # kB
+    raise RuntimeError("/proc/self/status has no VmHWM")
 
 
 def main() -> None:
@@ -66,7 +76,7 @@ def main() -> None:
         torch.nn.functional.binary_cross_entropy_with_logits(logits.float(), labels).backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+    peak = high_water_bytes()
     params = sum(p.numel() for p in model.parameters())
     print(json.dumps({"peak_bytes": peak - before, "params": params}))
 
