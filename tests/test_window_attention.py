@@ -144,7 +144,7 @@ def test_pattern_matches_dense_masked_attention(window: int, query_sees_document
         assert not dense_mask[row, :length, length:].any()  # padding is never attended
         torch.testing.assert_close(sparse[row, :, :length], dense[row, :, :length])
     # gradients agree too (padding rows excluded: they are never read)
-    weight = (mask[:, None, :, None] * torch.randn(sparse.shape, dtype=torch.float64, generator=generator))
+    weight = mask[:, None, :, None] * torch.randn(sparse.shape, dtype=torch.float64, generator=generator)
     grads = torch.autograd.grad((sparse * weight).sum(), (query, key, value))
     dense_grads = torch.autograd.grad((dense * weight).sum(), (query, key, value))
     for grad, dense_grad in zip(grads, dense_grads, strict=True):

@@ -105,6 +105,12 @@ def member_mixture(fitted: dict[str, SplitFit]) -> tuple[np.ndarray, np.ndarray,
     return mixture(draws)
 
 
+def _why_left_out(fitted: SplitFit) -> str:
+    if fitted.too_few_levels:
+        return ", ".join(fitted.too_few_levels)
+    return fitted.reason or fitted.status or "no bootstrap draws"
+
+
 def fit_ensemble(
     keys: dict[str, Any],
     label: str,
@@ -119,7 +125,11 @@ def fit_ensemble(
     """The ensemble on one model-protocol split: (fits row, forecast rows judged like any law's)."""
     metric = keys["metric"]
     fitted = fit_members(metric, fit_rows, held_rows, settings, seed, spread, ceiling)
-    usable = {n: f for n, f in fitted.items() if f.intervals is not None and f.intervals.successes}
+    usable = {
+        n: f
+        for n, f in fitted.items()
+        if f.intervals is not None and f.intervals.successes and not f.too_few_levels
+    }
     record: dict[str, Any] = {
         **keys,
         "protocol": label.split(":")[0],
@@ -134,10 +144,11 @@ def fit_ensemble(
     }
     missing = sorted(set(fitted) - set(usable))
     if not usable:
-        record.update(status="failed", reason="no member of the ensemble has bootstrap draws")
+        why = "; ".join(f"{n}: {_why_left_out(f)}" for n, f in fitted.items())
+        record.update(status="failed", reason=f"no member of the ensemble forecasts: {why}")
         return record, pd.DataFrame()
     notes = [f"{n}: {f.status}" + (f" ({f.reason})" if f.reason else "") for n, f in usable.items()]
-    notes += [f"{n}: left out ({fitted[n].reason or fitted[n].status})" for n in missing]
+    notes += [f"{n}: left out ({_why_left_out(fitted[n])})" for n in missing]
     record.update(status="ok", reason="; ".join(notes))
     first = next(iter(usable.values()))
     interval = member_mixture(usable)

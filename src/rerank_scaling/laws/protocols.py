@@ -42,7 +42,7 @@ from rerank_scaling.laws.fit_statistics import (
 )
 from rerank_scaling.laws.fitting import FitResult, fit_law
 from rerank_scaling.laws.forecast_status import StatusRule, judge, validated_ratio
-from rerank_scaling.laws.identifiability import degenerate_reasons
+from rerank_scaling.laws.identifiability import degenerate_reasons, too_few_levels
 
 log = logging.getLogger(__name__)
 GROUP_KEYS = ["family", "objective", "attention", "metric", "split"]
@@ -221,6 +221,9 @@ class SplitFit:
     quality: Any = None
     intervals: Intervals | None = None
     components: VarianceComponents | None = None
+    #: variables with fewer distinct values than the law needs: its forecast, not just a parameter,
+    #: is then unidentified (identifiability.too_few_levels), and the ensemble leaves it out
+    too_few_levels: tuple[str, ...] = ()
 
 
 def fit_split(
@@ -275,7 +278,8 @@ def fit_split(
         reason = "; ".join(filter(None, [reason, "no bootstrap refit converged"]))
     # the prefix reaches every table and figure that quotes the reason (planning's too)
     status, reason = ("degenerate", f"not identifiable: {reason}") if reason else ("ok", "")
-    return SplitFit(result, status, reason, both, quality, intervals, components)
+    levels = tuple(too_few_levels(law, x))
+    return SplitFit(result, status, reason, both, quality, intervals, components, levels)
 
 
 def forecast_rows(

@@ -16,8 +16,8 @@ Large Transformer Models", §4, count the same terms for a decoder) is
 * with checkpointing every layer keeps only its input (c h) and one layer at a time is recomputed
   with its full activations and their gradients (a' h + b' i).
 
-The constants were measured on CPU (peak RSS of a fresh process, see
-``tests/test_memory.py::measured_peak``) for ModernBERT with SDPA attention, which stores no
+The constants were measured on CPU (the slope of a fresh process's peak RSS in the batch's tokens,
+``benchmarks/fit_activation_bytes.py``) for ModernBERT with SDPA attention, which stores no
 s x s score matrix (FlashAttention and the memory-efficient CUDA kernel store none either);
 ``tests/test_memory.py`` checks the formula against such measurements within 15%. On a GPU, the
 CUDA context and the caching allocator's fragmentation come on top: :func:`usable_bytes` keeps
@@ -64,7 +64,7 @@ PRECISIONS = ("half", "fp32")
 
 @dataclass(frozen=True)
 class ActivationBytes:
-    """Bytes per token the backward pass keeps (ModernBERT, SDPA; measured, rounded up)."""
+    """Bytes per token the backward pass keeps (ModernBERT, SDPA; fitted, rounded up to 0.5)."""
 
     layer_h: float  # a: per layer, times the hidden width
     layer_i: float  # b: per layer, times the FFN width
@@ -74,10 +74,11 @@ class ActivationBytes:
     recompute_i: float  # b'
 
 
-#: Measured on CPU (tests/test_memory.py) under bf16 autocast ("half", fp16 keeps the same) and fp32.
+#: Fitted to CPU peaks under bf16 autocast ("half", fp16 keeps the same) and fp32 by
+#: benchmarks/fit_activation_bytes.py (its report: benchmarks/results/activation_bytes.md).
 ACTIVATIONS = {
-    "half": ActivationBytes(24, 8.5, 16, 4, 32, 11),
-    "fp32": ActivationBytes(38, 18, 15, 4, 46, 24),
+    "half": ActivationBytes(23.5, 8.5, 20.0, 4.0, 13.5, 11.0),
+    "fp32": ActivationBytes(34.5, 19.0, 26.5, 4.0, 17.5, 25.0),
 }
 
 

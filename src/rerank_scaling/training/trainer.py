@@ -376,10 +376,9 @@ def train_run(
             log.info("checkpoint %d/%d at step %d (loss %.4f)", index, len(save_at), step, clock["loss"])
             fault_point("published", index, released=lambda: stop.requested)
 
-    # Length-bucketed steps save padding FLOPs but change which rows share a step; on the default
-    # ladder they cost L6 0.045-0.05 nDCG@10 (README, "Length bucketing"), so they are opt-in.
-    # Without them every row counts as one length: the same sampler then cuts random steps (the
-    # stable sort keeps the permutation), so micro-batches still slice one step.
+    # Length-bucketed steps save padding FLOPs but change which rows share a step, so they are
+    # opt-in. Without them every row counts as one length: the same sampler then cuts random steps
+    # (the stable sort keeps the permutation), so micro-batches still slice one step.
     if settings.length_bucketing:
         lengths = row_lengths(dataset, CHARS_PER_TOKEN * settings.max_length)
     else:
