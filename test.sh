@@ -3,7 +3,7 @@
 # Quick subset: .venv/bin/python -m pytest -m "not slow"
 set -euo pipefail
 cd "$(dirname "$0")"
-scripts/install.sh
+BUILD_EXTENSION=1 scripts/install.sh  # the kernel tests load the compiled extension
 if [ -x scripts/install_slurm_test_deps.sh ]; then
   scripts/install_slurm_test_deps.sh
 fi

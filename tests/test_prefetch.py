@@ -146,3 +146,41 @@ def test_prefetch_finds_ir_datasets_files_and_names_missing_ones(tmp_path: Path)
     result = _prefetch_stage(tmp_path / "again", _irds_section(), tmp_path / "empty")
     assert result.returncode != 0
     assert "dataset cranfield" in result.stderr and "run.sh --prefetch" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("left_out", "named"),
+    [
+        (("model.safetensors",), "no weights"),  # an earlier download of the config and tokenizer
+        (("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"), "no tokenizer"),
+    ],
+)
+def test_a_snapshot_without_weights_or_tokenizer_is_not_counted_as_cached(
+    tmp_path: Path, left_out: tuple[str, ...], named: str
+) -> None:
+    """The prefetch stage, offline, on a cache whose snapshot has config.json but lacks the weights
+    or the tokenizer: `missing`, naming what the snapshot lacks, not `cached` (a job would then fail
+    offline); the model does not load from it either."""
+    import json
+    import sys
+
+    model = save_tiny_modernbert(tmp_path / "model")
+    for name in left_out:
+        (model / name).unlink(missing_ok=True)
+    assert (model / "config.json").exists()
+    home = tmp_path / "hf_home"
+    lay_out_hub_cache(home / "hub", REPO_ID, model)
+    env = {**workflow_env(), "HF_HOME": str(home), "HF_HUB_OFFLINE": "1"}
+    env.pop("HF_HUB_CACHE", None)
+    models = json.dumps([{"name": "tiny", "family": "hf", "path": REPO_ID, "role": "fit"}])
+    command = [sys.executable, "-m", "rerank_scaling.data.prefetch", "--models", models]
+    command += ["--dataset", json.dumps({"source": "builtin"}), "--out", str(tmp_path / "manifest.tsv")]
+    result = subprocess.run(command, capture_output=True, text=True, env=env)
+    assert result.returncode != 0, result.stderr[-2000:]
+    assert f"model {REPO_ID}: incomplete snapshot" in result.stderr and named in result.stderr, result.stderr
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HF_HOME", str(home))
+        patch.delenv("HF_HUB_CACHE", raising=False)
+        assert cached_model(REPO_ID) is None
+        with pytest.raises(ModelNotCached):
+            build_cross_encoder({"family": "hf", "path": REPO_ID}, 32, 0)

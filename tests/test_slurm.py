@@ -2,14 +2,17 @@
 
 The fixture starts munged, slurmctld and slurmd (Debian's packages, installed by
 scripts/install_slurm_test_deps.sh) with a configuration in a temporary directory, and stops them
-afterwards, also when a test fails. The node is in two partitions, `cpu` (the default) and `gpu`,
+afterwards, also when a test fails. The node is in two partitions, `cpu` and `gpu` (the default),
 and advertises one GPU (a gres whose device file is a fake: enough for scheduling). Without
-slurmdbd there is no accounting database, so the plugin is told to poll job states with squeue
-(`--slurm-status-command squeue`, MinJobAge keeps finished jobs visible to it), and `sacct -c`
-reads where and how each job ran from the job-completion log (jobcomp/filetxt).
+slurmdbd there is no accounting database, so the plugin is told (by a workflow profile,
+`profiles/default` in the checkout) to poll job states with squeue (`slurm-status-command`;
+MinJobAge keeps finished jobs visible to it), and `sacct -c` reads where and how each job ran
+from the job-completion log (jobcomp/filetxt).
 
-Snakemake runs as a user on a login node would: `.venv/bin/snakemake` by its path, with the venv not
-on PATH and a `python` first on PATH that is not the project's (it fails loudly if a job calls it).
+The workflow is submitted by the README's cluster step 3, run verbatim by bash but for its
+placeholders (account, partitions) and its config file, as a user on a login node would: from a
+checkout with `.venv`, the venv not on PATH and a `python` first on PATH that is not the project's
+(it fails loudly if a job calls it). Jobs are routed by the config's `cluster` keys alone.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, dry_run_jobs, snakemake_command
+from conftest import REPO, dry_run_jobs
 
 pytestmark = pytest.mark.slow
 
@@ -96,8 +99,9 @@ SlurmdParameters=config_overrides
 ReturnToService=2
 MinJobAge=900
 NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=64000 Gres=gpu:1 State=UNKNOWN
-PartitionName={PARTITIONS["cpu"]} Nodes={host} Default=YES MaxTime=INFINITE State=UP
-PartitionName={PARTITIONS["gpu"]} Nodes={host} MaxTime=INFINITE State=UP
+# The GPU partition is the default: a CPU job the workflow did not route would land there.
+PartitionName={PARTITIONS["cpu"]} Nodes={host} MaxTime=INFINITE State=UP
+PartitionName={PARTITIONS["gpu"]} Nodes={host} Default=YES MaxTime=INFINITE State=UP
 """
 
 
@@ -209,13 +213,20 @@ class SlurmCluster:
         return [dict(zip(fields, line.split("|"), strict=True)) for line in result.stdout.splitlines()]
 
     def completed(self) -> dict[str, dict[str, str]]:
-        """Job id -> partition, state, time limit and trackable resources, from `sacct -c`
-        (the job-completion log: every job that ended, however it ended)."""
-        fields = ("JobID", "Partition", "State", "Timelimit", "AllocTRES", "ReqTRES")
+        """Job id -> partition, account, state and time limit (minutes), from `sacct -c` (the
+        job-completion log: every job that ended, however it ended; it keeps no memory or TRES)."""
+        fields = ("JobID", "Partition", "Account", "State", "TimelimitRaw")
         result = self.client("sacct", "-c", "--noheader", "--parsable2", "--format", ",".join(fields))
         assert result.returncode == 0, result.stderr
         rows = [dict(zip(fields, line.split("|"), strict=True)) for line in result.stdout.splitlines()]
         return {row["JobID"]: row for row in rows}
+
+    def details(self, job_id: str) -> dict[str, str]:
+        """`scontrol show job`'s fields of a job slurmctld still knows (MinJobAge): the memory it
+        asked for (MinMemoryNode) and its trackable resources (TRES, e.g. gres/gpu=1)."""
+        result = self.client("scontrol", "show", "job", "--oneliner", job_id)
+        assert result.returncode == 0, result.stderr
+        return dict(item.split("=", 1) for item in result.stdout.split() if "=" in item)
 
     def logs(self) -> str:
         return "\n".join(
@@ -261,29 +272,58 @@ def cluster(tmp_path_factory) -> SlurmCluster:
         cluster.stop()
 
 
-def slurm_command(workdir: Path, configfile: str, *args: str) -> list[str]:
-    """The README's step 3: `.venv/bin/snakemake ... --profile profiles/slurm` (partitions from the
-    config's `cluster` section), plus this test cluster's polling options."""
-    command = snakemake_command(
-        workdir,
-        configfile,
+# What the README's step 3 placeholders become on this cluster; its config file becomes the test's.
+README_VALUES = {
+    "config.paper.yaml": "slurm.yaml",
+    "ACCOUNT": "rerank",
+    "GPU_PARTITION": PARTITIONS["gpu"],
+    "CPU_PARTITION": PARTITIONS["cpu"],
+}
+# This test cluster has no accounting database (slurmdbd): only squeue knows job states. A workflow
+# profile (profiles/default, which Snakemake reads besides --profile) says so, so that the README's
+# command runs as written.
+TEST_CLUSTER_PROFILE = {
+    "slurm-status-command": "squeue",
+    "slurm-init-seconds-before-status-checks": 1,
+    "seconds-between-status-checks": 1,
+    "slurm-keep-successful-logs": True,
+}
+
+
+def readme_submit_steps() -> str:
+    """The README's cluster step 3 ("**3. Submit**"): its indented block, dedented, placeholders
+    replaced by README_VALUES."""
+    text = (REPO / "README.md").read_text()
+    lines: list[str] = []
+    for line in text[text.index("**3. Submit**") :].splitlines()[1:]:
+        if line.startswith("    "):
+            lines.append(line[4:])
+        elif lines and line.strip():
+            break
+    script = "\n".join(lines) + "\n"
+    assert ".venv/bin/snakemake" in script and "--profile profiles/slurm" in script, script
+    for placeholder, value in README_VALUES.items():
+        assert placeholder in script, (placeholder, script)
+        script = script.replace(placeholder, value)
+    return script
+
+
+def slurm_command(*args: str) -> list[str]:
+    """The command of the README's step 3 (after its cluster.yaml is written), plus ``args``."""
+    return [
+        ".venv/bin/snakemake",
+        "--configfile",
+        "slurm.yaml",
+        "cluster.yaml",
         "--profile",
-        str(REPO / "profiles" / "slurm"),
-        # without slurmdbd only squeue knows job states
-        "--slurm-status-command",
-        "squeue",
-        "--slurm-init-seconds-before-status-checks",
-        "1",
-        "--seconds-between-status-checks",
-        "1",
-        "--slurm-keep-successful-logs",
+        "profiles/slurm",
         *args,
-    )
-    return [str(REPO / ".venv" / "bin" / "snakemake"), *command[3:]]
+    ]
 
 
-def snakemake_on_slurm(cluster: SlurmCluster, workdir: Path, configfile: str, *args: str):
-    command = slurm_command(workdir, configfile, *args)
+def snakemake_on_slurm(cluster: SlurmCluster, workdir: Path, *args: str, configfile: str = "slurm.yaml"):
+    command = slurm_command(*args)
+    command[2] = configfile
     return subprocess.run(command, env=cluster.env, capture_output=True, text=True, cwd=workdir, timeout=900)
 
 
@@ -299,15 +339,36 @@ def job_counts(output: str) -> Counter:
 
 @pytest.fixture(scope="module")
 def slurm_run(cluster, tmp_path_factory) -> dict:
-    """The workflow, run to completion on the cluster with tests/configs/slurm.yaml."""
+    """The README's step 3, verbatim but for its placeholders and config file, run from a checkout
+    (the workflow, profiles/slurm, .venv) in a login shell's environment (cluster.env: the venv not
+    on PATH, a failing `python` first there) on the test cluster, with tests/configs/slurm.yaml."""
     workdir = tmp_path_factory.mktemp("slurm-workflow")
     for name in WORKFLOW_FILES:
         source = REPO / name
         (shutil.copytree if source.is_dir() else shutil.copy)(source, workdir / name)
+    shutil.copytree(REPO / "profiles" / "slurm", workdir / "profiles" / "slurm")
+    (workdir / "profiles" / "default").mkdir()
+    (workdir / "profiles" / "default" / "config.yaml").write_text(yaml.safe_dump(TEST_CLUSTER_PROFILE))
+    (workdir / ".venv").symlink_to(REPO / ".venv")
     shutil.copy(REPO / "tests" / "configs" / "slurm.yaml", workdir / "slurm.yaml")
-    planned = snakemake_on_slurm(cluster, workdir, "slurm.yaml", "-n")
+    steps = readme_submit_steps()
+    planned = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", steps.rstrip("\n") + " -n"],
+        env=cluster.env,
+        capture_output=True,
+        text=True,
+        cwd=workdir,
+        timeout=900,
+    )
     assert planned.returncode == 0, (planned.stdout + planned.stderr)[-4000:]
-    result = snakemake_on_slurm(cluster, workdir, "slurm.yaml")
+    result = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", steps],
+        env=cluster.env,
+        capture_output=True,
+        text=True,
+        cwd=workdir,
+        timeout=900,
+    )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-6000:] + "\n" + cluster.logs()
     return {"workdir": workdir, "output": output, "planned": dry_run_jobs(planned.stdout + planned.stderr)}
@@ -341,7 +402,8 @@ def test_the_workflow_completes_with_every_job_run_by_slurm(cluster, slurm_run):
 
 def test_every_job_landed_on_its_partition_with_the_limits_snakemake_planned(cluster, slurm_run):
     """sacct (the job-completion log): model rules on the GPU partition, the rest on the CPU one,
-    each with the memory and time limit of Snakemake's own dry run (no --set-resources given)."""
+    under the README's account, each with the time limit of Snakemake's own dry run; scontrol: the
+    memory it planned, and no GPU under device: cpu. No --set-resources was given."""
     planned = {
         f"{job['rule']}:{'_'.join(job['wildcards'].values())}": job["resources"]
         for job in slurm_run["planned"]
@@ -350,15 +412,21 @@ def test_every_job_landed_on_its_partition_with_the_limits_snakemake_planned(clu
     completed = cluster.completed()
     jobs = cluster.jobs()
     assert {job_key(job["comment"]) for job in jobs} == set(planned)
+    assert {job_key(job["comment"]).split(":")[0] for job in jobs} & set(GPU_RULES), jobs
     for job in jobs:
-        resources, done = planned[job_key(job["comment"])], completed[job["id"]]
+        resources, done, held = (
+            planned[job_key(job["comment"])],
+            completed[job["id"]],
+            cluster.details(job["id"]),
+        )
         rule = job_key(job["comment"]).split(":")[0]
         assert done["Partition"] == PARTITIONS["gpu" if rule in GPU_RULES else "cpu"], (rule, done)
         assert resources["slurm_partition"] == done["Partition"], (rule, resources)
+        assert done["Account"] == README_VALUES["ACCOUNT"], (rule, done)
         assert done["State"] == "COMPLETED", (rule, done)
-        assert job["memory"] == f"{resources['mem_mb']}M", (rule, job, resources)
-        assert job["time_limit"] == f"{resources['runtime']}:00", (rule, job, resources)
-        assert "gres/gpu" not in done["AllocTRES"], (rule, done)  # device: cpu asks for no GPU
+        assert done["TimelimitRaw"] == resources["runtime"], (rule, done, resources)
+        assert held["MinMemoryNode"] == f"{resources['mem_mb']}M", (rule, held, resources)
+        assert "gres/gpu" not in held["TRES"], (rule, held)  # device: cpu asks for no GPU
 
 
 def test_a_cuda_config_trains_on_the_gpu_partition_with_one_gpu(cluster, slurm_run, tmp_path):
@@ -371,14 +439,16 @@ def test_a_cuda_config_trains_on_the_gpu_partition_with_one_gpu(cluster, slurm_r
     config["device"] = "cuda"
     (workdir / "slurm-cuda.yaml").write_text(yaml.safe_dump(config))
     before = {job["id"] for job in cluster.jobs()}
-    result = snakemake_on_slurm(cluster, workdir, "slurm-cuda.yaml", "--until", "train", "--retries", "0")
+    result = snakemake_on_slurm(
+        cluster, workdir, "--until", "train", "--retries", "0", configfile="slurm-cuda.yaml"
+    )
     output = result.stdout + result.stderr
     assert result.returncode != 0, output[-3000:]
     (train,) = [job for job in cluster.jobs() if job["id"] not in before]
     assert train["comment"].startswith("rule_train_"), train
     done = cluster.completed()[train["id"]]
-    assert done["Partition"] == PARTITIONS["gpu"] and "gres/gpu=1" in done["AllocTRES"], done
-    assert done["State"] == "FAILED", done
+    assert done["Partition"] == PARTITIONS["gpu"] and done["State"] == "FAILED", done
+    assert "gres/gpu=1" in cluster.details(train["id"])["TRES"], cluster.details(train["id"])
     log = (workdir / "results" / "slurm" / "logs" / "train" / "L1__pointwise__full__s13.log").read_text()
     assert "no GPU is visible" in log and "torch.version.cuda" in log and "driver" in log, log[-2000:]
 
@@ -401,7 +471,7 @@ def test_a_cancelled_training_job_is_retried_and_resumes_from_the_state_saved_on
     env = {**cluster.env, "RERANK_SCALING_FAULT": "published:1:hold"}
     # the checkpoints as targets: the products downstream of them are still up to date
     targets = [f"results/slurm/checkpoints/{run}/ckpt-0{k}/checkpoint.json" for k in (1, 2)]
-    command = slurm_command(workdir, "slurm.yaml", *targets)
+    command = slurm_command(*targets)
     with open(tmp_path / "snakemake.out", "w") as out:
         process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=workdir)
         try:

@@ -77,16 +77,47 @@ def ir_dataset_ids(config: dict[str, Any]) -> list[str]:
     return sorted({section["corpus"], *section["splits"].values()})
 
 
-def cached_model(repo_id: str) -> Path | None:
-    """The snapshot directory of ``repo_id`` in the hub cache (``refs/main``), or None."""
+#: Files a tokenizer can be loaded from (a fast tokenizer's JSON, or a vocabulary).
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model")
+#: Weight files of a single-file checkpoint; a sharded one lists its shards in an index JSON.
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+WEIGHT_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
+
+
+def snapshot_missing(snapshot: Path) -> list[str]:
+    """What a snapshot lacks for a job to load the model offline: its ``config.json``, its weights
+    (every shard an index names) or a tokenizer. A snapshot left by an earlier download of only the
+    config or the tokenizer is not a cached model."""
+    missing = [] if (snapshot / "config.json").is_file() else ["config.json"]
+    indexes = [snapshot / name for name in WEIGHT_INDEXES if (snapshot / name).is_file()]
+    if indexes:
+        import json
+
+        shards = set(json.loads(indexes[0].read_text()).get("weight_map", {}).values())
+        missing += sorted(f"weights ({shard})" for shard in shards if not (snapshot / shard).is_file())
+    elif not any((snapshot / name).is_file() for name in WEIGHT_FILES):
+        missing.append(f"weights ({' or '.join(WEIGHT_FILES)})")
+    if not any((snapshot / name).is_file() for name in TOKENIZER_FILES):
+        missing.append(f"tokenizer ({', '.join(TOKENIZER_FILES)})")
+    return missing
+
+
+def cached_snapshot(repo_id: str) -> Path | None:
+    """The snapshot directory of ``repo_id`` in the hub cache (``refs/main``), complete or not."""
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import LocalEntryNotFoundError
 
     try:
-        path = Path(snapshot_download(repo_id, cache_dir=hub_cache(), local_files_only=True))
+        return Path(snapshot_download(repo_id, cache_dir=hub_cache(), local_files_only=True))
     except (LocalEntryNotFoundError, FileNotFoundError, ValueError):
         return None
-    return path if (path / "config.json").exists() else None
+
+
+def cached_model(repo_id: str) -> Path | None:
+    """The snapshot directory of ``repo_id`` in the hub cache when it holds all a job loads
+    (:func:`snapshot_missing` is empty), else None."""
+    path = cached_snapshot(repo_id)
+    return path if path is not None and not snapshot_missing(path) else None
 
 
 def model_source(path: str) -> str:
@@ -112,7 +143,13 @@ def fetch_model(repo_id: str) -> FetchRecord:
     if snapshot is not None:
         return FetchRecord("model", repo_id, "cached", str(snapshot))
     if hub_offline():
-        return FetchRecord("model", repo_id, "missing", f"not in {hub_cache()} and HF_HUB_OFFLINE=1")
+        partial = cached_snapshot(repo_id)
+        where = (
+            f"incomplete snapshot {partial}: no {', no '.join(snapshot_missing(partial))}"
+            if partial is not None
+            else f"not in {hub_cache()}"
+        )
+        return FetchRecord("model", repo_id, "missing", f"{where}, and HF_HUB_OFFLINE=1")
     from huggingface_hub import list_repo_files, snapshot_download
 
     patterns = list(_MODEL_FILES)

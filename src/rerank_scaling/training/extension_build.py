@@ -1,8 +1,11 @@
 """Build and load the windowed-attention extension (``kernels/window_attention``) safely on clusters.
 
 * **Ahead of time**: ``python -m rerank_scaling.training.extension_build`` (``scripts/install.sh``
-  runs it only when a config asks for windowed attention, or ``BUILD_EXTENSION=1``); a job then
-  only loads it. A job that finds no build compiles it itself, as before.
+  runs it only when a config asks for windowed attention, ``--if-configured``, or with
+  ``BUILD_EXTENSION=1``); a job then only loads it. A login node without a GPU builds the CUDA
+  kernels for ``TORCH_CUDA_ARCH_LIST`` (e.g. ``"8.0;9.0"``), and a GPU job loads that build when
+  its list covers the job's GPU (:func:`prebuilt_cuda`, no nvcc needed there). A job that finds no
+  build compiles it itself.
 * **One build per toolchain and target**: the build directory's name is a hash of what makes a
   build loadable, :func:`build_key`: torch's version, the CUDA version torch was built for, the
   CUDA architectures (``TORCH_CUDA_ARCH_LIST``, else the visible GPUs' compute capabilities) and
@@ -47,10 +50,13 @@ CUDA_SOURCE = "cuda/window_matmul_cuda.cu"
 
 
 def cuda_toolkit() -> bool:
-    """Whether the CUDA kernels can be compiled here: a GPU is visible and nvcc exists."""
+    """Whether the CUDA kernels can be compiled here: torch is a CUDA build, nvcc exists, and there
+    is a target: a visible GPU, or ``TORCH_CUDA_ARCH_LIST`` (a login node without a GPU)."""
     from torch.utils.cpp_extension import CUDA_HOME
 
-    return torch.cuda.is_available() and CUDA_HOME is not None and (Path(CUDA_HOME) / "bin" / "nvcc").exists()
+    nvcc = CUDA_HOME is not None and (Path(CUDA_HOME) / "bin" / "nvcc").exists()
+    target = torch.cuda.is_available() or bool(os.environ.get("TORCH_CUDA_ARCH_LIST"))
+    return torch.version.cuda is not None and nvcc and target
 
 
 def cpu_flags() -> str:
@@ -158,6 +164,26 @@ def build(with_cuda: bool, verbose: bool = False) -> Any:
     return torch.ops.window_attention
 
 
+def prebuilt_cuda() -> Path | None:
+    """A finished CUDA build (its ``build_key.json`` written) for this torch, CUDA and CPU whose
+    architecture list covers every visible GPU: an ahead-of-time build made with
+    ``TORCH_CUDA_ARCH_LIST`` on a login node, loaded on a compute node without compiling (nvcc
+    need not be there). None when there is none."""
+    wanted = build_key(with_cuda=True)
+    capabilities = {
+        f"{major}.{minor}"
+        for major, minor in map(torch.cuda.get_device_capability, range(torch.cuda.device_count()))
+    }
+    for key_file in sorted(BUILD_DIR.glob("window_attention_cuda_*/build_key.json")):
+        key = json.loads(key_file.read_text())
+        built_for = {arch.removesuffix("+PTX") for arch in key.get("arch", "").replace(" ", ";").split(";")}
+        same = all(key.get(field) == wanted[field] for field in ("torch", "cuda", "cpu"))
+        library = key_file.parent / f"{key_file.parent.name}.so"
+        if same and capabilities <= built_for and library.exists():
+            return library
+    return None
+
+
 _LOADED: dict[str, Any] = {}  # "ops" -> the op namespace or None, "cuda" -> whether CUDA kernels are in
 
 
@@ -166,10 +192,16 @@ def load_kernels(verbose: bool = False) -> Any | None:
     warning) when no build works here, so the callers take the reference path."""
     if "ops" in _LOADED:
         return _LOADED["ops"]
-    attempts = [True, False] if cuda_toolkit() else [False]
+    prebuilt = prebuilt_cuda() if torch.cuda.is_available() else None
+    attempts = [True, False] if prebuilt or cuda_toolkit() else [False]
     for with_cuda in attempts:
         try:
-            _LOADED.update(ops=build(with_cuda, verbose), cuda=with_cuda)
+            if with_cuda and prebuilt:
+                torch.ops.load_library(str(prebuilt))
+                ops = torch.ops.window_attention
+            else:
+                ops = build(with_cuda, verbose)
+            _LOADED.update(ops=ops, cuda=with_cuda)
             return _LOADED["ops"]
         except Exception as err:  # a compiler, linker, loader or lock failure: fall back
             kind = "CUDA" if with_cuda else "CPU"
@@ -190,13 +222,42 @@ def kernels_on(device_type: str) -> bool:
     return ops is not None and (device_type == "cpu" or (device_type == "cuda" and _LOADED["cuda"]))
 
 
+def windowed_configs(paths: list[Path]) -> list[Path]:
+    """The config files (of ``paths`` that exist) whose ``training.attention`` names a windowed
+    variant (``window<w>``; ``full`` runs the model's own attention and needs no extension)."""
+    import yaml
+
+    asking = []
+    for path in paths:
+        if path.is_file():
+            config = yaml.safe_load(path.read_text()) or {}
+            if any(name != "full" for name in (config.get("training") or {}).get("attention", [])):
+                asking.append(path)
+    return asking
+
+
 def main(argv: list[str] | None = None) -> None:
     """``python -m rerank_scaling.training.extension_build [--verbose]``: build ahead of time."""
     import argparse
 
     parser = argparse.ArgumentParser(description="Build the windowed-attention extension ahead of time.")
     parser.add_argument("--verbose", action="store_true", help="show the compiler commands")
+    parser.add_argument(
+        "--if-configured",
+        nargs="+",
+        metavar="CONFIG",
+        help="build only when one of these config files asks for windowed attention",
+    )
     args = parser.parse_args(argv)
+    if args.if_configured is not None:
+        asking = windowed_configs([Path(path) for path in args.if_configured])
+        if not asking:
+            print(
+                "window_attention extension: not built, no windowed attention in "
+                f"{' '.join(args.if_configured)} (BUILD_EXTENSION=1 scripts/install.sh builds it)",
+                file=sys.stderr,
+            )
+            return
     if load_kernels(verbose=args.verbose) is None:
         raise SystemExit("window_attention extension: no build works here (see the warnings above)")
     kind = "CPU + CUDA" if _LOADED["cuda"] else "CPU"
