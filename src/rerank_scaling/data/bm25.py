@@ -167,7 +167,7 @@ def build_index(
                 "DefaultLuceneDocumentGenerator",
                 "-threads",
                 str(settings.threads),
-                "-storePositions",  # no -storeDocvectors / -storeRaw: nothing reads them (corpus.jsonl has the text)
+                "-storePositions",  # no -storeDocvectors / -storeRaw: nothing reads them
             ],
             settings.memory_mb,
             log,
