@@ -26,10 +26,10 @@ ENVS = "../envs"
 
 
 def job_python():
-    """The interpreter the rules' shells run (``{PYTHON} -m rerank_scaling...``): the one running
-    Snakemake (the project's venv, by absolute path, so a job finds it without an activated venv or
-    the venv on PATH: a cluster job starts from the login shell's PATH), or, with --sdm conda or
-    apptainer, the environment's ``python`` with this checkout's ``src`` on PYTHONPATH (the env
+    """The interpreter the rules' shells run (``rerank_python -m rerank_scaling...``): the one
+    running Snakemake (the project's venv, by absolute path, so a job finds it without an activated
+    venv or the venv on PATH: a cluster job starts from the login shell's PATH), or, with --sdm conda
+    or apptainer, the environment's ``python`` with this checkout's ``src`` on PYTHONPATH (the env
     files carry the dependencies, not the project: Snakemake copies them to .snakemake/conda/, where
     a relative path to the project no longer points to it)."""
     from snakemake.settings.types import DeploymentMethod
@@ -41,9 +41,11 @@ def job_python():
     return shlex.quote(sys.executable)
 
 
-# In the shell text as {PYTHON}, not spelled out: Snakemake compares a rule's raw shell text to the
-# one that made its outputs, so another venv path re-runs nothing.
-PYTHON = job_python()
+# Rules call `rerank_python`, a shell function every job's shell defines first (Snakemake's bash
+# prefix, plus the function): the interpreter is not in a rule's shell text, which Snakemake compares
+# with the text that made its outputs, nor a param, so another venv path re-runs nothing.
+# (The prefix is formatted with each job's fields like the shell text: its braces are doubled.)
+shell.prefix("set -euo pipefail; rerank_python() {{{{ {} \"$@\"; }}}}; ".format(job_python()))
 
 
 # Each rule lists its stage's code (the entry module and every library module it imports, read from

@@ -22,7 +22,7 @@ rule prepare_corpus:
     conda:
         f"{ENVS}/retrieval.yaml"
     shell:
-        "{PYTHON} -m rerank_scaling.data.prepare_data --dataset {params.dataset:q} --out {params.out}"
+        "rerank_python -m rerank_scaling.data.prepare_data --dataset {params.dataset:q} --out {params.out}"
         " --part corpus > {log} 2>&1"
 
 
@@ -45,7 +45,7 @@ rule prepare_queries:
     conda:
         f"{ENVS}/retrieval.yaml"
     shell:
-        "{PYTHON} -m rerank_scaling.data.prepare_data --dataset {params.dataset:q} --out {params.out}"
+        "rerank_python -m rerank_scaling.data.prepare_data --dataset {params.dataset:q} --out {params.out}"
         " --part queries --split {wildcards.split} > {log} 2>&1"
 
 
@@ -73,7 +73,7 @@ rule prepare_qrels:
     conda:
         f"{ENVS}/retrieval.yaml"
     shell:
-        "{PYTHON} -m rerank_scaling.data.prepare_data --dataset {params.dataset:q} --out {params.out}"
+        "rerank_python -m rerank_scaling.data.prepare_data --dataset {params.dataset:q} --out {params.out}"
         " --part qrels --split {wildcards.split} {params.threshold} --checks {output.checks} > {log} 2>&1"
 
 
@@ -92,5 +92,5 @@ rule prepare_data:
     conda:
         f"{ENVS}/retrieval.yaml"
     shell:
-        "{PYTHON} -m rerank_scaling.data.prepare_data --merge-checks {input.checks} --checks {output.checks}"
+        "rerank_python -m rerank_scaling.data.prepare_data --merge-checks {input.checks} --checks {output.checks}"
         " > {log} 2>&1"

@@ -21,7 +21,7 @@ rule evaluate_bm25:
     conda:
         f"{ENVS}/training.yaml"
     shell:
-        "{PYTHON} -m rerank_scaling.evaluation.evaluate bm25 --collection {params.collection}"
+        "rerank_python -m rerank_scaling.evaluation.evaluate bm25 --collection {params.collection}"
         " --bm25-dir {params.bm25_dir} --splits {params.splits} --settings {params.evaluation:q}"
         " --out {output.metrics} --per-query {output.per_query} > {log} 2>&1"
 
@@ -46,7 +46,7 @@ rule split_texts:
     conda:
         f"{ENVS}/training.yaml"
     shell:
-        "{PYTHON} -m rerank_scaling.evaluation.split_texts --corpus {input.corpus} --run {input.run}"
+        "rerank_python -m rerank_scaling.evaluation.split_texts --corpus {input.corpus} --run {input.run}"
         " --depth {params.depth} --out {output.texts} > {log} 2>&1"
 
 
@@ -76,7 +76,7 @@ rule split_tokens:
     conda:
         f"{ENVS}/training.yaml"
     shell:
-        "HF_HUB_OFFLINE=1 {PYTHON} -m rerank_scaling.evaluation.split_tokens --model {params.model:q}"
+        "HF_HUB_OFFLINE=1 rerank_python -m rerank_scaling.evaluation.split_tokens --model {params.model:q}"
         " --collection {params.collection} --bm25-run {input.run} --texts {input.texts}"
         " --split {wildcards.split} --settings {params.evaluation:q} --max-length {params.max_length}"
         " --out {output.tokens} > {log} 2>&1"
@@ -115,7 +115,7 @@ rule evaluate_run:
     conda:
         f"{ENVS}/training.yaml"
     shell:
-        "HF_HUB_OFFLINE=1 {PYTHON} -m rerank_scaling.evaluation.evaluate run --checkpoints {params.checkpoints}"
+        "HF_HUB_OFFLINE=1 rerank_python -m rerank_scaling.evaluation.evaluate run --checkpoints {params.checkpoints}"
         " --collection {params.collection} --bm25-dir {params.bm25_dir} --splits {params.splits}"
         " --settings {params.evaluation:q} --texts-dir {params.texts_dir} --tokens-dir {params.tokens_dir}"
         " --max-length {params.max_length} --device {params.device}"
@@ -147,7 +147,7 @@ rule merge_metrics:
     conda:
         f"{ENVS}/fitting.yaml"
     shell:
-        "{PYTHON} -m rerank_scaling.evaluation.merge_metrics --inputs {input.bm25} {input.runs}"
+        "rerank_python -m rerank_scaling.evaluation.merge_metrics --inputs {input.bm25} {input.runs}"
         " --out {output.parquet} --csv {output.csv}"
         " --per-query-inputs {input.per_query_bm25} {input.per_query_runs}"
         " --per-query-out {output.per_query} > {log} 2>&1"

@@ -34,6 +34,6 @@ rule fit_laws:
     conda:
         f"{ENVS}/fitting.yaml"
     shell:
-        "{PYTHON} -m rerank_scaling.laws.fit_laws --metrics {input.metrics} --settings {params.fitting:q}"
+        "rerank_python -m rerank_scaling.laws.fit_laws --metrics {input.metrics} --settings {params.fitting:q}"
         " --out-dir {params.out} --threads {threads} --collection {params.collection}"
         " --bm25-runs {input.runs} --evaluation {params.evaluation:q} > {log} 2>&1"

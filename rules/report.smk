@@ -31,7 +31,7 @@ rule report_figures:
     conda:
         f"{ENVS}/fitting.yaml"
     shell:
-        "{PYTHON} -m rerank_scaling.report.write_report --metrics {input.metrics} --per-query {input.per_query}"
+        "rerank_python -m rerank_scaling.report.write_report --metrics {input.metrics} --per-query {input.per_query}"
         " --laws {params.laws}"
         " --metric {params.metrics:q} --split {params.splits} --figures {params.figures}"
         " --summary {output.summary} --data-checks {input.data_checks} > {log} 2>&1"
@@ -65,6 +65,6 @@ rule report_answer:
     conda:
         f"{ENVS}/fitting.yaml"
     shell:
-        "{PYTHON} -m rerank_scaling.report.answer_page --metrics {input.metrics} --laws {params.laws}"
+        "rerank_python -m rerank_scaling.report.answer_page --metrics {input.metrics} --laws {params.laws}"
         " --planning {params.planning} --fitting {params.fitting:q} --split {params.split}"
         " --out-dir {params.out} > {log} 2>&1"

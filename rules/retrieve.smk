@@ -16,7 +16,7 @@ rule bm25_index:
     conda:
         f"{ENVS}/retrieval.yaml"
     shell:
-        "{PYTHON} -m rerank_scaling.data.bm25_retrieve index --corpus {input.corpus} --index {output.index}"
+        "rerank_python -m rerank_scaling.data.bm25_retrieve index --corpus {input.corpus} --index {output.index}"
         " --settings {params.retrieval:q} --log {log} > {log} 2>&1"
 
 
@@ -40,7 +40,7 @@ rule bm25_search:
     conda:
         f"{ENVS}/retrieval.yaml"
     shell:
-        "{PYTHON} -m rerank_scaling.data.bm25_retrieve search --index {input.index} --queries {input.queries}"
+        "rerank_python -m rerank_scaling.data.bm25_retrieve search --index {input.index} --queries {input.queries}"
         " --run {output.run} --settings {params.retrieval:q} > {log} 2>&1"
 
 
@@ -68,6 +68,6 @@ rule training_examples:
     conda:
         f"{ENVS}/retrieval.yaml"
     shell:
-        "{PYTHON} -m rerank_scaling.data.build_examples --collection {params.collection} --split {params.split}"
+        "rerank_python -m rerank_scaling.data.build_examples --collection {params.collection} --split {params.split}"
         " --run {input.run} --settings {params.examples:q} --pointwise {output.pointwise}"
         " --groups {output.groups} --training {params.training:q} > {log} 2>&1"

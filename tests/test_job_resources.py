@@ -1,6 +1,7 @@
-"""What each job of the paper grid asks SLURM for, read from Snakemake's own dry run through the
-SLURM profile, with only the config's documented `cluster` keys (account, GPU and CPU partitions)
-and no --set-resources / --default-resources on the command line."""
+"""What each job of the paper grid asks SLURM for, read from Snakemake's own dry run of the README's
+cluster step 3 (run by bash as written, its placeholders replaced, `-n` added): config.paper.yaml
+through the SLURM profile with only the config's documented `cluster` keys (account, GPU and CPU
+partitions) and no --set-resources / --default-resources on the command line."""
 
 from __future__ import annotations
 
@@ -11,8 +12,7 @@ import subprocess
 from collections import defaultdict
 
 import pytest
-import yaml
-from conftest import REPO, dry_run_jobs, snakemake_command
+from conftest import REPO, dry_run_jobs, readme_block
 
 PLUGIN_DIR = REPO / ".venv" / "slurm-extra"  # scripts/install_slurm_test_deps.sh
 WORKFLOW_FILES = (
@@ -43,10 +43,10 @@ def paper_jobs(tmp_path_factory) -> list[dict]:
     for name in WORKFLOW_FILES:
         source = REPO / name
         (shutil.copytree if source.is_dir() else shutil.copy)(source, workdir / name)
-    (workdir / "cluster.yaml").write_text(yaml.safe_dump({"cluster": CLUSTER}))
-    command = snakemake_command(
-        workdir, "config.paper.yaml", "cluster.yaml", "-n", "--profile", "profiles/slurm"
-    )
+    (workdir / ".venv").symlink_to(REPO / ".venv")
+    placeholders = {"ACCOUNT": "account", "GPU_PARTITION": "gpu_partition", "CPU_PARTITION": "cpu_partition"}
+    steps = readme_block("**3. Submit**", {name: CLUSTER[key] for name, key in placeholders.items()})
+    command = ["bash", "-euo", "pipefail", "-c", steps.rstrip("\n") + " -n"]
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(PLUGIN_DIR), os.environ.get("PYTHONPATH")])),
