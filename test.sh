@@ -8,6 +8,7 @@ if [ -x scripts/install_slurm_test_deps.sh ]; then
   scripts/install_slurm_test_deps.sh
 fi
 scripts/install_browser_test_deps.sh
-# Rule shells call `python`: the venv's, also without an activated venv.
+# Rules call the interpreter that runs Snakemake by its absolute path (rules/common.smk); the venv on
+# PATH is for the commands the tests and tools run by name.
 export PATH="$PWD/.venv/bin:$PATH" HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 .venv/bin/python -m pytest -p no:cacheprovider "$@"
