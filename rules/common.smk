@@ -41,11 +41,16 @@ def job_python():
     return shlex.quote(sys.executable)
 
 
-# Rules call `rerank_python`, a shell function every job's shell defines first (Snakemake's bash
-# prefix, plus the function): the interpreter is not in a rule's shell text, which Snakemake compares
-# with the text that made its outputs, nor a param, so another venv path re-runs nothing.
-# (The prefix is formatted with each job's fields like the shell text: its braces are doubled.)
-shell.prefix("set -euo pipefail; rerank_python() {{{{ {} \"$@\"; }}}}; ".format(job_python()))
+# Rules call `rerank_python` (or `rerank_python_exec`, which replaces the job's shell, so that SLURM's
+# SIGTERM reaches the trainer itself), shell functions every job's shell defines first (Snakemake's
+# bash prefix, plus the functions): the interpreter is not in a rule's shell text, which Snakemake
+# compares with the text that made its outputs, nor a param, so another venv path re-runs nothing.
+# (The prefix is formatted like a shell command: its braces are doubled, here twice for .format.)
+shell.prefix(
+    "set -euo pipefail; rerank_python() {{{{ {0} \"$@\"; }}}}; rerank_python_exec() {{{{ exec {0} \"$@\"; }}}}; ".format(
+        job_python()
+    )
+)
 
 
 # Each rule lists its stage's code (the entry module and every library module it imports, read from

@@ -26,7 +26,7 @@ rule train:
     conda:
         f"{ENVS}/training.yaml"
     shell:
-        "HF_HUB_OFFLINE=1 exec rerank_python -m rerank_scaling.training.train --run {wildcards.run} --model {params.model:q}"
+        "HF_HUB_OFFLINE=1 rerank_python_exec -m rerank_scaling.training.train --run {wildcards.run} --model {params.model:q}"
         " --training {params.training:q} --memory {params.memory:q} --device {params.device} --threads {threads}"
         " --pointwise {input.pointwise}"
         " --groups {input.groups} --corpus {input.corpus} --checkpoints {params.checkpoints}"
