@@ -419,7 +419,8 @@ def fit_group(
     for loss_metric, loss_rows, loss_spread in losses:
         done.append(fit_two_step(keys, loss_metric, loss_rows, group, settings, seed, loss_spread, rule))
     for record, forecast in done:
-        output.fits.append(record)
+        # the bound every forecast of this group respects, planning's included (planning/forecast.py)
+        output.fits.append({**record, "ceiling": np.nan if ceiling is None else float(ceiling)})
         if not forecast.empty:
             output.forecasts.append(forecast)
     return output

@@ -24,7 +24,7 @@ from rerank_scaling.laws import forms as laws
 from rerank_scaling.laws import registry
 from rerank_scaling.laws.converged import converged_split
 from rerank_scaling.laws.fitting import predict_batch
-from rerank_scaling.laws.forms import SCALES, Law, metric_range
+from rerank_scaling.laws.forms import SCALES, Law
 from rerank_scaling.laws.protocols import GROUP_KEYS, FitSettings, prepare, splits_for
 from rerank_scaling.records import metric_direction
 
@@ -69,7 +69,7 @@ class MetricForecast:
     sign: int  # +1: larger is better; -1: a loss
     examples_per_step: float = 1.0
     tokens_per_example: float = 1.0
-    valid: tuple[float, float] = (-np.inf, np.inf)  # the metric's range; forecasts are clipped to it
+    valid: tuple[float, float] = (-np.inf, np.inf)  # the metric's bounds; forecasts are clipped to them
     draws: np.ndarray | None = None  # (B, P) bootstrap refits of the parameters
     validated: ValidatedRange | None = None  # None: no range restriction (tests of the optimisers)
 
@@ -91,17 +91,19 @@ class MetricForecast:
         )
 
     def _checked(self, value: np.ndarray, n: np.ndarray | float, d: np.ndarray | float) -> np.ndarray:
-        """``value`` clipped to the metric's range, NaN outside the validated range."""
+        """``value`` clipped to the metric's bounds, NaN outside the validated range."""
         value = np.clip(value, *self.valid)
         if self.validated is not None:
             value = np.where(self.validated.inside(self.variables(n, d)), value, np.nan)
         return value
 
     def __call__(self, n: np.ndarray | float, d: np.ndarray | float) -> np.ndarray:
-        """The law's prediction, NaN outside the validated range. A value beyond the metric's range
-        (:func:`~rerank_scaling.laws.forms.metric_range`) is clipped to it: nDCG cannot exceed 1, and a
-        CE@k forecast above ln k is no better than a uniform scorer's (an under-trained small model
-        sits there; dropping such draws would bias P(best) towards the draws that forecast it well)."""
+        """The law's prediction, NaN outside the validated range. A value beyond the metric's bounds
+        (:func:`~rerank_scaling.laws.registry.bounds_for`: its range, a rank metric's upper end lowered
+        to the reranking ceiling of the candidates) is clipped to them: nDCG@10 of a reranker of
+        BM25's top k cannot exceed the oracle ordering's, and a CE@k forecast above ln k is no better
+        than a uniform scorer's (an under-trained small model sits there; dropping such draws would
+        bias P(best) towards the draws that forecast it well)."""
         with np.errstate(all="ignore"):
             value = self.law.predict(np.asarray(self.params, float), self.variables(n, d))
         return self._checked(value, n, d)
@@ -175,6 +177,12 @@ def joint_fits(fits: pd.DataFrame) -> pd.DataFrame:
     return fits[fits["protocol"] == "joint"]
 
 
+def _ceiling(fit: pd.Series) -> float | None:
+    """The reranking ceiling the fit stage bounded the group by (fits column ``ceiling``), if any."""
+    value = fit.get("ceiling")
+    return float(value) if value is not None and np.isfinite(value) else None
+
+
 def law_for(name: str, metric: str) -> laws.Law:
     return registry.law(name, metric)
 
@@ -228,7 +236,7 @@ def fit_forecast(
         metric_direction(fit["metric"]),
         per_step,
         stats.tokens(fit["objective"], fit["attention"]),
-        metric_range(fit["metric"]),
+        registry.bounds_for(fit["metric"], _ceiling(fit)),
         draws,
         validated_range(fit, law, points, fitting),
     )
