@@ -278,3 +278,29 @@ def test_planning_clips_forecasts_at_the_reranking_ceiling_not_at_one():
     assert float(forecast(1e12, 1e12)) == 0.3
     without = fit_forecast(above.drop("ceiling"), run_stats(table, {}), settings)
     assert without.valid == (0.0, 1.0)
+
+
+def test_form_draws_go_through_the_argmax():
+    """Two joint forms that each pick a size with confidence, but different sizes: each alone
+    decides; their mixture (FormMixture, the decision's draws) cannot, and says how split it is."""
+    from rerank_scaling.planning.forecast import FormMixture
+
+    rng = np.random.default_rng(5)
+    n = np.array([4e6, 8e6])
+    d = np.array([1.0e3, 0.5e3])  # under a budget the larger size sees fewer examples
+    data_hungry = np.array([0.7, 0.05, 0.5, 0.3, 0.4])  # a weak size term, a strong data term
+    size_hungry = np.array([0.7, 0.3, 0.5, 0.02, 0.4])
+    law = laws.additive_law(+1)
+
+    def forecast(params: np.ndarray) -> MetricForecast:
+        return MetricForecast(law, params, +1, draws=params + rng.normal(0, 0.002, (200, 5)))
+
+    first, second = forecast(data_hungry), forecast(size_hungry)
+    alone = [decide(LABELS[:2], f.sample(n, d), np.ones(2), 1.5, +1, 0.8) for f in (first, second)]
+    assert [a.verdict for a in alone] == ["train L1", "train L2"]
+    mixture = FormMixture((first, second), ("additive", "multiplicative"))
+    draws = mixture.sample(n, d)
+    assert draws.shape == (400, 2)
+    both = decide(LABELS[:2], draws, mixture.extrapolation(n, d), 1.5, +1, 0.8)
+    assert both.verdict == "cannot decide"
+    assert both.p_best == pytest.approx(0.5, abs=0.05)

@@ -125,6 +125,63 @@ class MetricForecast:
         return np.where(np.isfinite(value), value, -np.inf)
 
 
+#: Joint forms whose draws a decision mixes (:class:`FormMixture`): laws in (N, S) only. The BNSL
+#: over FLOPs is left out: every candidate spending a whole budget has the same C, so it ties them all.
+DECISION_FORMS = ("additive", "multiplicative", "fang_joint")
+
+
+@dataclass(frozen=True)
+class FormMixture:
+    """Form uncertainty in a decision (issue 24, item 5): an equal-weight mixture of the joint forms'
+    bootstrap draws, the same number from each (as :mod:`rerank_scaling.laws.ensemble` mixes the
+    model law's forms). The forms are fitted on the same points, so the first member's validated
+    range, sign and step conversion are every member's. :meth:`sample` is what a decision reads;
+    optima and curves keep using the planning law's central fit."""
+
+    members: tuple[MetricForecast, ...]
+    names: tuple[str, ...]
+
+    @property
+    def sign(self) -> int:
+        return self.members[0].sign
+
+    @property
+    def examples_per_step(self) -> float:
+        return self.members[0].examples_per_step
+
+    @property
+    def validated(self) -> ValidatedRange | None:
+        return self.members[0].validated
+
+    def extrapolation(self, n: np.ndarray | float, d: np.ndarray | float) -> np.ndarray:
+        return self.members[0].extrapolation(n, d)
+
+    def sample(self, n: np.ndarray | float, d: np.ndarray | float) -> np.ndarray:
+        """(B, m): the members' draws, truncated to the fewest any member has, stacked."""
+        draws = [member.sample(n, d) for member in self.members]
+        count = min(len(x) for x in draws)
+        return np.vstack([x[:count] for x in draws])
+
+
+def form_mixture(
+    group: pd.DataFrame,
+    primary: MetricForecast,
+    stats: RunStats,
+    fitting: FitSettings,
+    points: pd.DataFrame | None,
+) -> FormMixture:
+    """The planning law's forecast (``primary``, the additive law's) mixed with every other usable
+    joint form of :data:`DECISION_FORMS` in ``group`` (fits rows of one group) that has draws."""
+    members, names = [primary], [DECISION_FORMS[0]]
+    for name in DECISION_FORMS[1:]:
+        fit = group[group["law"] == name]
+        if unusable_fit(fit, name) is not None or not isinstance(fit.iloc[0].get("params_draws"), str):
+            continue
+        members.append(fit_forecast(fit.iloc[0], stats, fitting, points))
+        names.append(name)
+    return FormMixture(tuple(members), tuple(names))
+
+
 @dataclass(frozen=True)
 class RunStats:
     """What the training runs tell about the D <-> S and D <-> C conversions."""
