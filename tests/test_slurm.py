@@ -87,7 +87,6 @@ ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
-AccountingStorageTRES=gres/gpu
 JobCompType=jobcomp/filetxt
 JobCompLoc={root}/jobcomp.txt
 MpiDefault=none
@@ -446,7 +445,7 @@ def test_a_cuda_config_trains_on_the_gpu_partition_with_one_gpu(cluster, slurm_r
     assert done["Partition"] == PARTITIONS["gpu"] and done["State"] == "FAILED", done
     held = cluster.details(train["id"])
     asked = " ".join(held.get(field, "") for field in ("TRES", "TresPerJob", "TresPerNode"))
-    assert re.search(r"gres/gpu[:=]1", asked), held
+    assert re.search(r"gres[/:]gpu[:=]1", asked), held  # 22.05: TresPerJob=gres:gpu:1
     log = (workdir / "results" / "slurm" / "logs" / "train" / "L1__pointwise__full__s13.log").read_text()
     assert "no GPU is visible" in log and "torch.version.cuda" in log and "driver" in log, log[-2000:]
     # slurmd gave the job the node's (fake) GPU: it set CUDA_VISIBLE_DEVICES, the error shows it
