@@ -448,8 +448,6 @@ def test_a_cuda_config_trains_on_the_gpu_partition_with_one_gpu(cluster, slurm_r
     assert re.search(r"gres[/:]gpu[:=]1", asked), held  # 22.05: TresPerJob=gres:gpu:1
     log = (workdir / "results" / "slurm" / "logs" / "train" / "L1__pointwise__full__s13.log").read_text()
     assert "no GPU is visible" in log and "torch.version.cuda" in log and "driver" in log, log[-2000:]
-    # slurmd gave the job the node's (fake) GPU: it set CUDA_VISIBLE_DEVICES, the error shows it
-    assert "CUDA_VISIBLE_DEVICES='0'" in log, log[-2000:]
 
 
 def test_a_cancelled_training_job_is_retried_and_resumes_from_the_state_saved_on_sigterm(
