@@ -38,10 +38,11 @@ FORECAST_COLUMNS = [
 
 @dataclass(frozen=True)
 class Forecast:
-    forecasts: pd.DataFrame
+    forecasts: pd.DataFrame  # forecasts.csv: held-out sizes at their final step, headline laws
     fits: pd.DataFrame
     calibration: pd.DataFrame
     notes: tuple[str, ...]
+    every: pd.DataFrame  # every protocol's and law's forecast rows (run_protocols' forecasts)
 
 
 def with_targets(metrics: pd.DataFrame, targets: tuple[float, ...]) -> pd.DataFrame:
@@ -81,9 +82,11 @@ def forecast_runs(
     metric: MetricSpec | None = None,
     bootstrap: int = 500,
     seed: int = 0,
+    uncertainty: str = "run",
 ) -> Forecast:
     """Forecasts from a table of runs (module docstring); ``metric`` declares a metric the table's
-    ``metric`` column (or its absence: "value") names that :func:`records.metric_spec` does not know."""
+    ``metric`` column (or its absence: "value") names that :func:`records.metric_spec` does not know;
+    ``uncertainty`` is ``fitting.uncertainty`` (``iid``: the seed paper's residual bootstrap)."""
     source = str(runs) if not isinstance(runs, pd.DataFrame) else "the table"
     frame = runs if isinstance(runs, pd.DataFrame) else read_table(runs)
     if metric is not None:
@@ -97,9 +100,10 @@ def forecast_runs(
         bootstrap=bootstrap,
         seed=seed,
         run_sigma=run_sigma,
+        uncertainty=uncertainty,
     )
     fits, forecasts, points = run_protocols(with_targets(checked.metrics, tuple(target_sizes)), settings)
-    result = Forecast(headline(forecasts), fits, backtests.calibration(points), checked.notes)
+    result = Forecast(headline(forecasts), fits, backtests.calibration(points), checked.notes, forecasts)
     if out is not None:
         write(result, checked.metrics, Path(out))
     return result
