@@ -26,7 +26,7 @@ ENVS = "../envs"
 
 
 def job_python():
-    """The interpreter the rules' shells run (``rerank_python -m rerank_scaling...``): the one
+    """The interpreter the rules' shells run (``rerank_python -m rerank_scaling.<stage>``): the one
     running Snakemake (the project's venv, by absolute path, so a job finds it without an activated
     venv or the venv on PATH: a cluster job starts from the login shell's PATH), or, with --sdm conda
     or apptainer, the environment's ``python`` with this checkout's ``src`` on PYTHONPATH (the env
