@@ -1,7 +1,10 @@
 """The experiment grid: which training runs exist and how their ids are spelled.
 
-A run is one (model size, objective, attention variant, seed). Its id joins the four with
-``__`` (model names may not contain ``__``): ``L2__listwise__full__s13``.
+A run is one (model size, objective, attention variant, seed, data fraction). Its id joins them
+with ``__`` (model names may not contain ``__``): ``L2__listwise__full__s13``; a run on a fraction
+f < 1 of the training queries (``training.data_fractions``) ends in ``__d<f>``
+(``L2__listwise__full__s13__d0.25``), so the full-data runs keep the ids they had before the axis
+existed and adding a fraction adds runs without renaming (or re-training) any.
 """
 
 from __future__ import annotations
@@ -15,7 +18,10 @@ OBJECTIVES = ("pointwise", "pairwise", "listwise")
 # Keys of the `training` section that say which runs exist, not how one run trains (a run's id
 # carries its objective, attention variant and seed): adding a seed must not re-train, or discard
 # the saved state of, the runs that were there.
-GRID_KEYS = ("objectives", "attention", "seeds", "extra_seeds")
+GRID_KEYS = ("objectives", "attention", "seeds", "extra_seeds", "data_fractions")
+
+#: ``training.data_fractions`` when the config gives none: every run sees all training queries.
+FULL_DATA = (1.0,)
 
 # Keys of a `training` or `evaluation` section that say how a job runs (threads, memory, time
 # limit), not what it computes: changing them re-runs nothing.
@@ -34,15 +40,18 @@ class RunSpec:
     objective: str
     attention: str
     seed: int
+    data_fraction: float = 1.0  # of the training queries, a nested subset (data.subsets)
 
     @property
     def run_id(self) -> str:
-        return f"{self.model}__{self.objective}__{self.attention}__s{self.seed}"
+        base = f"{self.model}__{self.objective}__{self.attention}__s{self.seed}"
+        return base if self.data_fraction == 1.0 else f"{base}__d{self.data_fraction!r}"
 
     @classmethod
     def parse(cls, run_id: str) -> RunSpec:
-        model, objective, attention, seed = run_id.split("__")
-        return cls(model, objective, attention, int(seed.removeprefix("s")))
+        model, objective, attention, seed, *rest = run_id.split("__")
+        fraction = float(rest[0].removeprefix("d")) if rest else 1.0
+        return cls(model, objective, attention, int(seed.removeprefix("s")), fraction)
 
 
 @dataclass(frozen=True)
@@ -54,6 +63,7 @@ class Grid:
     extra_seed_models: tuple[str, ...]
     extra_seeds: tuple[int, ...]
     checkpoints: int
+    data_fractions: tuple[float, ...] = FULL_DATA
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> Grid:
@@ -67,17 +77,23 @@ class Grid:
             extra_seed_models=tuple(extra.get("models", [])),
             extra_seeds=tuple(extra.get("seeds", [])),
             checkpoints=int(training["checkpoints"]),
+            data_fractions=tuple(float(f) for f in training.get("data_fractions", FULL_DATA)),
         )
 
     def runs(self) -> list[RunSpec]:
-        """Every training run: models x objectives x attention x seeds, plus the extra-seed runs."""
+        """Every training run: models x objectives x attention x seeds x data fractions, plus the
+        extra-seed runs."""
         specs = []
         for model in self.models:
             name = model["name"]
             seeds = self.seeds + (self.extra_seeds if name in self.extra_seed_models else ())
             for objective in self.objectives:
                 for attention in self.attention:
-                    specs.extend(RunSpec(name, objective, attention, seed) for seed in dict.fromkeys(seeds))
+                    specs.extend(
+                        RunSpec(name, objective, attention, seed, fraction)
+                        for seed in dict.fromkeys(seeds)
+                        for fraction in self.data_fractions
+                    )
         return specs
 
     def run_ids(self) -> list[str]:
