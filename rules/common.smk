@@ -221,6 +221,17 @@ def model_json(wildcards):
     return json.dumps(GRID.model(RunSpec.parse(wildcards.run).model), sort_keys=True)
 
 
+def run_examples(kind):
+    """An input function: the run's training examples of ``kind`` (pointwise | groups) from its
+    annotation source: the human ones (rule training_examples), else rule annotation_examples'."""
+
+    def path(wildcards):
+        source = RunSpec.parse(wildcards.run).annotations
+        return f"{RESULTS}/examples/{kind}.parquet" if source == "human" else f"{RESULTS}/examples/{source}/{kind}.parquet"
+
+    return path
+
+
 def run_training_json():
     """What one training run needs of the training section: not the grid keys (its id says which
     run it is) nor the job resources, so that adding a seed or changing threads re-trains no

@@ -53,7 +53,7 @@ from rerank_scaling.laws.forecast_status import StatusRule, judge, validated_rat
 from rerank_scaling.laws.identifiability import degenerate_reasons, too_few_levels
 
 log = logging.getLogger(__name__)
-GROUP_KEYS = ["family", "objective", "attention", "metric", "split"]
+GROUP_KEYS = ["family", "objective", "attention", "metric", "split", "annotations"]
 PROTOCOLS = ("model", "data", "joint_text", "joint_code")
 JOINT_PROTOCOLS = ("joint_text", "joint_code")
 SIZE_COLUMNS = {"non_embedding": "non_embedding_params", "total": "params"}
@@ -123,6 +123,9 @@ class ProtocolOutput:
 
 def _selected(table: pd.DataFrame, settings: FitSettings) -> pd.DataFrame:
     rows = table[(table["family"] != "bm25") & table["metric"].isin(settings.metrics)]
+    # a law per annotation source (seed 001 §4.3); tables from before the axis: the collection's own
+    sources = rows["annotations"].astype(object).fillna("human") if "annotations" in rows.columns else "human"
+    rows = rows.assign(annotations=sources)
     return rows[rows["split"].isin(settings.splits)] if settings.splits else rows
 
 

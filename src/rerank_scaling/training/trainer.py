@@ -81,6 +81,8 @@ class TrainSettings:
     attention: tuple[str, ...] = ("full",)
     seeds: tuple[int, ...] = (13,)
     extra_seeds: Any = None
+    data_fractions: tuple[float, ...] = (1.0,)  # grid keys: the run's own fraction and source come
+    annotations: tuple[str, ...] = ("human",)  # with its id
     lr: float = 2e-5
     warmup_ratio: float = 0.1
     weight_decay: float = 0.01
@@ -270,6 +272,7 @@ def train_run(
     corpus_texts: list[str] | None = None,
     memory: dict[str, Any] | None = None,
     data_fraction: float = 1.0,
+    annotations: str = "human",
 ) -> list[dict[str, Any]]:
     """Train one run and export its checkpoints; returns their sidecars. Resumes if interrupted.
 
@@ -278,7 +281,8 @@ def train_run(
     the loaded model by the same rule). Micro-batches of one optimizer step are consecutive slices of
     its bucketed batch (:mod:`.batching`), so the step sees the same rows as one full batch.
     ``data_fraction`` < 1: the run trains on the seed's nested subset of the training queries, with
-    a schedule of its own length (:func:`total_steps`)."""
+    a schedule of its own length (:func:`total_steps`). ``annotations``: the source the examples
+    were built from (:mod:`rerank_scaling.data.annotations`), recorded in the sidecars."""
     import torch
     from sentence_transformers.cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments
     from transformers import TrainerCallback
@@ -287,7 +291,7 @@ def train_run(
     precision = resolve_precision(settings.precision, device, "training.precision")
     if settings.threads:
         torch.set_num_threads(settings.threads)
-    run = RunSpec(spec["name"], objective, attention, seed, data_fraction).run_id
+    run = RunSpec(spec["name"], objective, attention, seed, data_fraction, annotations).run_id
     store = RunStore(Path(work_dir), Path(checkpoints_dir))
     store.prepare(run_fingerprint(spec, run, settings, device, [pointwise, groups]))
 
@@ -379,6 +383,7 @@ def train_run(
                 # the rate the step just taken was scheduled at the end of (0 at a linear schedule's end)
                 "learning_rate": float(scheduler.get_last_lr()[0]) if scheduler is not None else None,
                 "data_fraction": data_fraction,
+                "annotations": annotations,
                 "annotated_pairs": pairs,
                 "examples": counter.examples,
                 "tokens": counter.tokens,
