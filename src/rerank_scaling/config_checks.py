@@ -434,6 +434,17 @@ def data_axis_problems(config: dict[str, Any]) -> Problems:
     wanted = training["checkpoints"]
     problems = []
     for i, fraction in enumerate(fractions):
+        if not 0.0 < fraction <= 1.0:
+            problems.append(
+                _problem(
+                    f"training.data_fractions[{i}]",
+                    f"{fraction} is not a fraction of the training queries in (0, 1]; use e.g. 0.25 "
+                    "(a quarter of the queries), and 1.0 for all of them",
+                )
+            )
+            continue
+        if fraction == 1.0:  # the full-data runs: training_problems
+            continue
         for objective, steps in _fraction_steps(config, fraction).items():
             if steps < wanted:
                 bound = "" if training.get("max_steps") is not None else "at most "
