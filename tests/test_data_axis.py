@@ -191,3 +191,15 @@ def test_annotation_prices_become_a_price_per_example_per_source():
     assert data_price(priced, metrics, "human", "listwise") == pytest.approx(0.6 * 20 / 80)
     assert data_price(priced, metrics, "ict", "listwise") == 0.0
     assert data_price(PlanSettings(z_data=1e-5), metrics, "human", "listwise") == 1e-5
+
+
+def test_the_data_figure_draws_checkpoints_and_fraction_ends_on_one_axis():
+    from rerank_scaling.report.figures import data_scaling
+
+    table = fraction_table()
+    fig = data_scaling(table, pd.DataFrame(), "nDCG@10", "dev")
+    ends = [line for line in fig.axes[0].lines if line.get_linestyle() == "--" and len(line.get_xdata()) == 3]
+    assert ends and all(sorted(line.get_xdata()) == [250.0, 500.0, 1000.0] for line in ends)
+    checkpoint_steps = sorted(set(table.loc[table["data_fraction"] == 1.0, "step"]))
+    scattered = {x for c in fig.axes[0].collections for x, _ in c.get_offsets()}
+    assert set(checkpoint_steps) <= scattered

@@ -123,10 +123,15 @@ class ProtocolOutput:
 
 def _selected(table: pd.DataFrame, settings: FitSettings) -> pd.DataFrame:
     rows = table[(table["family"] != "bm25") & table["metric"].isin(settings.metrics)]
-    # a law per annotation source (seed 001 §4.3); tables from before the axis: the collection's own
-    sources = rows["annotations"].astype(object).fillna("human") if "annotations" in rows.columns else "human"
-    rows = rows.assign(annotations=sources)
+    rows = rows.assign(annotations=annotation_sources(rows))  # a law per source (seed 001 §4.3)
     return rows[rows["split"].isin(settings.splits)] if settings.splits else rows
+
+
+def annotation_sources(rows: pd.DataFrame) -> pd.Series:
+    """Each row's annotation source (``human`` for tables written before the axis existed)."""
+    if "annotations" not in rows.columns:
+        return pd.Series("human", index=rows.index, dtype=object)
+    return rows["annotations"].astype(object).fillna("human")
 
 
 def data_fractions(rows: pd.DataFrame) -> pd.Series:
