@@ -102,7 +102,7 @@ def equal_compute(table: pd.DataFrame, small: str, large: str, step_axis: str = 
     """Final checkpoint of ``small`` vs the checkpoint of ``large`` nearest in compute C = N * D."""
     rows = []
     data = table[table["model"].isin([small, large])]
-    for keys, group in data.groupby(["objective", "attention", "metric", "split"]):
+    for keys, group in data.groupby(GROUP_KEYS[1:]):
         a, b = group[group["model"] == small], group[group["model"] == large]
         if a.empty or b.empty:
             continue
@@ -110,7 +110,7 @@ def equal_compute(table: pd.DataFrame, small: str, large: str, step_axis: str = 
         budget = final["size"] * final[step_axis]
         match = b.iloc[(b["size"] * b[step_axis] - budget).abs().argsort().iloc[0]]
         rows.append(
-            dict(zip(("objective", "attention", "metric", "split"), keys, strict=True))
+            dict(zip(GROUP_KEYS[1:], keys, strict=True))
             | {
                 "small": small,
                 "small_step": final["step"],
