@@ -256,3 +256,52 @@ def test_the_p_best_threshold_is_a_checked_config_key(default_config):
     validate_config({**default_config, "planning": {"decision_p_best": 0.9}})
     with pytest.raises(ConfigError, match=r"planning\.decision_p_best.*0\.4"):
         validate_config({**default_config, "planning": {"decision_p_best": 0.4}})
+
+
+def test_planning_clips_forecasts_at_the_reranking_ceiling_not_at_one():
+    """nDCG@10 of a reranker of BM25's top k cannot exceed the oracle ordering of those k: planning's
+    forecasts (and their draws) stop at the ceiling the fit stage bounded the group by."""
+    from rerank_scaling.planning.forecast import fit_forecast, run_stats
+
+    table = ladder_table(4)
+    settings = FitSettings(bootstrap=5, backtest=False, ceilings=(("dev", "nDCG@10", 0.3),))
+    fits, _, _ = run_protocols(table, settings)
+    additive = fits[(fits["law"] == "additive") & (fits["protocol"] == "joint_code")].iloc[0]
+    assert additive["ceiling"] == 0.3
+    params = json.loads(additive["params"])
+    assert params["a"] <= 0.3  # the fit itself was bounded by the ceiling
+    # a law whose curve passes the ceiling (as the BNSL's, with no asymptote parameter, can)
+    above = additive.copy()
+    above["params"] = json.dumps({**params, "a": 0.9})
+    forecast = fit_forecast(above, run_stats(table, {}), settings)
+    assert forecast.valid == (0.0, 0.3)
+    assert forecast.law.predict(forecast.params, forecast.variables(1e12, 1e12)) > 0.3
+    assert float(forecast(1e12, 1e12)) == 0.3
+    without = fit_forecast(above.drop("ceiling"), run_stats(table, {}), settings)
+    assert without.valid == (0.0, 1.0)
+
+
+def test_form_draws_go_through_the_argmax():
+    """Two joint forms that each pick a size with confidence, but different sizes: each alone
+    decides; their mixture (FormMixture, the decision's draws) cannot, and says how split it is."""
+    from rerank_scaling.planning.forecast import FormMixture
+
+    rng = np.random.default_rng(5)
+    n = np.array([4e6, 8e6])
+    d = np.array([1.0e3, 0.5e3])  # under a budget the larger size sees fewer examples
+    data_hungry = np.array([0.7, 0.05, 0.5, 0.3, 0.4])  # a weak size term, a strong data term
+    size_hungry = np.array([0.7, 0.3, 0.5, 0.02, 0.4])
+    law = laws.additive_law(+1)
+
+    def forecast(params: np.ndarray) -> MetricForecast:
+        return MetricForecast(law, params, +1, draws=params + rng.normal(0, 0.002, (200, 5)))
+
+    first, second = forecast(data_hungry), forecast(size_hungry)
+    alone = [decide(LABELS[:2], f.sample(n, d), np.ones(2), 1.5, +1, 0.8) for f in (first, second)]
+    assert [a.verdict for a in alone] == ["train L1", "train L2"]
+    mixture = FormMixture((first, second), ("additive", "multiplicative"))
+    draws = mixture.sample(n, d)
+    assert draws.shape == (400, 2)
+    both = decide(LABELS[:2], draws, mixture.extrapolation(n, d), 1.5, +1, 0.8)
+    assert both.verdict == "cannot decide"
+    assert both.p_best == pytest.approx(0.5, abs=0.05)

@@ -61,15 +61,23 @@ def forecast_draws(intervals: Intervals) -> np.ndarray:
     return intervals.centre - intervals.errors
 
 
-def mixture(draws: list[np.ndarray], level: float = 0.95) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(median, low, high) of an equal-weight mixture: the same number of draws from each member."""
+def pool(draws: list[np.ndarray]) -> np.ndarray | None:
+    """The equal-weight mixture's draws: the same number of finite draws from each member
+    (None when no member has any)."""
     used = [d[np.all(np.isfinite(d), axis=1)] for d in draws]
     used = [d for d in used if len(d)]
     if not used:
+        return None
+    count = min(len(d) for d in used)
+    return np.vstack([d[:count] for d in used])
+
+
+def mixture(draws: list[np.ndarray], level: float = 0.95) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(median, low, high) of an equal-weight mixture: the same number of draws from each member."""
+    pooled = pool(draws)
+    if pooled is None:
         nan = np.full(draws[0].shape[1], np.nan)
         return nan, nan, nan
-    count = min(len(d) for d in used)
-    pooled = np.vstack([d[:count] for d in used])
     tail = (1 - level) / 2 * 100
     low, centre, high = np.percentile(pooled, [tail, 50, 100 - tail], axis=0)
     return centre, low, high
@@ -92,17 +100,28 @@ def fit_members(
     }
 
 
+def usable_members(fitted: dict[str, SplitFit]) -> dict[str, SplitFit]:
+    """Members with bootstrap draws whose fitted sizes identify their form (enough distinct N)."""
+    return {
+        name: f
+        for name, f in fitted.items()
+        if f.intervals is not None and f.intervals.successes and not f.too_few_levels
+    }
+
+
+def pooled_draws(fitted: dict[str, SplitFit]) -> np.ndarray | None:
+    """(B, m) draws of the usable members' equal-weight mixture at every point; None if none."""
+    usable = usable_members(fitted)
+    return pool([forecast_draws(f.intervals) for f in usable.values()]) if usable else None
+
+
 def member_mixture(fitted: dict[str, SplitFit]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(median, low, high) of the mixture of the members that have bootstrap draws."""
-    draws = [
-        forecast_draws(f.intervals)
-        for f in fitted.values()
-        if f.intervals is not None and f.intervals.successes
-    ]
-    if not draws:
+    """(median, low, high) of the mixture of the usable members (:func:`usable_members`)."""
+    usable = usable_members(fitted)
+    if not usable:
         nan = np.full(len(next(iter(fitted.values())).rows), np.nan)
         return nan, nan, nan
-    return mixture(draws)
+    return mixture([forecast_draws(f.intervals) for f in usable.values()])
 
 
 def _why_left_out(fitted: SplitFit) -> str:
@@ -125,11 +144,7 @@ def fit_ensemble(
     """The ensemble on one model-protocol split: (fits row, forecast rows judged like any law's)."""
     metric = keys["metric"]
     fitted = fit_members(metric, fit_rows, held_rows, settings, seed, spread, ceiling)
-    usable = {
-        n: f
-        for n, f in fitted.items()
-        if f.intervals is not None and f.intervals.successes and not f.too_few_levels
-    }
+    usable = usable_members(fitted)
     record: dict[str, Any] = {
         **keys,
         "protocol": label.split(":")[0],

@@ -442,11 +442,14 @@ def fit_group(
     settings: FitSettings,
     seed: int,
     spread: tuple[float, float] = (0.0, 0.0),
+    losses: tuple[tuple[str, pd.DataFrame, tuple[float, float]], ...] = (),
 ) -> ProtocolOutput:
     """Every protocol and law on one (family, objective, attention, metric, split) group, and its
-    rolling-origin backtests (``settings.backtest``)."""
+    rolling-origin backtests (``settings.backtest``); with ``losses`` ((loss metric, its rows of the
+    same runs, its seed spread)), the two-step forecasts through each (:mod:`.two_step`)."""
     from rerank_scaling.laws.backtests import backtest_group  # backtests build on this module
     from rerank_scaling.laws.ensemble import fit_ensemble  # so does the ensemble
+    from rerank_scaling.laws.two_step import fit_two_step  # and the two-step forecast
 
     output = ProtocolOutput()
     if settings.backtest:
@@ -463,28 +466,47 @@ def fit_group(
             if protocol == "model":  # the model-form ensemble (:mod:`.ensemble`)
                 args = (fit_rows, held_rows, settings, seed, spread, rule, ceiling)
                 done.append(fit_ensemble(keys, label, *args))
+    for loss_metric, loss_rows, loss_spread in losses:
+        done.append(fit_two_step(keys, loss_metric, loss_rows, group, settings, seed, loss_spread, rule))
     for record, forecast in done:
-        output.fits.append(record)
+        # the bound every forecast of this group respects, planning's included (planning/forecast.py)
+        output.fits.append({**record, "ceiling": np.nan if ceiling is None else float(ceiling)})
         if not forecast.empty:
             output.forecasts.append(forecast)
     return output
 
 
-def group_jobs(
-    table: pd.DataFrame, settings: FitSettings
-) -> list[tuple[dict[str, Any], pd.DataFrame, FitSettings, int, tuple[float, float]]]:
-    """(keys, rows, settings, seed, seed spread) of every group, in a fixed order."""
+def group_jobs(table: pd.DataFrame, settings: FitSettings) -> list[tuple[Any, ...]]:
+    """(keys, rows, settings, seed, seed spread, losses) of every group, in a fixed order; a rank
+    metric's group carries the same runs' rows of every fitted loss (:func:`two_step.loss_metrics`)."""
+    from rerank_scaling.laws.two_step import loss_metrics
+
     data = prepare(table, settings)
     spreads = seed_spread(table, settings)
+    groups = dict(iter(data.groupby(GROUP_KEYS)))
+    metric_at = GROUP_KEYS.index("metric")
+    losses = loss_metrics(settings.metrics)
+
+    def companions(values: tuple) -> tuple[tuple[str, pd.DataFrame, tuple[float, float]], ...]:
+        if values[metric_at] in losses:
+            return ()
+        found = []
+        for loss in losses:
+            key = (*values[:metric_at], loss, *values[metric_at + 1 :])
+            if key in groups:
+                found.append((loss, groups[key], spreads.get(loss, (0.0, 0.0))))
+        return tuple(found)
+
     return [
         (
             dict(zip(GROUP_KEYS, values, strict=True)),
             group,
             settings,
             settings.seed + index,
-            spreads.get(values[GROUP_KEYS.index("metric")], (0.0, 0.0)),
+            spreads.get(values[metric_at], (0.0, 0.0)),
+            companions(values),
         )
-        for index, (values, group) in enumerate(data.groupby(GROUP_KEYS))
+        for index, (values, group) in enumerate(groups.items())
     ]
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from rerank_scaling.planning.cost_model import CostModel
 from rerank_scaling.planning.decisions import Decision, decide
-from rerank_scaling.planning.forecast import MetricForecast
+from rerank_scaling.planning.forecast import FormMixture, MetricForecast
 from rerank_scaling.planning.plan_settings import PlanSettings
 from rerank_scaling.planning.roi import value_of
 
@@ -29,7 +29,7 @@ def _rows(
     base: dict[str, Any],
     sizes: np.ndarray,
     examples: np.ndarray,
-    forecast: MetricForecast,
+    forecast: MetricForecast | FormMixture,
     note: str,
 ) -> list[dict[str, Any]]:
     """The decision row, then a candidate row per configured size."""
@@ -61,7 +61,7 @@ def _rows(
 
 def budget_decision(
     base: dict[str, Any],
-    forecast: MetricForecast,
+    forecast: MetricForecast | FormMixture,
     cost: CostModel,
     budget: float,
     configured: dict[str, float],
@@ -69,7 +69,8 @@ def budget_decision(
     reference: float,
     note: str = "",
 ) -> list[dict[str, Any]]:
-    """Which configured size to train when each spends the whole ``budget`` (eq. 11, serving included)."""
+    """Which configured size to train when each spends the whole ``budget`` (eq. 11, serving included);
+    ``forecast``'s draws (a :class:`FormMixture`: bootstrap and form draws) go through the argmax."""
     sizes = np.array(list(configured.values()), float)
     examples = cost.affordable_examples(sizes, budget, inference=True)
     affordable = np.isfinite(examples)

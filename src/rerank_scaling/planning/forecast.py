@@ -24,7 +24,7 @@ from rerank_scaling.laws import forms as laws
 from rerank_scaling.laws import registry
 from rerank_scaling.laws.converged import converged_split
 from rerank_scaling.laws.fitting import predict_batch
-from rerank_scaling.laws.forms import SCALES, Law, metric_range
+from rerank_scaling.laws.forms import SCALES, Law
 from rerank_scaling.laws.protocols import GROUP_KEYS, FitSettings, prepare, splits_for
 from rerank_scaling.records import metric_direction
 
@@ -69,7 +69,7 @@ class MetricForecast:
     sign: int  # +1: larger is better; -1: a loss
     examples_per_step: float = 1.0
     tokens_per_example: float = 1.0
-    valid: tuple[float, float] = (-np.inf, np.inf)  # the metric's range; forecasts are clipped to it
+    valid: tuple[float, float] = (-np.inf, np.inf)  # the metric's bounds; forecasts are clipped to them
     draws: np.ndarray | None = None  # (B, P) bootstrap refits of the parameters
     validated: ValidatedRange | None = None  # None: no range restriction (tests of the optimisers)
 
@@ -91,17 +91,19 @@ class MetricForecast:
         )
 
     def _checked(self, value: np.ndarray, n: np.ndarray | float, d: np.ndarray | float) -> np.ndarray:
-        """``value`` clipped to the metric's range, NaN outside the validated range."""
+        """``value`` clipped to the metric's bounds, NaN outside the validated range."""
         value = np.clip(value, *self.valid)
         if self.validated is not None:
             value = np.where(self.validated.inside(self.variables(n, d)), value, np.nan)
         return value
 
     def __call__(self, n: np.ndarray | float, d: np.ndarray | float) -> np.ndarray:
-        """The law's prediction, NaN outside the validated range. A value beyond the metric's range
-        (:func:`~rerank_scaling.laws.forms.metric_range`) is clipped to it: nDCG cannot exceed 1, and a
-        CE@k forecast above ln k is no better than a uniform scorer's (an under-trained small model
-        sits there; dropping such draws would bias P(best) towards the draws that forecast it well)."""
+        """The law's prediction, NaN outside the validated range. A value beyond the metric's bounds
+        (:func:`~rerank_scaling.laws.registry.bounds_for`: its range, a rank metric's upper end lowered
+        to the reranking ceiling of the candidates) is clipped to them: nDCG@10 of a reranker of
+        BM25's top k cannot exceed the oracle ordering's, and a CE@k forecast above ln k is no better
+        than a uniform scorer's (an under-trained small model sits there; dropping such draws would
+        bias P(best) towards the draws that forecast it well)."""
         with np.errstate(all="ignore"):
             value = self.law.predict(np.asarray(self.params, float), self.variables(n, d))
         return self._checked(value, n, d)
@@ -121,6 +123,63 @@ class MetricForecast:
         """sign x metric: larger is better; -inf where undefined (unaffordable or non-finite)."""
         value = self.sign * self(n, d)
         return np.where(np.isfinite(value), value, -np.inf)
+
+
+#: Joint forms whose draws a decision mixes (:class:`FormMixture`): laws in (N, S) only. The BNSL
+#: over FLOPs is left out: every candidate spending a whole budget has the same C, so it ties them all.
+DECISION_FORMS = ("additive", "multiplicative", "fang_joint")
+
+
+@dataclass(frozen=True)
+class FormMixture:
+    """Form uncertainty in a decision (issue 24, item 5): an equal-weight mixture of the joint forms'
+    bootstrap draws, the same number from each (as :mod:`rerank_scaling.laws.ensemble` mixes the
+    model law's forms). The forms are fitted on the same points, so the first member's validated
+    range, sign and step conversion are every member's. :meth:`sample` is what a decision reads;
+    optima and curves keep using the planning law's central fit."""
+
+    members: tuple[MetricForecast, ...]
+    names: tuple[str, ...]
+
+    @property
+    def sign(self) -> int:
+        return self.members[0].sign
+
+    @property
+    def examples_per_step(self) -> float:
+        return self.members[0].examples_per_step
+
+    @property
+    def validated(self) -> ValidatedRange | None:
+        return self.members[0].validated
+
+    def extrapolation(self, n: np.ndarray | float, d: np.ndarray | float) -> np.ndarray:
+        return self.members[0].extrapolation(n, d)
+
+    def sample(self, n: np.ndarray | float, d: np.ndarray | float) -> np.ndarray:
+        """(B, m): the members' draws, truncated to the fewest any member has, stacked."""
+        draws = [member.sample(n, d) for member in self.members]
+        count = min(len(x) for x in draws)
+        return np.vstack([x[:count] for x in draws])
+
+
+def form_mixture(
+    group: pd.DataFrame,
+    primary: MetricForecast,
+    stats: RunStats,
+    fitting: FitSettings,
+    points: pd.DataFrame | None,
+) -> FormMixture:
+    """The planning law's forecast (``primary``, the additive law's) mixed with every other usable
+    joint form of :data:`DECISION_FORMS` in ``group`` (fits rows of one group) that has draws."""
+    members, names = [primary], [DECISION_FORMS[0]]
+    for name in DECISION_FORMS[1:]:
+        fit = group[group["law"] == name]
+        if unusable_fit(fit, name) is not None or not isinstance(fit.iloc[0].get("params_draws"), str):
+            continue
+        members.append(fit_forecast(fit.iloc[0], stats, fitting, points))
+        names.append(name)
+    return FormMixture(tuple(members), tuple(names))
 
 
 @dataclass(frozen=True)
@@ -173,6 +232,12 @@ def joint_fits(fits: pd.DataFrame) -> pd.DataFrame:
         chosen = fits["planning"].fillna(False).astype(bool)
         return fits[fits["protocol"].astype(str).str.startswith("joint") & chosen]
     return fits[fits["protocol"] == "joint"]
+
+
+def _ceiling(fit: pd.Series) -> float | None:
+    """The reranking ceiling the fit stage bounded the group by (fits column ``ceiling``), if any."""
+    value = fit.get("ceiling")
+    return float(value) if value is not None and np.isfinite(value) else None
 
 
 def law_for(name: str, metric: str) -> laws.Law:
@@ -228,7 +293,7 @@ def fit_forecast(
         metric_direction(fit["metric"]),
         per_step,
         stats.tokens(fit["objective"], fit["attention"]),
-        metric_range(fit["metric"]),
+        registry.bounds_for(fit["metric"], _ceiling(fit)),
         draws,
         validated_range(fit, law, points, fitting),
     )

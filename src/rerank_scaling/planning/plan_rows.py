@@ -25,7 +25,14 @@ from rerank_scaling.planning.budget import budget_curve, optimal_allocation
 from rerank_scaling.planning.cost_model import COST_FIELDS, CostModel, cost_model, size_points
 from rerank_scaling.planning.costs import CostProfile
 from rerank_scaling.planning.decision_rows import budget_decision, roi_decision, undecided
-from rerank_scaling.planning.forecast import RunStats, fit_forecast, fit_points, joint_fits, unusable_fit
+from rerank_scaling.planning.forecast import (
+    RunStats,
+    fit_forecast,
+    fit_points,
+    form_mixture,
+    joint_fits,
+    unusable_fit,
+)
 from rerank_scaling.planning.plan_settings import PlanSettings
 from rerank_scaling.planning.roi import reference_metric, roi_choice, roi_frontier
 
@@ -146,11 +153,15 @@ def make_plan(
                 base = {**keys, "law": "additive", "question": "budget", "budget": budget}
                 rows.append(undecided(base, f"no usable additive joint fit ({unusable[1]})"))
         else:
-            forecast = fit_forecast(additive.iloc[0], stats, fitting, fitted.get(tuple(keys.values())))
+            group_points = fitted.get(tuple(keys.values()))
+            forecast = fit_forecast(additive.iloc[0], stats, fitting, group_points)
             note = _fit_note(additive.iloc[0])
+            forms = form_mixture(group, forecast, stats, fitting, group_points)
+            mixed = f"draws of {' + '.join(forms.names)}" if len(forms.names) > 1 else ""
+            decided = "; ".join(filter(None, [note, mixed]))
             for budget in settings.budgets:
                 base = {**keys, "law": "additive", "currency": settings.currency}
-                rows += budget_decision(base, forecast, cost, budget, configured, settings, reference, note)
+                rows += budget_decision(base, forms, cost, budget, configured, settings, reference, decided)
             for inference in (True, False):
                 for budget in settings.budgets:
                     allocation = optimal_allocation(forecast, cost, budget, (lo, hi), inference)
