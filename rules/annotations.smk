@@ -11,7 +11,7 @@ rule annotation_examples:
         groups=f"{RESULTS}/examples/{{source}}/groups.parquet",
         provenance=f"{RESULTS}/examples/{{source}}/provenance.json",
     wildcard_constraints:
-        source="ict",
+        source="|".join(s for s in ANNOTATIONS if s != "human"),  # built from the human examples
     params:
         seed=config["examples"]["seed"],
         out=directory_of("output", "pointwise"),

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from rerank_scaling import workflow_time
 from rerank_scaling.config import validate_config, validate_config_files
-from rerank_scaling.grid import GRID_KEYS, RESOURCE_KEYS, Grid, RunSpec, without
+from rerank_scaling.grid import ANNOTATIONS, GRID_KEYS, RESOURCE_KEYS, Grid, RunSpec, without
 from rerank_scaling.laws.fit_laws import TABLES as LAW_TABLES
 from rerank_scaling.config_checks import memory_plans
 from rerank_scaling.data.source_digests import part_section, record_source_digests
