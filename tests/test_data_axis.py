@@ -203,3 +203,29 @@ def test_the_data_figure_draws_checkpoints_and_fraction_ends_on_one_axis():
     checkpoint_steps = sorted(set(table.loc[table["data_fraction"] == 1.0, "step"]))
     scattered = {x for c in fig.axes[0].collections for x, _ in c.get_offsets()}
     assert set(checkpoint_steps) <= scattered
+
+
+def test_the_budget_buys_more_examples_of_the_cheaper_source():
+    """Eq. 11 per source: one joint law, two sources; with priced human pairs and free ICT pairs
+    the same budget affords about 140x more ICT examples here, and only the human plan pays for data
+    (the synthetic law's compute is cheap: a budget both can spend inside the validated range)."""
+    from test_laws import synthetic_metrics_table as metrics_table
+    from test_planning import SCRATCH, joint_fit_rows
+
+    from rerank_scaling.planning.forecast import run_stats
+    from rerank_scaling.planning.plan_rows import make_plan
+    from rerank_scaling.planning.plan_table import plan_table
+
+    human = metrics_table(noise=0.0)
+    human = human.assign(annotations="human", annotated_pairs=human["examples"].max() / 4)
+    metrics = pd.concat([human, human.assign(annotations="ict")], ignore_index=True)
+    fits = joint_fit_rows({"pointwise": ("ok", "")})
+    fits = pd.concat([fits, fits.assign(annotations="ict")], ignore_index=True)
+    prices = {"human": 1e-6, "ict": 0.0}
+    settings = PlanSettings(profile=False, budgets=(3.16e-5,), annotation_cost_per_pair=prices)
+    models = [{**SCRATCH, "name": name} for name in ("s1", "s3", "s5")]
+    plan = make_plan(metrics, fits, models, [], settings, FitSettings(), "cpu", 20, run_stats(metrics, {}))
+    budget = plan_table(plan.rows).query("kind == 'budget' and status == 'ok'")
+    cost = budget.groupby("annotations")[["cost_data", "examples"]].max()
+    assert cost.loc["ict", "cost_data"] == 0.0 and cost.loc["human", "cost_data"] > 0
+    assert cost.loc["ict", "examples"] > 100 * cost.loc["human", "examples"]
