@@ -24,7 +24,7 @@ wildcard_constraints:
 include: "rules/prefetch.smk"
 include: "rules/data.smk"
 include: "rules/retrieve.smk"
-include: "rules/annotations.smk"
+include: "rules/data_axes.smk"
 include: "rules/train.smk"
 include: "rules/evaluate.smk"
 include: "rules/fit.smk"

@@ -3,6 +3,7 @@ rule train:
         code=stage_code("training.train"),
         pointwise=run_examples("pointwise"),
         groups=run_examples("groups"),
+        fraction_check=run_fraction_check,
         corpus=rules.prepare_corpus.output.corpus,
     output:
         checkpoints=expand(

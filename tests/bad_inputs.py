@@ -224,6 +224,23 @@ def _full_disk(work: Path) -> None:
     raise OSError(result.stderr.strip().splitlines()[-1])
 
 
+def _fraction_too_small(work: Path) -> None:
+    """A fraction of a local collection's 3 training queries whose one query gives 1 group step."""
+    from rerank_scaling.data import fraction_check
+
+    build_examples(work, write_local(work / "local"), {"pointwise_negatives": 2, "group_negatives": 2})
+    training = {"objectives": ["listwise"], "checkpoints": 2, "group_queries_per_batch": 1}
+    argv = [
+        "--fraction",
+        "0.25",
+        "--pointwise",
+        str(work / "pw.parquet"),
+        "--groups",
+        str(work / "gr.parquet"),
+    ]
+    fraction_check.main([*argv, "--training", json.dumps(training), "--out", str(work / "check.json")])
+
+
 def _ict_too_short(work: Path) -> None:
     """`ict` annotations on a collection of one-sentence passages: the examples, then their ICT."""
     from rerank_scaling.data import annotation_examples
@@ -380,6 +397,11 @@ CASES = [
         "`fitting.data_axis: fractions` with one fraction",
         "config (parse time)",
         _config(_set("fitting", "data_axis", "fractions")),
+    ),
+    BadInput(
+        "a data fraction too small for the checkpoints (from the examples)",
+        "fraction_check",
+        _fraction_too_small,
     ),
     BadInput("`ict` annotations on passages too short to split", "annotation_examples", _ict_too_short),
     BadInput("a BM25 run without some queries (Anserini exits 0)", "bm25_search", _bm25_missing_query),

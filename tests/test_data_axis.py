@@ -229,3 +229,16 @@ def test_the_budget_buys_more_examples_of_the_cheaper_source():
     cost = budget.groupby("annotations")[["cost_data", "examples"]].max()
     assert cost.loc["ict", "cost_data"] == 0.0 and cost.loc["human", "cost_data"] > 0
     assert cost.loc["ict", "examples"] > 100 * cost.loc["human", "examples"]
+
+
+def test_the_fraction_check_fails_only_when_no_draw_has_the_steps():
+    from rerank_scaling.data.fraction_check import fraction_problems, most_rows
+
+    # 8 queries: one with 9 groups, seven with 1; a quarter keeps 2 queries: at most 10 rows
+    groups = pd.DataFrame({"qid": ["big"] * 9 + [f"q{i}" for i in range(7)], "labels": [[1.0]] * 16})
+    assert most_rows(groups, 0.25) == 10 and most_rows(groups, 0.5) == 12
+    settings = TrainSettings(objectives=("listwise",), group_queries_per_batch=2, checkpoints=6)
+    # a half: 6 steps if "big" is drawn (a draw without it: the train job names its own shortfall)
+    assert fraction_problems(0.5, {"groups": groups}, settings) == []
+    (problem,) = fraction_problems(0.25, {"groups": groups}, settings)  # at most 10 rows: 5 steps
+    assert "training.data_fractions" in problem and "fraction 0.25 gives listwise runs at most 5" in problem

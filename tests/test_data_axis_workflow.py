@@ -129,5 +129,5 @@ def test_adding_a_fraction_plans_only_its_runs(workflow):
     result = snakemake(workflow, "more.yaml", "-n", "--quiet", "rules")
     assert result.returncode == 0, result.stderr[-3000:]
     jobs = job_table(result.stdout + result.stderr)
-    assert jobs["train"] == 2 and jobs["evaluate_run"] == 2, jobs  # one per annotation source
+    assert jobs["train"] == jobs["evaluate_run"] == jobs["fraction_check"] == 2, jobs  # one per source
     assert jobs["training_examples"] == jobs["annotation_examples"] == jobs["bm25_search"] == 0, jobs
