@@ -8,7 +8,8 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 scripts/install.sh
-# Rule shells call `python`: the venv's, also without an activated venv.
+# Rules call the interpreter that runs Snakemake by its absolute path (rules/common.smk); the venv on
+# PATH is for the commands the tests and tools run by name.
 export PATH="$PWD/.venv/bin:$PATH" TOKENIZERS_PARALLELISM=false
 if [[ "${1:-}" == "--prefetch" ]]; then
   shift

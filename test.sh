@@ -3,11 +3,12 @@
 # Quick subset: .venv/bin/python -m pytest -m "not slow"
 set -euo pipefail
 cd "$(dirname "$0")"
-scripts/install.sh
+BUILD_EXTENSION=1 scripts/install.sh  # the kernel tests load the compiled extension
 if [ -x scripts/install_slurm_test_deps.sh ]; then
   scripts/install_slurm_test_deps.sh
 fi
 scripts/install_browser_test_deps.sh
-# Rule shells call `python`: the venv's, also without an activated venv.
+# Rules call the interpreter that runs Snakemake by its absolute path (rules/common.smk); the venv on
+# PATH is for the commands the tests and tools run by name.
 export PATH="$PWD/.venv/bin:$PATH" HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 .venv/bin/python -m pytest -p no:cacheprovider "$@"

@@ -364,7 +364,8 @@ def main() -> None:
     args = parser.parse_args()
     args.dtype = getattr(torch, args.dtype)
     torch.set_num_threads(args.threads)
-    wa.load_kernels()
+    if wa.load_kernels() is None:
+        raise SystemExit("the windowed-attention extension did not build (see the warning): nothing to time")
     if args.require_quiet:
         probe = LoadMonitor()
         time.sleep(5)

@@ -1,16 +1,19 @@
 # Helpers shared by the rule files (config validation, paths, target lists, JSON params).
 import json
+import shlex
 import sys
 from pathlib import Path
 
 from rerank_scaling import workflow_time
 from rerank_scaling.config import validate_config, validate_config_files
 from rerank_scaling.grid import ANNOTATIONS, GRID_KEYS, RESOURCE_KEYS, Grid, RunSpec, without
+from rerank_scaling.job_resources import JobSizes, resources_for
 from rerank_scaling.laws.fit_laws import TABLES as LAW_TABLES
 from rerank_scaling.config_checks import memory_plans
 from rerank_scaling.data.source_digests import part_section, record_source_digests
 from rerank_scaling.report.write_report import PER_METRIC as FIGURE_KINDS, slug
 from rerank_scaling.stage_code import stage_code
+from rerank_scaling.workload import config_workload
 
 # Fails at parse time, before any job runs, naming the field (or file:line) and the fix.
 validate_config_files(workflow.configfiles)
@@ -20,6 +23,34 @@ GRID = Grid.from_config(config)
 RESULTS = f"results/{config['run_name']}"
 WORKFLOW_CLOCK = workflow_time.start(RESULTS)  # the Snakefile's onsuccess writes workflow_time.json
 ENVS = "../envs"
+
+
+def job_python():
+    """The interpreter the rules' shells run (``rerank_python -m rerank_scaling...``): the one
+    running Snakemake (the project's venv, by absolute path, so a job finds it without an activated
+    venv or the venv on PATH: a cluster job starts from the login shell's PATH), or, with --sdm conda
+    or apptainer, the environment's ``python`` with this checkout's ``src`` on PYTHONPATH (the env
+    files carry the dependencies, not the project: Snakemake copies them to .snakemake/conda/, where
+    a relative path to the project no longer points to it)."""
+    from snakemake.settings.types import DeploymentMethod
+
+    methods = workflow.deployment_settings.deployment_method
+    if DeploymentMethod.CONDA in methods or DeploymentMethod.APPTAINER in methods:
+        source = (Path(workflow.main_snakefile).parent / "src").resolve()
+        return f"env PYTHONPATH={shlex.quote(str(source))} python"
+    return shlex.quote(sys.executable)
+
+
+# Rules call `rerank_python` (or `rerank_python_exec`, which replaces the job's shell, so that SLURM's
+# SIGTERM reaches the trainer itself), shell functions every job's shell defines first (Snakemake's
+# bash prefix, plus the functions): the interpreter is not in a rule's shell text, which Snakemake
+# compares with the text that made its outputs, nor a param, so another venv path re-runs nothing.
+# (The prefix is formatted like a shell command: its braces are doubled, here twice for .format.)
+shell.prefix(
+    "set -euo pipefail; rerank_python() {{{{ {0} \"$@\"; }}}}; rerank_python_exec() {{{{ exec {0} \"$@\"; }}}}; ".format(
+        job_python()
+    )
+)
 
 
 # Each rule lists its stage's code (the entry module and every library module it imports, read from
@@ -76,11 +107,6 @@ def log_path(stage, name):
 
 def benchmark_path(stage, name):
     return f"{RESULTS}/benchmarks/{stage}/{name}.tsv"
-
-
-def device_resources():
-    """GPU request for SLURM when the config asks for CUDA."""
-    return 1 if config["device"] == "cuda" else 0
 
 
 def eval_splits():
@@ -259,6 +285,56 @@ def run_training_json():
 MEMORY_PLANS = memory_plans(config)
 for _note in sorted({plan.note for plan in MEMORY_PLANS.values() if plan.note}):
     print(f"memory preflight: {_note}", file=sys.stderr)
+
+
+# What every job asks the cluster for (rerank_scaling.job_resources): the GPU partition for the rules
+# that run a model, the CPU partition for the rest, the account, and memory and time sized per model
+# from the cost model and the data's size, clamped to the config's cluster floor and cap. Declared in
+# the rules, so a SLURM run needs no --set-resources (which would replace a profile's whole block).
+SIZES = JobSizes.from_config(
+    config,
+    config_workload(config),
+    {key: plan.gradient_checkpointing for key, plan in MEMORY_PLANS.items()},
+)
+
+
+def job_resources(rule_name, **values):
+    """A rule's resources: placement (partition, account, gpu) plus ``values`` (mem_mb and runtime
+    in MB and minutes, clamped), for a rule's ``resources: **job_resources(...)``."""
+    return resources_for(SIZES, rule_name, **values)
+
+
+def train_resources():
+    return job_resources(
+        "train",
+        mem_mb=lambda wildcards, attempt: SIZES.model_mem_mb("train", wildcards.run, attempt),
+        runtime=lambda wildcards: SIZES.train_runtime(wildcards.run),
+        # SIGTERM 120 s before the time limit (SLURM's default notice is KillWait, often 30 s): the
+        # trainer saves its state at the end of the current step, and the retry resumes from there
+        slurm_extra="'--signal=TERM@120'",
+    )
+
+
+def evaluation_resources(rule_name, checkpoints_per_split):
+    """Resources of an evaluation rule; ``checkpoints_per_split(wildcards)``: split -> checkpoints
+    one job scores."""
+    return job_resources(
+        rule_name,
+        mem_mb=lambda wildcards, attempt: SIZES.model_mem_mb("evaluate", wildcards.run, attempt),
+        runtime=lambda wildcards: SIZES.evaluation_runtime(wildcards.run, checkpoints_per_split(wildcards)),
+    )
+
+
+def run_checkpoints_per_split(wildcards):
+    """An evaluate_run job: every checkpoint of each split, the final one only of final_only_splits."""
+    final_only = config["evaluation"].get("final_only_splits", [])
+    every = len(GRID.checkpoint_indices())
+    return {split: 1 if split in final_only else every for split in eval_splits()}
+
+
+def part_checkpoints_per_split(wildcards):
+    """An evaluate_part job: one checkpoint of each of its splits."""
+    return {split: 1 for split in part_splits(wildcards)}
 
 
 def memory_plan_json(wildcards):

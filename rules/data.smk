@@ -12,8 +12,8 @@ rule prepare_corpus:
         dataset=dataset_part_json("corpus"),
         out=directory_of("output", "corpus"),
     resources:
-        mem_mb=16000,  # ir_datasets streams MS MARCO's 8.8M passages through it
-        runtime=240,
+        # ir_datasets streams MS MARCO's 8.8M passages through it
+        **job_resources("prepare_corpus", mem_mb=16000, runtime=240),
     priority: 50
     log:
         log_path("data", "corpus"),
@@ -22,7 +22,7 @@ rule prepare_corpus:
     conda:
         f"{ENVS}/retrieval.yaml"
     shell:
-        "python -m rerank_scaling.data.prepare_data --dataset {params.dataset:q} --out {params.out}"
+        "rerank_python -m rerank_scaling.data.prepare_data --dataset {params.dataset:q} --out {params.out}"
         " --part corpus > {log} 2>&1"
 
 
@@ -36,8 +36,7 @@ rule prepare_queries:
         dataset=dataset_part_json("queries"),
         out=directory_of("output", "queries", levels=2),
     resources:
-        mem_mb=4000,
-        runtime=60,
+        **job_resources("prepare_queries", mem_mb=4000, runtime=60),
     priority: 50
     log:
         log_path("data", "queries_{split}"),
@@ -46,7 +45,7 @@ rule prepare_queries:
     conda:
         f"{ENVS}/retrieval.yaml"
     shell:
-        "python -m rerank_scaling.data.prepare_data --dataset {params.dataset:q} --out {params.out}"
+        "rerank_python -m rerank_scaling.data.prepare_data --dataset {params.dataset:q} --out {params.out}"
         " --part queries --split {wildcards.split} > {log} 2>&1"
 
 
@@ -64,8 +63,8 @@ rule prepare_qrels:
         threshold=relevance_threshold_arg,
         out=directory_of("output", "qrels", levels=2),
     resources:
-        mem_mb=8000,  # the corpus's ids (MS MARCO: 8.8M)
-        runtime=60,
+        # the corpus's ids (MS MARCO: 8.8M)
+        **job_resources("prepare_qrels", mem_mb=8000, runtime=60),
     priority: 50
     log:
         log_path("data", "qrels_{split}"),
@@ -74,7 +73,7 @@ rule prepare_qrels:
     conda:
         f"{ENVS}/retrieval.yaml"
     shell:
-        "python -m rerank_scaling.data.prepare_data --dataset {params.dataset:q} --out {params.out}"
+        "rerank_python -m rerank_scaling.data.prepare_data --dataset {params.dataset:q} --out {params.out}"
         " --part qrels --split {wildcards.split} {params.threshold} --checks {output.checks} > {log} 2>&1"
 
 
@@ -84,6 +83,8 @@ rule prepare_data:
         checks=expand(f"{RESULTS}/data/checks/{{split}}.json", split=all_splits()),
     output:
         checks=f"{RESULTS}/data/checks.json",
+    resources:
+        **job_resources("prepare_data", mem_mb=1000, runtime=10),
     log:
         log_path("data", "checks"),
     benchmark:
@@ -91,5 +92,5 @@ rule prepare_data:
     conda:
         f"{ENVS}/retrieval.yaml"
     shell:
-        "python -m rerank_scaling.data.prepare_data --merge-checks {input.checks} --checks {output.checks}"
+        "rerank_python -m rerank_scaling.data.prepare_data --merge-checks {input.checks} --checks {output.checks}"
         " > {log} 2>&1"

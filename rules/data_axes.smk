@@ -17,8 +17,7 @@ rule annotation_examples:
         seed=config["examples"]["seed"],
         out=directory_of("output", "pointwise"),
     resources:
-        mem_mb=4000,
-        runtime=60,
+        **job_resources("annotation_examples", mem_mb=4000, runtime=60),
     log:
         log_path("examples", "{source}"),
     benchmark:
@@ -26,7 +25,7 @@ rule annotation_examples:
     conda:
         f"{ENVS}/retrieval.yaml"
     shell:
-        "python -m rerank_scaling.data.annotation_examples --source {wildcards.source} --seed {params.seed}"
+        "rerank_python -m rerank_scaling.data.annotation_examples --source {wildcards.source} --seed {params.seed}"
         " --pointwise {input.pointwise} --groups {input.groups} --out {params.out} > {log} 2>&1"
 
 
@@ -43,8 +42,7 @@ rule fraction_check:
     params:
         training=training_steps_json(),
     resources:
-        mem_mb=4000,
-        runtime=30,
+        **job_resources("fraction_check", mem_mb=4000, runtime=30),
     priority: 50  # fails before the fraction's training jobs, like the data checks
     log:
         log_path("examples", "fraction_{source}_{fraction}"),
@@ -53,5 +51,5 @@ rule fraction_check:
     conda:
         f"{ENVS}/training.yaml"
     shell:
-        "python -m rerank_scaling.data.fraction_check --fraction {wildcards.fraction} --pointwise {input.pointwise}"
+        "rerank_python -m rerank_scaling.data.fraction_check --fraction {wildcards.fraction} --pointwise {input.pointwise}"
         " --groups {input.groups} --training {params.training:q} --out {output.check} > {log} 2>&1"

@@ -13,8 +13,7 @@ rule evaluate_bm25:
         bm25_dir=directory_of("input", "runs"),
         splits=eval_splits(),
     resources:
-        mem_mb=4000,
-        runtime=30,
+        **job_resources("evaluate_bm25", mem_mb=4000, runtime=30),
     log:
         log_path("eval", "bm25"),
     benchmark:
@@ -22,7 +21,7 @@ rule evaluate_bm25:
     conda:
         f"{ENVS}/training.yaml"
     shell:
-        "python -m rerank_scaling.evaluation.evaluate bm25 --collection {params.collection}"
+        "rerank_python -m rerank_scaling.evaluation.evaluate bm25 --collection {params.collection}"
         " --bm25-dir {params.bm25_dir} --splits {params.splits} --settings {params.evaluation:q}"
         " --out {output.metrics} --per-query {output.per_query} > {log} 2>&1"
 
@@ -39,8 +38,7 @@ rule split_texts:
     params:
         depth=config["evaluation"]["rerank_depth"],
     resources:
-        mem_mb=4000,
-        runtime=60,
+        **job_resources("split_texts", mem_mb=4000, runtime=60),
     log:
         log_path("eval", "texts/{split}"),
     benchmark:
@@ -48,7 +46,7 @@ rule split_texts:
     conda:
         f"{ENVS}/training.yaml"
     shell:
-        "python -m rerank_scaling.evaluation.split_texts --corpus {input.corpus} --run {input.run}"
+        "rerank_python -m rerank_scaling.evaluation.split_texts --corpus {input.corpus} --run {input.run}"
         " --depth {params.depth} --out {output.texts} > {log} 2>&1"
 
 
@@ -69,8 +67,8 @@ rule split_tokens:
         collection=directory_of("input", "qrels", levels=2),
         max_length=config["training"]["max_length"],
     resources:
-        mem_mb=config["evaluation"].get("mem_mb", 8000),  # what an evaluation job needed to tokenize
-        runtime=120,
+        # what an evaluation job needed to tokenize
+        **job_resources("split_tokens", mem_mb=config["evaluation"].get("mem_mb", 8000), runtime=120),
     log:
         log_path("eval", "tokens/{model}/{split}"),
     benchmark:
@@ -78,7 +76,7 @@ rule split_tokens:
     conda:
         f"{ENVS}/training.yaml"
     shell:
-        "HF_HUB_OFFLINE=1 python -m rerank_scaling.evaluation.split_tokens --model {params.model:q}"
+        "HF_HUB_OFFLINE=1 rerank_python -m rerank_scaling.evaluation.split_tokens --model {params.model:q}"
         " --collection {params.collection} --bm25-run {input.run} --texts {input.texts}"
         " --split {wildcards.split} --settings {params.evaluation:q} --max-length {params.max_length}"
         " --out {output.tokens} > {log} 2>&1"
@@ -109,9 +107,7 @@ rule evaluate_run:
         work=lambda wildcards: run_dir("work/eval", wildcards),
     threads: config["evaluation"].get("threads", 1)
     resources:
-        mem_mb=config["evaluation"].get("mem_mb", 8000),
-        runtime=config["evaluation"].get("runtime", 120),
-        gpu=device_resources(),
+        **evaluation_resources("evaluate_run", run_checkpoints_per_split),
     log:
         log_path("eval", "{run}"),
     benchmark:
@@ -119,7 +115,7 @@ rule evaluate_run:
     conda:
         f"{ENVS}/training.yaml"
     shell:
-        "HF_HUB_OFFLINE=1 python -m rerank_scaling.evaluation.evaluate run --checkpoints {params.checkpoints}"
+        "HF_HUB_OFFLINE=1 rerank_python -m rerank_scaling.evaluation.evaluate run --checkpoints {params.checkpoints}"
         " --collection {params.collection} --bm25-dir {params.bm25_dir} --splits {params.splits}"
         " --settings {params.evaluation:q} --texts-dir {params.texts_dir} --tokens-dir {params.tokens_dir}"
         " --max-length {params.max_length} --device {params.device}"
@@ -142,6 +138,8 @@ rule merge_metrics:
         ),
         csv=f"{RESULTS}/metrics/all.csv",
         per_query=f"{RESULTS}/metrics/per_query.parquet",
+    resources:
+        **job_resources("merge_metrics", mem_mb=4000, runtime=30),
     log:
         log_path("eval", "merge"),
     benchmark:
@@ -149,7 +147,7 @@ rule merge_metrics:
     conda:
         f"{ENVS}/fitting.yaml"
     shell:
-        "python -m rerank_scaling.evaluation.merge_metrics --inputs {input.bm25} {input.runs}"
+        "rerank_python -m rerank_scaling.evaluation.merge_metrics --inputs {input.bm25} {input.runs}"
         " --out {output.parquet} --csv {output.csv}"
         " --per-query-inputs {input.per_query_bm25} {input.per_query_runs}"
         " --per-query-out {output.per_query} > {log} 2>&1"
@@ -181,6 +179,8 @@ use rule evaluate_run as evaluate_part with:
         device=config["device"],
         checkpoints=directory_of("input", "checkpoints"),
         work=lambda wildcards: run_dir("work/eval", wildcards),
+    resources:
+        **evaluation_resources("evaluate_part", part_checkpoints_per_split),
     log:
         log_path("eval", "{run}/{part}"),
     benchmark:

@@ -26,8 +26,7 @@ rule fit_laws:
         evaluation=evaluation_json(model_free=True),
     threads: config.get("threads", 1)
     resources:
-        mem_mb=4000,
-        runtime=120,
+        **job_resources("fit_laws", mem_mb=4000, runtime=120),
     log:
         log_path("laws", "fit"),
     benchmark:
@@ -35,6 +34,6 @@ rule fit_laws:
     conda:
         f"{ENVS}/fitting.yaml"
     shell:
-        "python -m rerank_scaling.laws.fit_laws --metrics {input.metrics} --settings {params.fitting:q}"
+        "rerank_python -m rerank_scaling.laws.fit_laws --metrics {input.metrics} --settings {params.fitting:q}"
         " --out-dir {params.out} --threads {threads} --collection {params.collection}"
         " --bm25-runs {input.runs} --evaluation {params.evaluation:q} > {log} 2>&1"

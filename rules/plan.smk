@@ -31,9 +31,7 @@ rule plan:
         figures=directory_of("output", "budget_curves"),
     threads: config.get("threads", 1)
     resources:
-        mem_mb=8000,
-        runtime=30,
-        gpu=device_resources(),
+        **job_resources("plan", mem_mb=8000, runtime=30),
     log:
         log_path("planning", "plan"),
     benchmark:
@@ -41,7 +39,7 @@ rule plan:
     conda:
         f"{ENVS}/training.yaml"
     shell:
-        "HF_HUB_OFFLINE=1 python -m rerank_scaling.planning.plan --metrics {input.metrics} --fits {input.fits}"
+        "HF_HUB_OFFLINE=1 rerank_python -m rerank_scaling.planning.plan --metrics {input.metrics} --fits {input.fits}"
         " --models {params.models:q} --planning {params.planning:q} --fitting {params.fitting:q}"
         " --training {params.training:q} --evaluation {params.evaluation:q} --device {params.device}"
         " --cache {params.cache} --out-dir {params.out} --figures {params.figures} --threads {threads}"

@@ -18,5 +18,5 @@ rule prefetch:
     conda:
         f"{ENVS}/training.yaml"
     shell:
-        "python -m rerank_scaling.data.prefetch --models {params.models:q} --dataset {params.dataset:q}"
+        "rerank_python -m rerank_scaling.data.prefetch --models {params.models:q} --dataset {params.dataset:q}"
         " --out {output.manifest} > {log} 2>&1"

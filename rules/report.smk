@@ -23,8 +23,7 @@ rule report_figures:
         metrics=fitted_metrics(),
         splits=fitted_splits(),
     resources:
-        mem_mb=4000,
-        runtime=30,
+        **job_resources("report_figures", mem_mb=4000, runtime=30),
     log:
         log_path("report", "figures"),
     benchmark:
@@ -32,7 +31,7 @@ rule report_figures:
     conda:
         f"{ENVS}/fitting.yaml"
     shell:
-        "python -m rerank_scaling.report.write_report --metrics {input.metrics} --per-query {input.per_query}"
+        "rerank_python -m rerank_scaling.report.write_report --metrics {input.metrics} --per-query {input.per_query}"
         " --laws {params.laws}"
         " --metric {params.metrics:q} --split {params.splits} --figures {params.figures}"
         " --summary {output.summary} --data-checks {input.data_checks} > {log} 2>&1"
@@ -58,8 +57,7 @@ rule report_answer:
         fitting=section_json("fitting"),
         split=fitted_splits()[0],
     resources:
-        mem_mb=2000,
-        runtime=10,
+        **job_resources("report_answer", mem_mb=2000, runtime=10),
     log:
         log_path("report", "answer"),
     benchmark:
@@ -67,6 +65,6 @@ rule report_answer:
     conda:
         f"{ENVS}/fitting.yaml"
     shell:
-        "python -m rerank_scaling.report.answer_page --metrics {input.metrics} --laws {params.laws}"
+        "rerank_python -m rerank_scaling.report.answer_page --metrics {input.metrics} --laws {params.laws}"
         " --planning {params.planning} --fitting {params.fitting:q} --split {params.split}"
         " --out-dir {params.out} > {log} 2>&1"

@@ -8,8 +8,7 @@ rule bm25_index:
         retrieval=section_json("retrieval"),
     threads: config["retrieval"].get("threads", 1)
     resources:
-        mem_mb=config["retrieval"].get("memory_mb", 2048) + 1024,
-        runtime=60,
+        **job_resources("bm25_index", mem_mb=config["retrieval"].get("memory_mb", 2048) + 1024, runtime=60),
     log:
         log_path("bm25", "index"),
     benchmark:
@@ -17,7 +16,7 @@ rule bm25_index:
     conda:
         f"{ENVS}/retrieval.yaml"
     shell:
-        "python -m rerank_scaling.data.bm25_retrieve index --corpus {input.corpus} --index {output.index}"
+        "rerank_python -m rerank_scaling.data.bm25_retrieve index --corpus {input.corpus} --index {output.index}"
         " --settings {params.retrieval:q} --log {log} > {log} 2>&1"
 
 
@@ -32,8 +31,7 @@ rule bm25_search:
         retrieval=section_json("retrieval"),
     threads: config["retrieval"].get("threads", 1)
     resources:
-        mem_mb=config["retrieval"].get("memory_mb", 2048) + 1024,
-        runtime=60,
+        **job_resources("bm25_search", mem_mb=config["retrieval"].get("memory_mb", 2048) + 1024, runtime=60),
     priority: 50  # a split whose queries BM25 cannot run fails before training starts
     log:
         log_path("bm25", "search_{split}"),
@@ -42,7 +40,7 @@ rule bm25_search:
     conda:
         f"{ENVS}/retrieval.yaml"
     shell:
-        "python -m rerank_scaling.data.bm25_retrieve search --index {input.index} --queries {input.queries}"
+        "rerank_python -m rerank_scaling.data.bm25_retrieve search --index {input.index} --queries {input.queries}"
         " --run {output.run} --settings {params.retrieval:q} > {log} 2>&1"
 
 
@@ -62,8 +60,7 @@ rule training_examples:
         collection=directory_of("input", "collection"),
         split=config["dataset"]["train_split"],
     resources:
-        mem_mb=4000,
-        runtime=60,
+        **job_resources("training_examples", mem_mb=4000, runtime=60),
     log:
         log_path("examples", "build"),
     benchmark:
@@ -71,6 +68,6 @@ rule training_examples:
     conda:
         f"{ENVS}/retrieval.yaml"
     shell:
-        "python -m rerank_scaling.data.build_examples --collection {params.collection} --split {params.split}"
+        "rerank_python -m rerank_scaling.data.build_examples --collection {params.collection} --split {params.split}"
         " --run {input.run} --settings {params.examples:q} --pointwise {output.pointwise}"
         " --groups {output.groups} --training {params.training:q} > {log} 2>&1"

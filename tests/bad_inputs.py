@@ -276,6 +276,11 @@ CASES = [
         _config(_set("fitting", "splits", ["dev", "test"])),
     ),
     BadInput(
+        "`cluster.min_runtime` above `cluster.max_runtime`",
+        "config (parse time)",
+        _config(_set("cluster", {"min_runtime": 120, "max_runtime": 60})),
+    ),
+    BadInput(
         "`training.max_steps` < `training.checkpoints`",
         "config (parse time)",
         _config(_set("training", "max_steps", 3)),

@@ -52,6 +52,42 @@ def job_table(output: str) -> Counter:
     return jobs
 
 
+def readme_block(heading: str, values: dict[str, str]) -> str:
+    """The README's indented command block after the paragraph starting with ``heading``,
+    dedented, each key of ``values`` (a placeholder, or the config file) replaced by its value:
+    what a user copies, as a bash script."""
+    text = (REPO / "README.md").read_text()
+    lines: list[str] = []
+    for line in text[text.index(heading) :].splitlines()[1:]:
+        if line.startswith("    "):
+            lines.append(line[4:])
+        elif lines and line.strip():
+            break
+    script = "\n".join(lines) + "\n"
+    for placeholder, value in values.items():
+        assert placeholder in script, (placeholder, script)
+        script = script.replace(placeholder, value)
+    return script
+
+
+def dry_run_jobs(output: str) -> list[dict]:
+    """Each job block of ``snakemake -n`` output: rule, wildcards and resources as dicts."""
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule \w+:\n)", output):
+        head = re.match(r"(?:local)?rule (\w+):\n", block)
+        if not head:
+            continue
+        fields = dict(re.findall(r"^    (\w+): (.*)$", block, re.M))
+        resources = dict(
+            item.split("=", 1) for item in fields.get("resources", "").split(", ") if "=" in item
+        )
+        wildcards = dict(
+            item.split("=", 1) for item in fields.get("wildcards", "").split(", ") if "=" in item
+        )
+        jobs.append({"rule": head.group(1), "wildcards": wildcards, "resources": resources})
+    return jobs
+
+
 CRANFIELD = REPO.parent / "shared" / "data" / "cranfield"
 
 

@@ -164,7 +164,7 @@ def test_rolling_origin_reproduces_a_hand_computed_split():
         "split": "dev",
     }
     points = backtest_group(keys, group, settings, seed=0)
-    model = points[points["protocol"] == "model"]
+    model = points[(points["protocol"] == "model") & (points["law"] == "power_N")]
     by_origin = model.groupby("origin")
     assert by_origin["forecast_size"].unique().map(list).to_dict() == {2: ["s3"], 3: ["s4"]}
     assert by_origin["fit_sizes"].first().to_dict() == {2: "s1+s2", 3: "s1+s2+s3"}
@@ -207,3 +207,27 @@ def test_a_table_whose_every_fit_fails_still_writes_every_table(tmp_path):
     assert len(fits) and (fits["status"] != "ok").all() and fits["params"].isna().all()
     for name in TABLES:
         assert (tmp_path / "tables" / f"{name}.csv").exists(), name
+
+
+def test_the_ensemble_is_backtested_where_its_members_are_identified():
+    """With two or three fitted sizes the power law cannot forecast, but the ensemble's log-linear
+    member can: its rolling-origin points count for the validated range."""
+    from rerank_scaling.laws.backtests import backtest_group
+    from rerank_scaling.laws.synthetic import synthetic_metrics_table
+
+    spec = {f"s{i}": (2e6 * 1.6**i, 12e6 + 2e6 * 1.6**i, "fit") for i in range(4)}
+    table = synthetic_metrics_table(
+        spec, objectives=("pointwise",), checkpoints=4, splits=("dev",), metrics=("nDCG@10",)
+    )
+    settings = FitSettings(bootstrap=20, last_k=1, backtest=True)
+    group = prepare(table, settings)
+    keys = {k: group[k].iloc[0] for k in ("family", "objective", "attention", "metric", "split")}
+    points = backtest_group(keys, group, settings, 0)
+    ensemble = points[(points["law"] == "ensemble") & points["final"]]
+    by_origin = ensemble.set_index("origin")
+    # two sizes, one final point each: two points for log-linear's two parameters, no forecast
+    assert not by_origin.loc[2, "enough_sizes"] and np.isnan(by_origin.loc[2, "forecast"])
+    assert by_origin.loc[3, "enough_sizes"] and np.isfinite(by_origin.loc[3, "forecast"])
+    assert by_origin.loc[3, "reason"].startswith("members: log_linear_N")
+    power = points[(points["law"] == "power_N") & points["final"]]
+    assert power["forecast"].isna().all()  # 3 points for 3 parameters at best: no power-law forecast

@@ -22,7 +22,7 @@ TOLERANCE = {torch.float64: (1e-7, 1e-9), torch.float32: (1e-4, 1e-5), torch.bfl
 
 @pytest.fixture(scope="module", autouse=True)
 def kernels() -> None:
-    wa.load_kernels()
+    assert wa.load_kernels() is not None, "the windowed-attention extension did not build (warning above)"
 
 
 def _inputs(dtype: torch.dtype, seed: int, heads: int = 3, dim: int = 32) -> list[torch.Tensor]:

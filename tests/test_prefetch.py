@@ -21,18 +21,21 @@ REPO_ID = "test-org/tiny-modernbert"
 REVISION = "0123456789abcdef0123456789abcdef01234567"
 
 
-def lay_out_hub_cache(cache: Path, repo_id: str, model_dir: Path) -> Path:
-    """Place ``model_dir``'s files as the hub would: blobs, a snapshot of links, refs/main."""
+def lay_out_hub_cache(
+    cache: Path, repo_id: str, model_dir: Path, revision: str = REVISION, main: bool = True
+) -> Path:
+    """Place ``model_dir``'s files as the hub would: blobs, a snapshot of links, refs/main (``main``)."""
     root = cache / f"models--{repo_id.replace('/', '--')}"
-    snapshot = root / "snapshots" / REVISION
+    snapshot = root / "snapshots" / revision
     snapshot.mkdir(parents=True)
-    (root / "blobs").mkdir()
+    (root / "blobs").mkdir(exist_ok=True)
     for index, source in enumerate(sorted(p for p in model_dir.iterdir() if p.is_file())):
-        blob = root / "blobs" / f"{index:040x}"
+        blob = root / "blobs" / f"{revision[:8]}{index:032x}"
         shutil.copy(source, blob)
         (snapshot / source.name).symlink_to(Path("..") / ".." / "blobs" / blob.name)
-    (root / "refs").mkdir()
-    (root / "refs" / "main").write_text(REVISION)
+    if main:
+        (root / "refs").mkdir(exist_ok=True)
+        (root / "refs" / "main").write_text(revision)
     return snapshot
 
 
@@ -146,3 +149,79 @@ def test_prefetch_finds_ir_datasets_files_and_names_missing_ones(tmp_path: Path)
     result = _prefetch_stage(tmp_path / "again", _irds_section(), tmp_path / "empty")
     assert result.returncode != 0
     assert "dataset cranfield" in result.stderr and "run.sh --prefetch" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("left_out", "named"),
+    [
+        (("model.safetensors",), "no weights"),  # an earlier download of the config and tokenizer
+        (("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"), "no tokenizer"),
+    ],
+)
+def test_a_snapshot_without_weights_or_tokenizer_is_not_counted_as_cached(
+    tmp_path: Path, left_out: tuple[str, ...], named: str
+) -> None:
+    """The prefetch stage, offline, on a cache whose snapshot has config.json but lacks the weights
+    or the tokenizer: `missing`, naming what the snapshot lacks, not `cached` (a job would then fail
+    offline); the model does not load from it either."""
+    import json
+    import sys
+
+    model = save_tiny_modernbert(tmp_path / "model")
+    for name in left_out:
+        (model / name).unlink(missing_ok=True)
+    assert (model / "config.json").exists()
+    home = tmp_path / "hf_home"
+    lay_out_hub_cache(home / "hub", REPO_ID, model)
+    env = {**workflow_env(), "HF_HOME": str(home), "HF_HUB_OFFLINE": "1"}
+    env.pop("HF_HUB_CACHE", None)
+    models = json.dumps([{"name": "tiny", "family": "hf", "path": REPO_ID, "role": "fit"}])
+    command = [sys.executable, "-m", "rerank_scaling.data.prefetch", "--models", models]
+    command += ["--dataset", json.dumps({"source": "builtin"}), "--out", str(tmp_path / "manifest.tsv")]
+    result = subprocess.run(command, capture_output=True, text=True, env=env)
+    assert result.returncode != 0, result.stderr[-2000:]
+    assert f"model {REPO_ID}: incomplete snapshot" in result.stderr and named in result.stderr, result.stderr
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HF_HOME", str(home))
+        patch.delenv("HF_HUB_CACHE", raising=False)
+        assert cached_model(REPO_ID) is None
+        with pytest.raises(ModelNotCached):
+            build_cross_encoder({"family": "hf", "path": REPO_ID}, 32, 0)
+
+
+def test_a_pinned_revision_loads_that_snapshot_and_not_main(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """models[].path org/name@<sha>: the prefetch (offline) and the jobs use that commit's snapshot,
+    not the one refs/main points to; a pinned commit not in the cache is missing, by name."""
+    import json
+    import sys
+
+    home = tmp_path / "hf_home"
+    main_model = save_tiny_modernbert(tmp_path / "main", layers=2)
+    pinned_model = save_tiny_modernbert(tmp_path / "pinned", layers=3)
+    lay_out_hub_cache(home / "hub", REPO_ID, main_model)
+    pinned = "fedcba9876543210fedcba9876543210fedcba98"
+    snapshot = lay_out_hub_cache(home / "hub", REPO_ID, pinned_model, revision=pinned, main=False)
+    env = {**workflow_env(), "HF_HOME": str(home), "HF_HUB_OFFLINE": "1"}
+    env.pop("HF_HUB_CACHE", None)
+
+    def prefetch_stage(path: str) -> subprocess.CompletedProcess:
+        models = json.dumps([{"name": "tiny", "family": "hf", "path": path, "role": "fit"}])
+        command = [sys.executable, "-m", "rerank_scaling.data.prefetch", "--models", models]
+        command += ["--dataset", json.dumps({"source": "builtin"}), "--out", str(tmp_path / "manifest.tsv")]
+        return subprocess.run(command, capture_output=True, text=True, env=env)
+
+    result = prefetch_stage(f"{REPO_ID}@{pinned}")
+    assert result.returncode == 0, result.stderr[-2000:]
+    manifest = pd.read_csv(tmp_path / "manifest.tsv", sep="\t")
+    assert manifest[["status", "location"]].to_dict("records") == [
+        {"status": "cached", "location": str(snapshot)}
+    ]
+    monkeypatch.setenv("HF_HOME", str(home))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    model = build_cross_encoder({"family": "hf", "path": f"{REPO_ID}@{pinned}", "head": "cls"}, 32, 0)
+    assert model.model.config.num_hidden_layers == 3  # the pinned commit's model, not main's (2)
+    result = prefetch_stage(f"{REPO_ID}@{'0' * 40}")
+    assert result.returncode != 0 and f"model {REPO_ID}@{'0' * 40}" in result.stderr, result.stderr[-2000:]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import ir_measures
 import pytest
@@ -64,3 +65,20 @@ def test_indexing_a_corpus_with_a_malformed_line_fails_naming_it(tmp_path):
     with pytest.raises(ValueError, match=r"corpus.jsonl:3: expected a JSON object"):
         bm25.build_index(corpus, tmp_path / "index")
     assert not (tmp_path / "index").exists()
+
+
+def test_indexing_uses_one_file_per_thread_and_the_run_does_not_depend_on_it(small_collection, tmp_path):
+    """IndexCollection gives each input file one thread: retrieval.threads 3 indexes the corpus as
+    3 files (Anserini's log says so) into an index that ranks exactly as a 1-file index does, and
+    stores no docvectors or raw text."""
+    queries = small_collection["queries"]["test"]
+    runs = {}
+    for threads in (1, 3):
+        log = tmp_path / f"index-{threads}.log"
+        settings = bm25.Bm25Settings(threads=threads)
+        corpus = small_collection["collection"].corpus
+        bm25.build_index(corpus, tmp_path / f"index-{threads}", settings, log=log)
+        assert re.search(rf"\b{threads} files? found", log.read_text()), log.read_text()[-2000:]
+        bm25.search(tmp_path / f"index-{threads}", queries, tmp_path / f"{threads}.trec", settings)
+        runs[threads] = (tmp_path / f"{threads}.trec").read_text()
+    assert runs[1] == runs[3] and runs[1]

@@ -2,9 +2,17 @@
 
 The fixture starts munged, slurmctld and slurmd (Debian's packages, installed by
 scripts/install_slurm_test_deps.sh) with a configuration in a temporary directory, and stops them
-afterwards, also when a test fails. Without slurmdbd there is no accounting, so the plugin is told
-to poll job states with squeue (`--slurm-status-command squeue`), and MinJobAge keeps finished jobs
-visible to squeue long enough for the checks here.
+afterwards, also when a test fails. The node is in two partitions, `cpu` and `gpu` (the default),
+and advertises one GPU (a gres whose device file is a fake: enough for scheduling). Without
+slurmdbd there is no accounting database, so the plugin is told (by a workflow profile,
+`profiles/default` in the checkout) to poll job states with squeue (`slurm-status-command`;
+MinJobAge keeps finished jobs visible to it), and `sacct -c` reads where and how each job ran
+from the job-completion log (jobcomp/filetxt).
+
+The workflow is submitted by the README's cluster step 3, run verbatim by bash but for its
+placeholders (account, partitions) and its config file, as a user on a login node would: from a
+checkout with `.venv`, the venv not on PATH and a `python` first on PATH that is not the project's
+(it fails loudly if a job calls it). Jobs are routed by the config's `cluster` keys alone.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, snakemake_command
+from conftest import REPO, dry_run_jobs, readme_block
 
 pytestmark = pytest.mark.slow
 
@@ -30,7 +38,8 @@ pytestmark = pytest.mark.slow
 PLUGIN_DIR = REPO / ".venv" / "slurm-extra"
 DAEMONS = ("munged", "slurmctld", "slurmd")
 CLIENTS = ("sbatch", "srun", "squeue", "scontrol", "scancel", "sinfo", "sacct")
-PARTITION = "rerank"
+PARTITIONS = {"cpu": "cpu", "gpu": "gpu"}  # the config's cluster.cpu_partition / gpu_partition
+GPU_RULES = ("train", "evaluate_run", "evaluate_part", "plan")
 WORKFLOW_FILES = ("Snakefile", "config.yaml", "rules", "envs", "report", "src")
 
 
@@ -58,6 +67,7 @@ def _slurm_conf(root: Path, host: str) -> str:
     cpus = len(os.sched_getaffinity(0))
     return f"""\
 ClusterName=rerank-test
+GresTypes=gpu
 SlurmctldHost={host}(127.0.0.1)
 SlurmctldPort={_free_port()}
 SlurmdPort={_free_port()}
@@ -77,7 +87,8 @@ ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
+JobCompType=jobcomp/filetxt
+JobCompLoc={root}/jobcomp.txt
 MpiDefault=none
 SchedulerType=sched/backfill
 SelectType=select/cons_tres
@@ -87,9 +98,18 @@ SelectTypeParameters=CR_Core
 SlurmdParameters=config_overrides
 ReturnToService=2
 MinJobAge=900
-NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=64000 State=UNKNOWN
-PartitionName={PARTITION} Nodes={host} Default=YES MaxTime=INFINITE State=UP
+NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=64000 Gres=gpu:1 State=UNKNOWN
+# The GPU partition is the default: a CPU job the workflow did not route would land there.
+PartitionName={PARTITIONS["cpu"]} Nodes={host} MaxTime=INFINITE State=UP
+PartitionName={PARTITIONS["gpu"]} Nodes={host} Default=YES MaxTime=INFINITE State=UP
 """
+
+
+def _gres_conf(root: Path, host: str) -> str:
+    """One GPU whose device file is a plain file: slurmd only checks that it exists."""
+    device = root / "fake-nvidia0"
+    device.touch()
+    return f"NodeName={host} Name=gpu File={device}\n"
 
 
 class SlurmCluster:
@@ -104,8 +124,12 @@ class SlurmCluster:
 
     @property
     def env(self) -> dict[str, str]:
+        """A login shell's environment: the venv not on PATH (the project's `python` is not found there)."""
         env = dict(os.environ, SLURM_CONF=str(self.conf))
-        env["PATH"] = os.pathsep.join([str(self.bin), str(Path(sys.executable).parent), env["PATH"]])
+        venv = {str(Path(sys.executable).parent), str(REPO / ".venv" / "bin")}
+        path = [entry for entry in env["PATH"].split(os.pathsep) if entry not in venv]
+        env["PATH"] = os.pathsep.join([str(self.bin), *path])
+        env.pop("VIRTUAL_ENV", None)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PLUGIN_DIR), env.get("PYTHONPATH")]))
         return env
 
@@ -118,6 +142,10 @@ class SlurmCluster:
         key.write_bytes(os.urandom(1024))
         key.chmod(0o400)
         self.conf.write_text(_slurm_conf(self.root, self.host))
+        (self.root / "gres.conf").write_text(_gres_conf(self.root, self.host))
+        # a `python` that is not the project's, first on PATH: a job that calls it fails, naming it
+        (self.root / "bin" / "python").write_text("#!/bin/sh\necho 'not the project python' >&2\nexit 97\n")
+        (self.root / "bin" / "python").chmod(0o755)
         # The jobstep plugin drops every SLURM_* variable (SLURM_CONF included) before its nested
         # srun, and so does each job's Snakemake before it calls scontrol. A real cluster keeps its
         # configuration where clients find it by default; this one lives in a temporary directory,
@@ -144,7 +172,8 @@ class SlurmCluster:
         self._wait_for(lambda: self.client("scontrol", "ping").returncode == 0, "slurmctld to answer")
         self._spawn("slurmd", ["slurmd", "-D", "-N", self.host])
         self._wait_for(
-            lambda: self.client("sinfo", "-h", "-o", "%T").stdout.strip() == "idle", "the node to be idle"
+            lambda: set(self.client("sinfo", "-h", "-o", "%T").stdout.split()) == {"idle"},
+            "the node to be idle",
         )
 
     def _spawn(self, name: str, command: list[str]) -> None:
@@ -182,6 +211,22 @@ class SlurmCluster:
         result = self.client("squeue", "--states=all", "--noheader", "--format", "|".join(fields.values()))
         assert result.returncode == 0, result.stderr
         return [dict(zip(fields, line.split("|"), strict=True)) for line in result.stdout.splitlines()]
+
+    def completed(self) -> dict[str, dict[str, str]]:
+        """Job id -> partition, account, state and time limit (minutes), from `sacct -c` (the
+        job-completion log: every job that ended, however it ended; it keeps no memory or TRES)."""
+        fields = ("JobID", "Partition", "Account", "State", "TimelimitRaw")
+        result = self.client("sacct", "-c", "--noheader", "--parsable2", "--format", ",".join(fields))
+        assert result.returncode == 0, result.stderr
+        rows = [dict(zip(fields, line.split("|"), strict=True)) for line in result.stdout.splitlines()]
+        return {row["JobID"]: row for row in rows}
+
+    def details(self, job_id: str) -> dict[str, str]:
+        """`scontrol show job`'s fields of a job slurmctld still knows (MinJobAge): the memory it
+        asked for (MinMemoryNode) and its trackable resources (TRES, e.g. gres/gpu=1)."""
+        result = self.client("scontrol", "show", "job", "--oneliner", job_id)
+        assert result.returncode == 0, result.stderr
+        return dict(item.split("=", 1) for item in result.stdout.split() if "=" in item)
 
     def logs(self) -> str:
         return "\n".join(
@@ -227,29 +272,47 @@ def cluster(tmp_path_factory) -> SlurmCluster:
         cluster.stop()
 
 
-def slurm_command(workdir: Path, configfile: str, *args: str) -> list[str]:
-    return snakemake_command(
-        workdir,
-        configfile,
+# What the README's step 3 placeholders become on this cluster; its config file becomes the test's.
+README_VALUES = {
+    "config.paper.yaml": "slurm.yaml",
+    "ACCOUNT": "rerank",
+    "GPU_PARTITION": PARTITIONS["gpu"],
+    "CPU_PARTITION": PARTITIONS["cpu"],
+}
+# This test cluster has no accounting database (slurmdbd): only squeue knows job states. A workflow
+# profile (profiles/default, which Snakemake reads besides --profile) says so, so that the README's
+# command runs as written.
+TEST_CLUSTER_PROFILE = {
+    "slurm-status-command": "squeue",
+    "slurm-init-seconds-before-status-checks": 1,
+    "seconds-between-status-checks": 1,
+    "slurm-keep-successful-logs": True,
+}
+
+
+def readme_submit_steps() -> str:
+    """The README's cluster step 3 ("**3. Submit**"), placeholders replaced by README_VALUES."""
+    script = readme_block("**3. Submit**", README_VALUES)
+    assert ".venv/bin/snakemake" in script and "--profile profiles/slurm" in script, script
+    return script
+
+
+def slurm_command(*args: str) -> list[str]:
+    """The command of the README's step 3 (after its cluster.yaml is written), plus ``args``."""
+    return [
+        ".venv/bin/snakemake",
+        "--configfile",
+        "slurm.yaml",
+        "cluster.yaml",
         "--profile",
-        str(REPO / "profiles" / "slurm"),
-        # the documented way to choose account/partition; no accounting here, so no account
-        "--default-resources",
-        f"slurm_partition={PARTITION}",
-        # without slurmdbd only squeue knows job states
-        "--slurm-status-command",
-        "squeue",
-        "--slurm-init-seconds-before-status-checks",
-        "1",
-        "--seconds-between-status-checks",
-        "1",
-        "--slurm-keep-successful-logs",
+        "profiles/slurm",
         *args,
-    )
+    ]
 
 
-def snakemake_on_slurm(cluster: SlurmCluster, workdir: Path, configfile: str, *args: str):
-    command = slurm_command(workdir, configfile, *args)
+def snakemake_on_slurm(cluster: SlurmCluster, workdir: Path, *args: str, configfile: str = "slurm.yaml"):
+    command = slurm_command(*args)
+    command[2] = configfile
     return subprocess.run(command, env=cluster.env, capture_output=True, text=True, cwd=workdir, timeout=900)
 
 
@@ -265,16 +328,51 @@ def job_counts(output: str) -> Counter:
 
 @pytest.fixture(scope="module")
 def slurm_run(cluster, tmp_path_factory) -> dict:
-    """The workflow, run to completion on the cluster with tests/configs/slurm.yaml."""
+    """The README's step 3, verbatim but for its placeholders and config file, run from a checkout
+    (the workflow, profiles/slurm, .venv) in a login shell's environment (cluster.env: the venv not
+    on PATH, a failing `python` first there) on the test cluster, with tests/configs/slurm.yaml."""
     workdir = tmp_path_factory.mktemp("slurm-workflow")
     for name in WORKFLOW_FILES:
         source = REPO / name
         (shutil.copytree if source.is_dir() else shutil.copy)(source, workdir / name)
+    shutil.copytree(REPO / "profiles" / "slurm", workdir / "profiles" / "slurm")
+    (workdir / "profiles" / "default").mkdir()
+    (workdir / "profiles" / "default" / "config.yaml").write_text(yaml.safe_dump(TEST_CLUSTER_PROFILE))
+    (workdir / ".venv").symlink_to(REPO / ".venv")
     shutil.copy(REPO / "tests" / "configs" / "slurm.yaml", workdir / "slurm.yaml")
-    result = snakemake_on_slurm(cluster, workdir, "slurm.yaml")
+    steps = readme_submit_steps()
+    planned = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", steps.rstrip("\n") + " -n"],
+        env=cluster.env,
+        capture_output=True,
+        text=True,
+        cwd=workdir,
+        timeout=900,
+    )
+    assert planned.returncode == 0, (planned.stdout + planned.stderr)[-4000:]
+    result = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", steps],
+        env=cluster.env,
+        capture_output=True,
+        text=True,
+        cwd=workdir,
+        timeout=900,
+    )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-6000:] + "\n" + cluster.logs()
-    return {"workdir": workdir, "output": output}
+    return {"workdir": workdir, "output": output, "planned": dry_run_jobs(planned.stdout + planned.stderr)}
+
+
+def megabytes(text: str) -> int:
+    """SLURM's memory as it prints it (1111M, 1.50G) in MB."""
+    scale = {"M": 1, "G": 1024, "T": 1024**2}[text[-1]]
+    return round(float(text[:-1]) * scale)
+
+
+def job_key(comment: str) -> str:
+    """The plugin's job comment, rule_<rule>[_wildcards_<values joined by _>], as <rule>:<values>."""
+    rule, _, values = comment.removeprefix("rule_").partition("_wildcards_")
+    return f"{rule}:{values}"
 
 
 def test_the_workflow_completes_with_every_job_run_by_slurm(cluster, slurm_run):
@@ -297,32 +395,59 @@ def test_the_workflow_completes_with_every_job_run_by_slurm(cluster, slurm_run):
     assert logs == {job["id"] for job in jobs}
 
 
-def test_rule_resources_reach_slurm(cluster, slurm_run):
-    config = yaml.safe_load((REPO / "tests" / "configs" / "slurm.yaml").read_text())
-    (train,) = [job for job in cluster.jobs() if job["comment"].startswith("rule_train_")]
-    assert train["memory"] == f"{config['training']['mem_mb']}M"
-    assert train["time_limit"] == f"{config['training']['runtime']}:00"
-    assert train["gres"] == "N/A"  # device: cpu asks for no GPU
-    # prepare_data declares no resources; the profile's set-resources gives them
-    profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
-    (prepare,) = [job for job in cluster.jobs() if job["comment"] == "rule_prepare_data"]
-    assert prepare["memory"] == f"{profile['set-resources']['prepare_data']['mem_mb']}M"
+def test_every_job_landed_on_its_partition_with_the_limits_snakemake_planned(cluster, slurm_run):
+    """sacct (the job-completion log): model rules on the GPU partition, the rest on the CPU one,
+    under the README's account, each with the time limit of Snakemake's own dry run; scontrol: the
+    memory it planned, and no GPU under device: cpu. No --set-resources was given."""
+    planned = {
+        f"{job['rule']}:{'_'.join(job['wildcards'].values())}": job["resources"]
+        for job in slurm_run["planned"]
+        if job["rule"] != "all"
+    }
+    completed = cluster.completed()
+    jobs = cluster.jobs()
+    assert {job_key(job["comment"]) for job in jobs} == set(planned)
+    assert {job_key(job["comment"]).split(":")[0] for job in jobs} & set(GPU_RULES), jobs
+    for job in jobs:
+        resources, done, held = (
+            planned[job_key(job["comment"])],
+            completed[job["id"]],
+            cluster.details(job["id"]),
+        )
+        rule = job_key(job["comment"]).split(":")[0]
+        assert done["Partition"] == PARTITIONS["gpu" if rule in GPU_RULES else "cpu"], (rule, done)
+        assert resources["slurm_partition"] == done["Partition"], (rule, resources)
+        assert done["Account"] == README_VALUES["ACCOUNT"], (rule, done)
+        assert done["State"] == "COMPLETED", (rule, done)
+        assert done["TimelimitRaw"] == resources["runtime"], (rule, done, resources)
+        assert megabytes(held["MinMemoryNode"]) == int(resources["mem_mb"]), (rule, held, resources)
+        assert "gres/gpu" not in held["TRES"], (rule, held)  # device: cpu asks for no GPU
 
 
-def test_a_cuda_config_asks_slurm_for_one_gpu_per_training_job(cluster, slurm_run, tmp_path):
-    # A copy of the finished run, so that only `train` is out of date. This cluster has no GPUs:
-    # sbatch refuses the request, and the plugin's error shows the submission it tried.
+def test_a_cuda_config_trains_on_the_gpu_partition_with_one_gpu(cluster, slurm_run, tmp_path):
+    """device: cuda: SLURM gives the train job the GPU partition's (fake) GPU; torch finds no real
+    one there, and the job's error says which CUDA torch was built for and which driver is there."""
+    # A copy of the finished run, so that only `train` is out of date.
     workdir = tmp_path / "cuda"
     shutil.copytree(slurm_run["workdir"], workdir, symlinks=True)
     config = yaml.safe_load((workdir / "slurm.yaml").read_text())
     config["device"] = "cuda"
     (workdir / "slurm-cuda.yaml").write_text(yaml.safe_dump(config))
-    result = snakemake_on_slurm(cluster, workdir, "slurm-cuda.yaml", "--until", "train", "--retries", "0")
+    before = {job["id"] for job in cluster.jobs()}
+    result = snakemake_on_slurm(
+        cluster, workdir, "--until", "train", "--retries", "0", configfile="slurm-cuda.yaml"
+    )
     output = result.stdout + result.stderr
     assert result.returncode != 0, output[-3000:]
-    submissions = [line for line in output.splitlines() if line.strip().startswith("sbatch --parsable")]
-    assert submissions and all("--comment rule_train_" in line for line in submissions), output[-3000:]
-    assert all(" --gpus=1 " in line for line in submissions), submissions
+    (train,) = [job for job in cluster.jobs() if job["id"] not in before]
+    assert train["comment"].startswith("rule_train_"), train
+    done = cluster.completed()[train["id"]]
+    assert done["Partition"] == PARTITIONS["gpu"] and done["State"] == "FAILED", done
+    held = cluster.details(train["id"])
+    asked = " ".join(held.get(field, "") for field in ("TRES", "TresPerJob", "TresPerNode"))
+    assert re.search(r"gres[/:]gpu[:=]1", asked), held  # 22.05: TresPerJob=gres:gpu:1
+    log = (workdir / "results" / "slurm" / "logs" / "train" / "L1__pointwise__full__s13.log").read_text()
+    assert "no GPU is visible" in log and "torch.version.cuda" in log and "driver" in log, log[-2000:]
 
 
 def test_a_cancelled_training_job_is_retried_and_resumes_from_the_state_saved_on_sigterm(
@@ -343,7 +468,7 @@ def test_a_cancelled_training_job_is_retried_and_resumes_from_the_state_saved_on
     env = {**cluster.env, "RERANK_SCALING_FAULT": "published:1:hold"}
     # the checkpoints as targets: the products downstream of them are still up to date
     targets = [f"results/slurm/checkpoints/{run}/ckpt-0{k}/checkpoint.json" for k in (1, 2)]
-    command = slurm_command(workdir, "slurm.yaml", *targets)
+    command = slurm_command(*targets)
     with open(tmp_path / "snakemake.out", "w") as out:
         process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=workdir)
         try:

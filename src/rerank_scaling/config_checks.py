@@ -478,6 +478,23 @@ def data_axis_problems(config: dict[str, Any]) -> Problems:
     return problems
 
 
+def cluster_problems(config: dict[str, Any]) -> Problems:
+    """The cluster section's floors are not above its caps (rerank_scaling.job_resources clamps to them)."""
+    from rerank_scaling.job_resources import ClusterSettings
+    from rerank_scaling.settings import settings_from_dict
+
+    cluster = settings_from_dict(ClusterSettings, config.get("cluster"), "cluster")
+    return [
+        _problem(
+            f"cluster.{low}",
+            f"{getattr(cluster, low)} is above cluster.{high} = {getattr(cluster, high)}; "
+            f"lower cluster.{low} or raise cluster.{high}",
+        )
+        for low, high in (("min_runtime", "max_runtime"), ("min_mem_mb", "max_mem_mb"))
+        if getattr(cluster, low) > getattr(cluster, high)
+    ]
+
+
 CHECKS: tuple[Callable[[dict[str, Any]], Problems], ...] = (
     dataset_problems,
     depth_problems,
@@ -486,6 +503,7 @@ CHECKS: tuple[Callable[[dict[str, Any]], Problems], ...] = (
     training_problems,
     data_axis_problems,
     memory_problems,
+    cluster_problems,
     final_only_problems,
     fitting_problems,
 )

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 PREFETCH_COMMAND = "./run.sh --prefetch --configfile <your config>  (on a node with internet)"
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+# org/name, optionally pinned to a revision: org/name@<commit sha> (or a tag or branch).
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?(@[\w.-]+)?$")
 # What a cross-encoder needs from a model repository (not ONNX/flax/GGUF copies of the weights).
 _MODEL_FILES = ["*.json", "*.txt", "*.model", "*.safetensors", "*.py"]
 
@@ -63,6 +64,14 @@ def is_hub_id(path: str) -> bool:
     return not path.startswith("package:") and not Path(path).exists() and bool(_HUB_ID.match(path))
 
 
+def split_revision(path: str) -> tuple[str, str | None]:
+    """``org/name@<revision>`` -> (``org/name``, revision); without ``@``: (path, None), the
+    repository's ``main`` at the time of the prefetch. A commit sha pins the weights and tokenizer
+    every job loads, so a later push to the repository changes nothing in a running grid."""
+    repo_id, _, revision = path.partition("@")
+    return repo_id, revision or None
+
+
 def hub_model_ids(config: dict[str, Any]) -> list[str]:
     """Hub ids among the config's ``models[].path`` (families ``hf`` and ``ladder``), sorted."""
     return sorted({m["path"] for m in config.get("models", []) if "path" in m and is_hub_id(m["path"])})
@@ -77,16 +86,49 @@ def ir_dataset_ids(config: dict[str, Any]) -> list[str]:
     return sorted({section["corpus"], *section["splits"].values()})
 
 
-def cached_model(repo_id: str) -> Path | None:
-    """The snapshot directory of ``repo_id`` in the hub cache (``refs/main``), or None."""
+#: Files a tokenizer can be loaded from (a fast tokenizer's JSON, or a vocabulary).
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model")
+#: Weight files of a single-file checkpoint; a sharded one lists its shards in an index JSON.
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+WEIGHT_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
+
+
+def snapshot_missing(snapshot: Path) -> list[str]:
+    """What a snapshot lacks for a job to load the model offline: its ``config.json``, its weights
+    (every shard an index names) or a tokenizer. A snapshot left by an earlier download of only the
+    config or the tokenizer is not a cached model."""
+    missing = [] if (snapshot / "config.json").is_file() else ["config.json"]
+    indexes = [snapshot / name for name in WEIGHT_INDEXES if (snapshot / name).is_file()]
+    if indexes:
+        import json
+
+        shards = set(json.loads(indexes[0].read_text()).get("weight_map", {}).values())
+        missing += sorted(f"weights ({shard})" for shard in shards if not (snapshot / shard).is_file())
+    elif not any((snapshot / name).is_file() for name in WEIGHT_FILES):
+        missing.append(f"weights ({' or '.join(WEIGHT_FILES)})")
+    if not any((snapshot / name).is_file() for name in TOKENIZER_FILES):
+        missing.append(f"tokenizer ({', '.join(TOKENIZER_FILES)})")
+    return missing
+
+
+def cached_snapshot(repo_id: str) -> Path | None:
+    """The snapshot directory of ``repo_id`` (``org/name[@revision]``; no revision: ``refs/main``)
+    in the hub cache, complete or not."""
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import LocalEntryNotFoundError
 
+    name, revision = split_revision(repo_id)
     try:
-        path = Path(snapshot_download(repo_id, cache_dir=hub_cache(), local_files_only=True))
+        return Path(snapshot_download(name, revision=revision, cache_dir=hub_cache(), local_files_only=True))
     except (LocalEntryNotFoundError, FileNotFoundError, ValueError):
         return None
-    return path if (path / "config.json").exists() else None
+
+
+def cached_model(repo_id: str) -> Path | None:
+    """The snapshot directory of ``repo_id`` in the hub cache when it holds all a job loads
+    (:func:`snapshot_missing` is empty), else None."""
+    path = cached_snapshot(repo_id)
+    return path if path is not None and not snapshot_missing(path) else None
 
 
 def model_source(path: str) -> str:
@@ -100,9 +142,11 @@ def model_source(path: str) -> str:
     if hub_offline():
         raise ModelNotCached(
             f"models[].path: {path!r} is not a local directory and not in the Hugging Face cache "
-            f"{hub_cache()} (models--{path.replace('/', '--')}/), and this job runs offline "
-            f"(HF_HUB_OFFLINE=1). Download it first: {PREFETCH_COMMAND}"
+            f"{hub_cache()} (models--{split_revision(path)[0].replace('/', '--')}/), and this job runs "
+            f"offline (HF_HUB_OFFLINE=1). Download it first: {PREFETCH_COMMAND}"
         )
+    if split_revision(path)[1] is not None:  # a pinned revision: into the cache, then from there
+        return fetch_model(path).location
     return path
 
 
@@ -112,13 +156,20 @@ def fetch_model(repo_id: str) -> FetchRecord:
     if snapshot is not None:
         return FetchRecord("model", repo_id, "cached", str(snapshot))
     if hub_offline():
-        return FetchRecord("model", repo_id, "missing", f"not in {hub_cache()} and HF_HUB_OFFLINE=1")
+        partial = cached_snapshot(repo_id)
+        where = (
+            f"incomplete snapshot {partial}: no {', no '.join(snapshot_missing(partial))}"
+            if partial is not None
+            else f"not in {hub_cache()}"
+        )
+        return FetchRecord("model", repo_id, "missing", f"{where}, and HF_HUB_OFFLINE=1")
     from huggingface_hub import list_repo_files, snapshot_download
 
+    name, revision = split_revision(repo_id)
     patterns = list(_MODEL_FILES)
-    if not any(name.endswith(".safetensors") for name in list_repo_files(repo_id)):
+    if not any(file.endswith(".safetensors") for file in list_repo_files(name, revision=revision)):
         patterns.append("*.bin")
-    path = snapshot_download(repo_id, cache_dir=hub_cache(), allow_patterns=patterns)
+    path = snapshot_download(name, revision=revision, cache_dir=hub_cache(), allow_patterns=patterns)
     return FetchRecord("model", repo_id, "downloaded", str(path))
 
 

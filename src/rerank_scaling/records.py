@@ -75,8 +75,19 @@ class MetricSpec:
     k: int | None = None
 
 
+#: Metrics a user declared (``rerank-scaling forecast --lower-is-better --range``): looked up first.
+DECLARED: dict[str, MetricSpec] = {}
+
+
+def register_metric(spec: MetricSpec) -> None:
+    """Declare a metric the naming rules below do not know (a language model's loss, an accuracy)."""
+    DECLARED[spec.name] = spec
+
+
 def metric_spec(metric: str) -> MetricSpec:
     """The :class:`MetricSpec` of ``metric`` ("nDCG@10", "CE@64", "AP", ...)."""
+    if metric in DECLARED:
+        return DECLARED[metric]
     if metric.startswith("CE@"):
         suffix = metric.split("@", 1)[1]
         if not suffix.isdigit():  # "CE@64_dropped": the fraction of queries without an instance

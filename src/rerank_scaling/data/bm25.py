@@ -116,6 +116,31 @@ def check_searched(queries: Queries, run_file: Path, output: str, run_path: str 
     )
 
 
+def shard_corpus(corpus_jsonl: str | os.PathLike[str], docs_dir: Path, shards: int) -> list[Path]:
+    """The corpus as Anserini's input directory, in ``shards`` files: IndexCollection gives each
+    file one thread, so one 8.8M-line file would index on 1 of ``retrieval.threads``. One shard:
+    a symlink (no copy); more: contiguous runs of lines (one pass, the corpus's size again on disk,
+    in the index's temporary directory). BM25 scores use index-wide statistics and Anserini breaks
+    score ties by document id, so the runs do not depend on the sharding."""
+    corpus = Path(corpus_jsonl).resolve()
+    if shards <= 1:
+        os.symlink(corpus, docs_dir / "corpus.jsonl")
+        return [docs_dir / "corpus.jsonl"]
+    with open(corpus, "rb") as handle:
+        lines = sum(1 for _ in handle)
+    per_shard = max(1, -(-lines // shards))
+    paths = [docs_dir / f"corpus-{index:03d}.jsonl" for index in range(-(-lines // per_shard) or 1)]
+    with open(corpus, "rb") as handle:
+        for path in paths:
+            with open(path, "wb") as out:
+                for _ in range(per_shard):
+                    line = handle.readline()
+                    if not line:
+                        break
+                    out.write(line)
+    return paths
+
+
 def build_index(
     corpus_jsonl: str | os.PathLike[str],
     index_dir: str | os.PathLike[str],
@@ -127,7 +152,7 @@ def build_index(
     with tempfile.TemporaryDirectory(dir=index_dir.parent if index_dir.parent.exists() else None) as tmp:
         docs_dir = Path(tmp) / "docs"
         docs_dir.mkdir()
-        os.symlink(Path(corpus_jsonl).resolve(), docs_dir / "corpus.jsonl")
+        shard_corpus(corpus_jsonl, docs_dir, settings.threads)
         staging = Path(tmp) / "index"
         output = _run_anserini(
             "io.anserini.index.IndexCollection",
@@ -142,9 +167,7 @@ def build_index(
                 "DefaultLuceneDocumentGenerator",
                 "-threads",
                 str(settings.threads),
-                "-storePositions",
-                "-storeDocvectors",
-                "-storeRaw",
+                "-storePositions",  # no -storeDocvectors / -storeRaw: nothing reads them
             ],
             settings.memory_mb,
             log,

@@ -3,9 +3,11 @@
 The fitted sizes of a group (role ``fit``: a held-out size is never part of a backtest) are ordered
 by N; for every k from 2 to (number of sizes - 1), fit on the k smallest and forecast the next one
 (Tashman 2000, rolling-origin evaluation; Hyndman & Athanasopoulos, "time series cross-validation",
-here over size instead of time). Two laws are backtested, each
-with its protocol's rows: the power law in N on the last ``last_k`` checkpoints (model protocol)
-and the additive joint law on every checkpoint (the released code's joint protocol). Each held-out
+here over size instead of time). Three forecasts are backtested, each with its protocol's rows: the
+power law in N and the model-form ensemble (:mod:`.ensemble`) on the last ``last_k`` checkpoints
+(model protocol), and the additive joint law on every checkpoint (the released code's joint
+protocol). The ensemble counts where its identified members do: with two or three sizes its
+log-linear member forecasts where a three-parameter law cannot. Each held-out
 point records its forecast and its prediction interval at every level of :data:`LEVELS`, so the
 calibration can be read off, with two naive baselines at the final checkpoint: the largest fitted
 size's value ("no change") and a log-linear fit in N.
@@ -26,6 +28,8 @@ import pandas as pd
 from scipy import stats
 
 from rerank_scaling.laws import registry
+from rerank_scaling.laws.ensemble import NAME as ENSEMBLE
+from rerank_scaling.laws.ensemble import fit_members, forecast_draws, pooled_draws, usable_members
 from rerank_scaling.laws.forecast_status import log_linear_forecast
 from rerank_scaling.laws.protocols import FitSettings, _last, ceiling_of, fit_split
 
@@ -60,44 +64,69 @@ def backtest_group(
         ("model", registry.law("power_N", keys["metric"], bounds)),
         ("joint_code", registry.law("additive", keys["metric"], bounds)),
     )
+    ceiling = ceiling_of(settings, keys)
     frames = []
     for k, fitted, following in rolling_origins(group):
+        finals = _last(group[group["model"].isin(fitted)], 1)  # each fitted size's final value
+        target = _last(group[group["model"] == following], 1)
+        common = {
+            **keys,
+            "origin": k,
+            "naive_last": float(finals.sort_values("N")["value"].iloc[-1]),
+            "log_linear": float(log_linear_forecast(finals, target, ("N",))[0]),
+            "fit_sizes": "+".join(fitted),
+            "uncertainty": settings.uncertainty,
+        }
         for protocol, law in candidates:
             fit_rows = _protocol_rows(protocol, group[group["model"].isin(fitted)], settings)
             held_rows = _protocol_rows(protocol, group[group["model"] == following], settings)
             done = fit_split(law, fit_rows, held_rows, settings, seed + k, spread)
-            held = done.rows[done.rows["held_out"]]
-            frame = held[["model", "checkpoint", "step", "final", "value"]].rename(
-                columns={"value": "observed", "model": "forecast_size"}
-            )
-            finals = _last(group[group["model"].isin(fitted)], 1)  # each fitted size's final value
-            target = _last(group[group["model"] == following], 1)
             identified = not too_few_levels(law, {v: fit_rows[v].to_numpy(float) for v in law.variables})
-            frame = frame.assign(
-                **keys,
-                origin=k,
-                enough_sizes=identified,
-                naive_last=float(finals.sort_values("N")["value"].iloc[-1]),
-                log_linear=float(log_linear_forecast(finals, target, ("N",))[0]),
-                fit_sizes="+".join(fitted),
-                protocol=protocol,
-                law=law.name,
-                status=done.status,
-                reason=done.reason,
-                uncertainty=settings.uncertainty,
-            )
-            if done.intervals is not None:
-                mask = done.rows["held_out"].to_numpy()
-                frame["forecast"] = done.intervals.centre[mask]
-                for level in LEVELS:
-                    low, high = done.intervals.forecast_interval(level)
-                    frame[f"covered@{level:g}"] = (frame["observed"] >= low[mask]) & (
-                        frame["observed"] <= high[mask]
-                    )
-                    if level == 0.95:
-                        frame["low"], frame["high"] = low[mask], high[mask]
-            frames.append(frame)
+            draws = forecast_draws(done.intervals) if done.intervals is not None else None
+            if draws is not None and not len(draws):
+                draws = None
+            record = {"protocol": protocol, "law": law.name, "status": done.status, "reason": done.reason}
+            centre = done.intervals.centre if draws is not None else None
+            frames.append(_points(done.rows, draws, common | record, identified, centre))
+        fit_rows = _protocol_rows("model", group[group["model"].isin(fitted)], settings)
+        held_rows = _protocol_rows("model", group[group["model"] == following], settings)
+        members = fit_members(keys["metric"], fit_rows, held_rows, settings, seed + k, spread, ceiling)
+        draws = pooled_draws(members)
+        usable = ", ".join(usable_members(members))
+        record = {"protocol": "model", "law": ENSEMBLE, "status": "ok" if usable else "failed"}
+        record["reason"] = f"members: {usable}" if usable else "no member is identified by these sizes"
+        rows = next(iter(members.values())).rows
+        frames.append(_points(rows, draws, common | record, bool(usable)))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def _points(
+    rows: pd.DataFrame,
+    draws: np.ndarray | None,
+    record: dict[str, Any],
+    identified: bool,
+    centre: np.ndarray | None = None,
+) -> pd.DataFrame:
+    """The held-out points of one backtest fit: the forecast (``centre``, the law's fitted curve; the
+    draws' median for a mixture) and the interval of the draws at every level of :data:`LEVELS`
+    (:func:`.ensemble.forecast_draws` makes them percentile or basic as the fit's intervals are);
+    no forecast where there are no draws."""
+    held = rows[rows["held_out"]]
+    frame = held[["model", "checkpoint", "step", "final", "value"]].rename(
+        columns={"value": "observed", "model": "forecast_size"}
+    )
+    frame = frame.assign(**record, enough_sizes=identified)
+    if draws is None:
+        return frame
+    mask = rows["held_out"].to_numpy()
+    frame["forecast"] = np.median(draws[:, mask], axis=0) if centre is None else centre[mask]
+    for level in LEVELS:
+        tail = (1 - level) / 2 * 100
+        low, high = np.percentile(draws[:, mask], [tail, 100 - tail], axis=0)
+        frame[f"covered@{level:g}"] = (frame["observed"] >= low) & (frame["observed"] <= high)
+        if level == 0.95:
+            frame["low"], frame["high"] = low, high
+    return frame
 
 
 def summary(points: pd.DataFrame) -> pd.DataFrame:

@@ -34,7 +34,11 @@ STATUS_WORDS = {
     "beyond_validated_range": "beyond the validated range",
     "form_sensitive": "depends on the law's form",
 }
-SIZE_AXES = {"non_embedding": "non-embedding parameters", "total": "total parameters"}
+SIZE_AXES = {
+    "non_embedding": "non-embedding parameters",
+    "total": "total parameters",
+    "size": "the table's size column",  # rerank-scaling forecast on a user's table
+}
 NO_FORECAST = (
     "No forecast: the grid has no held-out or target size, or no law fitted to the other sizes forecast one."
 )

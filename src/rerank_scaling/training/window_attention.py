@@ -23,102 +23,32 @@ The reference path (and the CUDA path) computes the document-to-document part as
   zero where ``i + j - w`` lies outside ``[0, s)``;
 * ``window_av``: ``(..., s, 2w+1) x (..., s, d) -> (..., s, d)``, ``out_i = sum_j band[i, j] v_{i+j-w}``.
 
-Build the extension once (cached under ``build/torch_extensions/``; the CUDA kernels are compiled
-only where a GPU and the CUDA toolkit exist)::
+The extension is built ahead of time (``scripts/install.sh`` when a config asks for windowed
+attention) or on first use, into a directory keyed by torch, CUDA and the target architectures; a
+build that fails falls back to the reference path (:mod:`.extension_build`)::
 
-    python -m rerank_scaling.training.window_attention --build
+    python -m rerank_scaling.training.extension_build
 """
 
 from __future__ import annotations
 
-import argparse
 import functools
-import hashlib
-import os
-import shutil
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch.autograd.function import FunctionCtx, once_differentiable
 
-REPO = Path(__file__).resolve().parents[3]
-KERNEL_DIR = REPO / "kernels" / "window_attention"
-BUILD_DIR = Path(os.environ.get("RERANK_SCALING_BUILD_DIR", REPO / "build")) / "torch_extensions"
+from rerank_scaling.training.extension_build import kernels_on, load_kernels
 
-
-# --- the compiled extension ---------------------------------------------------------------------
-
-
-def _cuda_build() -> bool:
-    """Whether to compile the CUDA kernels: a GPU is visible and the CUDA toolkit (nvcc) exists."""
-    from torch.utils.cpp_extension import CUDA_HOME
-
-    return torch.cuda.is_available() and CUDA_HOME is not None and (Path(CUDA_HOME) / "bin" / "nvcc").exists()
-
-
-def _cpu_tag() -> str:
-    """A short hash of this CPU's instruction-set flags: the build uses ``-march=native``, so a
-    build cached on one CPU must not be loaded on another (CI runners differ)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-        flags = next((line for line in text.splitlines() if line.startswith(("flags", "Features"))), "")
-    except OSError:
-        flags = ""
-    return hashlib.sha1(f"{flags}|{os.uname().machine}".encode()).hexdigest()[:8]
-
-
-_LOADED: list[Any] = []  # the op namespace once loaded (loading twice would re-register the ops)
-
-
-def load_kernels(verbose: bool = False) -> Any:
-    """JIT-build (first call only; ninja caches it in ``BUILD_DIR``) and load the extension.
-
-    Returns the op namespace ``torch.ops.window_attention``. CUDA sources are compiled only when
-    a GPU is visible and the CUDA toolkit exists; otherwise a CPU-only build (no CUDA needed).
-    """
-    if _LOADED:
-        return _LOADED[0]
-    from torch.utils.cpp_extension import load
-
-    if shutil.which("ninja") is None:  # the venv's ninja, when the venv is not activated
-        import ninja
-
-        os.environ["PATH"] = f"{ninja.BIN_DIR}{os.pathsep}{os.environ.get('PATH', '')}"
-    with_cuda = _cuda_build()
-    name = ("window_attention_cuda_" if with_cuda else "window_attention_cpu_") + _cpu_tag()
-    sources = [
-        KERNEL_DIR / "window_attention.cpp",
-        KERNEL_DIR / "cpu" / "window_matmul_cpu.cpp",
-        KERNEL_DIR / "cpu" / "fused_attention_cpu.cpp",
-    ]
-    flags = ["-O3", "-fopenmp", "-march=native", "-Wno-psabi"]
-    if with_cuda:
-        sources.append(KERNEL_DIR / "cuda" / "window_matmul_cuda.cu")
-        flags.append("-DWITH_CUDA")
-    build_directory = BUILD_DIR / name
-    build_directory.mkdir(parents=True, exist_ok=True)
-    load(
-        name=name,
-        sources=[str(path) for path in sources],
-        extra_cflags=flags,
-        extra_cuda_cflags=["-O3", "-DWITH_CUDA"],
-        extra_ldflags=["-fopenmp"],
-        build_directory=str(build_directory),
-        with_cuda=with_cuda,
-        is_python_module=False,
-        verbose=verbose,
-    )
-    _LOADED.append(torch.ops.window_attention)
-    return _LOADED[0]
+# --- the compiled extension (built and loaded by .extension_build) ------------------------------
 
 
 def _has_kernel(tensor: torch.Tensor) -> bool:
     """Whether the compiled ops run on ``tensor``'s device (else the PyTorch reference is used)."""
-    return tensor.device.type == "cpu" or (tensor.device.type == "cuda" and _cuda_build())
+    return kernels_on(tensor.device.type)
 
 
 # --- reference implementations ------------------------------------------------------------------
@@ -450,7 +380,7 @@ def window_attention(
     On CPU: the fused kernel (``fused_window_attention``, memory O(S D)); on CUDA the two-product
     path (``window_attention_reference``; a fused CUDA kernel is not written).
     """
-    if query.device.type == "cpu":
+    if query.device.type == "cpu" and kernels_on("cpu"):
         return fused_window_attention(query, key, value, layout, scaling, dropout)
     return window_attention_reference(query, key, value, layout, scaling, dropout)
 
@@ -499,16 +429,10 @@ def masked_attention(
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Build the windowed-attention extension.")
-    parser.add_argument("--build", action="store_true", help="compile (or reuse) the extension and load it")
-    parser.add_argument("--verbose", action="store_true", help="show the compiler commands")
-    args = parser.parse_args(argv)
-    if not args.build:
-        parser.print_help()
-        return
-    load_kernels(verbose=args.verbose)
-    kind = "CPU + CUDA" if _cuda_build() else "CPU"
-    print(f"window_attention extension ({kind}) ready in {BUILD_DIR}", file=sys.stderr)
+    """``--build``: the ahead-of-time build (:func:`.extension_build.main`), kept for old commands."""
+    from rerank_scaling.training.extension_build import main as build_main
+
+    build_main([arg for arg in (argv if argv is not None else sys.argv[1:]) if arg != "--build"])
 
 
 if __name__ == "__main__":

@@ -1,0 +1,224 @@
+"""What each workflow job asks the cluster for: partition, account, GPUs, memory and time.
+
+One owner for the numbers the rules' ``resources:`` blocks declare (``rules/common.smk`` calls
+:class:`JobSizes` once at parse time), so that a SLURM run needs no ``--set-resources``, and
+``snakemake -n`` shows what each job will ask for:
+
+* **partition and account** (config ``cluster``): the rules that run a model,
+  :data:`MODEL_RULES`, go to ``cluster.gpu_partition``, every other rule to
+  ``cluster.cpu_partition``; every rule carries ``cluster.account``. A key left null is not set,
+  so the executor's own choice (or ``--default-resources``) applies.
+* **GPUs**: a model rule asks for one GPU when the config's ``device`` is ``cuda``.
+* **time** (minutes): a model job's FLOPs from the planning cost model
+  (:class:`rerank_scaling.planning.costs.EncoderShape`; every sequence at ``training.max_length``
+  tokens, an upper bound) over the achieved FLOP/s ``planning.peak_flops x planning.mfu``, times
+  ``cluster.runtime_margin``, plus ``cluster.startup_minutes`` (loading, set-up, checkpoint
+  exports). Training: steps x rows per step x sequences per row x 3 forward FLOPs (x 4/3 with the
+  memory preflight's gradient checkpointing); evaluation: queries x ``evaluation.rerank_depth``
+  candidates per split and checkpoint of the job. Without ``planning.peak_flops`` or a workload
+  known at parse time (:mod:`rerank_scaling.workload`) the section's ``runtime`` is used instead.
+* **memory** (host RAM, MB): the section's ``mem_mb`` (data, tokenizer, Python) plus the CPU copies
+  of the weights a job makes (loading; the export of a checkpoint), :data:`HOST_BYTES_PER_PARAM`
+  per parameter, times the attempt (a retry after an out-of-memory kill gets more).
+
+Every time and memory is clamped to [``cluster.min_runtime``, ``cluster.max_runtime``] and
+[``cluster.min_mem_mb``, ``cluster.max_mem_mb``]: the floor keeps tiny jobs schedulable, the cap
+is the partition's limit.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from rerank_scaling.grid import RunSpec
+from rerank_scaling.planning.costs import EncoderShape
+from rerank_scaling.workload import Workload
+
+#: The rules that load a model and run it: on the GPU partition, one GPU each under device: cuda.
+MODEL_RULES = ("train", "evaluate_run", "evaluate_part", "plan")
+
+#: Host bytes per parameter beyond the section's mem_mb: fp32 weights read from disk, and the fp32
+#: copy a checkpoint export serialises (training); the weights read (evaluation).
+HOST_BYTES_PER_PARAM = {"train": 8, "evaluate": 4}
+
+MB = 1e6
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    """Config section ``cluster`` (defaults here; the schema documents each key)."""
+
+    account: str | None = None
+    gpu_partition: str | None = None
+    cpu_partition: str | None = None
+    runtime_margin: float = 3.0
+    startup_minutes: int = 10
+    min_runtime: int = 10
+    max_runtime: int = 2880
+    min_mem_mb: int = 1000
+    max_mem_mb: int = 500000
+
+
+def encoder_shape(spec: dict[str, Any], config: dict[str, Any]) -> EncoderShape:
+    """The cost model's shape of a ``models[]`` entry from its ``config.json`` (or the Ettin table;
+    planning.memory.model_config): a ladder keeps its first ``layers``, ModernBERT's gated FFN and
+    local-attention layers (every ``global_attn_every_n_layers``-th layer is global) counted."""
+    layers = spec.get("layers") if spec["family"] == "ladder" else None
+    depth = int(layers or config["num_hidden_layers"])
+    modernbert = config.get("model_type") == "modernbert"
+    every = int(config.get("global_attn_every_n_layers", 3)) if modernbert else 1
+    local = depth - math.ceil(depth / every) if modernbert else 0
+    return EncoderShape(
+        layers=depth,
+        hidden=int(config["hidden_size"]),
+        intermediate=int(config["intermediate_size"]),
+        ffn_matrices=3 if modernbert else 2,
+        head=spec.get("head", "cls"),
+        local_layers=local,
+        local_reach=int(config.get("local_attention", 128)) // 2 if local else None,
+    )
+
+
+@dataclass(frozen=True)
+class ModelCost:
+    """What a model's jobs cost: its shape (FLOPs) and parameters (host memory)."""
+
+    shape: EncoderShape
+    params: int
+
+
+@dataclass(frozen=True)
+class JobSizes:
+    """Every job's resources for one validated config (module docstring)."""
+
+    config: dict[str, Any]
+    cluster: ClusterSettings
+    workload: Workload
+    models: dict[str, ModelCost | None]  # name -> cost (None: shape unknown before the prefetch)
+    checkpointing: dict[tuple[str, str], bool]  # (model, objective) -> the preflight's choice
+
+    @classmethod
+    def from_config(
+        cls, config: dict[str, Any], workload: Workload, checkpointing: dict[tuple[str, str], bool]
+    ) -> JobSizes:
+        from rerank_scaling.planning.memory import model_config, model_shape
+        from rerank_scaling.settings import settings_from_dict
+
+        models: dict[str, ModelCost | None] = {}
+        for spec in config["models"]:
+            values, memory = model_config(spec), model_shape(spec)
+            models[spec["name"]] = (
+                ModelCost(encoder_shape(spec, values), memory.params) if values and memory else None
+            )
+        cluster = settings_from_dict(ClusterSettings, config.get("cluster"), "cluster")
+        return cls(config, cluster, workload, models, checkpointing)
+
+    # --- placement -------------------------------------------------------------------------------
+
+    def placement(self, rule: str) -> dict[str, Any]:
+        """slurm_partition, slurm_account and gpu of ``rule`` (only the keys that are set)."""
+        model_rule = rule in MODEL_RULES
+        partition = self.cluster.gpu_partition if model_rule else self.cluster.cpu_partition
+        placed: dict[str, Any] = {}
+        if partition:
+            placed["slurm_partition"] = partition
+        if self.cluster.account:
+            placed["slurm_account"] = self.cluster.account
+        placed["gpu"] = 1 if model_rule and self.config["device"] == "cuda" else 0
+        return placed
+
+    def runtime(self, minutes: float) -> int:
+        """``minutes`` clamped to [cluster.min_runtime, cluster.max_runtime], whole minutes."""
+        return int(min(max(math.ceil(minutes), self.cluster.min_runtime), self.cluster.max_runtime))
+
+    def mem_mb(self, mb: float, attempt: int = 1) -> int:
+        """``mb`` x ``attempt`` clamped to [cluster.min_mem_mb, cluster.max_mem_mb]."""
+        return int(min(max(math.ceil(mb * attempt), self.cluster.min_mem_mb), self.cluster.max_mem_mb))
+
+    # --- model jobs ------------------------------------------------------------------------------
+
+    @property
+    def flops_per_second(self) -> float | None:
+        """Achieved FLOP/s of the jobs' device: planning.peak_flops x planning.mfu (None: not given)."""
+        planning = self.config.get("planning") or {}
+        if not planning.get("peak_flops"):
+            return None
+        return float(planning["peak_flops"]) * float(planning.get("mfu", 0.4))
+
+    def _minutes(self, flops: float | None, fallback: float) -> int:
+        rate = self.flops_per_second
+        if flops is None or rate is None:
+            return self.runtime(fallback)
+        return self.runtime(self.cluster.runtime_margin * flops / rate / 60 + self.cluster.startup_minutes)
+
+    def train_sequences(self, objective: str) -> float | None:
+        """Sequences one training run of ``objective`` passes forward and backward: steps x rows per
+        step x sequences per row (:func:`rerank_scaling.planning.memory.rows_per_step`)."""
+        from rerank_scaling.data.training_examples import ExampleSettings
+        from rerank_scaling.planning.memory import rows_per_step
+        from rerank_scaling.settings import settings_from_dict
+        from rerank_scaling.training.trainer import TrainSettings
+
+        training = settings_from_dict(TrainSettings, self.config["training"], "training")
+        examples = settings_from_dict(ExampleSettings, self.config["examples"], "examples")
+        batch, per_row = rows_per_step(
+            objective,
+            training.pointwise_batch_size,
+            training.group_queries_per_batch,
+            1 + examples.group_negatives,
+        )
+        if training.max_steps is not None:
+            steps = training.max_steps
+        elif self.workload.train_positives is None:
+            return None
+        else:
+            # one pointwise row per (positive or negative) pair, one group per positive
+            pairs = 1 + examples.pointwise_negatives if objective == "pointwise" else 1
+            steps = math.ceil(math.ceil(self.workload.train_positives * pairs / batch) * training.epochs)
+        return float(steps * batch * per_row)
+
+    def train_runtime(self, run_id: str) -> int:
+        run = RunSpec.parse(run_id)
+        cost, sequences = self.models[run.model], self.train_sequences(run.objective)
+        flops = None
+        if cost is not None and sequences is not None:
+            recompute = 4 / 3 if self.checkpointing.get((run.model, run.objective)) else 1.0
+            flops = sequences * cost.shape.train_flops(self.config["training"]["max_length"]) * recompute
+        return self._minutes(flops, self.config["training"].get("runtime", 60))
+
+    def evaluation_runtime(self, run_id: str, checkpoints_per_split: dict[str, int]) -> int:
+        """Time of one evaluation job of ``run_id`` scoring ``checkpoints_per_split[split]``
+        checkpoints of each split."""
+        cost = self.models[RunSpec.parse(run_id).model]
+        queries = self.workload.eval_queries
+        flops = None
+        if cost is not None and all(split in queries for split in checkpoints_per_split):
+            depth = int(self.config["evaluation"]["rerank_depth"])
+            pairs = sum(queries[split] * depth * n for split, n in checkpoints_per_split.items())
+            flops = pairs * cost.shape.forward_flops(self.config["training"]["max_length"])
+        return self._minutes(flops, self.config["evaluation"].get("runtime", 60))
+
+    def model_mem_mb(self, stage: str, run_id: str, attempt: int = 1) -> int:
+        """Host memory of a ``stage`` (train | evaluate) job of ``run_id``."""
+        section = self.config["training" if stage == "train" else "evaluation"]
+        cost = self.models[RunSpec.parse(run_id).model]
+        weights = HOST_BYTES_PER_PARAM[stage] * cost.params / MB if cost is not None else 0.0
+        return self.mem_mb(section.get("mem_mb", 4000) + weights, attempt)
+
+
+def resources_for(sizes: JobSizes, rule: str, **values: Any) -> dict[str, Any]:
+    """A rule's resources: its placement plus ``values`` (mem_mb, runtime: numbers, clamped here,
+    or functions of the job that clamp themselves)."""
+    clamped = {
+        key: (
+            sizes.mem_mb(value)
+            if key == "mem_mb" and isinstance(value, int | float)
+            else sizes.runtime(value)
+            if key == "runtime" and isinstance(value, int | float)
+            else value
+        )
+        for key, value in values.items()
+    }
+    return {**sizes.placement(rule), **clamped}

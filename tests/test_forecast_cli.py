@@ -1,0 +1,112 @@
+"""``rerank-scaling forecast`` on a table written by hand (README's example) and on bad tables."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rerank_scaling.forecast.run import FORECAST_COLUMNS, forecast_runs
+
+REPO = Path(__file__).resolve().parents[1]
+#: The README's example, verbatim (tests/test_forecast_cli.py checks the README holds it).
+README_CSV = """model,size,value
+S1,17e6,0.231
+S2,32e6,0.262
+S3,68e6,0.290
+S4,150e6,0.318
+S5,400e6,0.335
+"""
+
+
+def forecast(tmp_path: Path, csv: str, *options: str) -> subprocess.CompletedProcess:
+    runs = tmp_path / "runs.csv"
+    runs.write_text(csv)
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    command = [sys.executable, "-m", "rerank_scaling.forecast", str(runs), "--out", str(tmp_path / "out")]
+    return subprocess.run([*command, *options], capture_output=True, text=True, env=env)
+
+
+def test_the_readme_example_forecasts_the_held_out_and_the_target_size(tmp_path):
+    readme = (REPO / "README.md").read_text()
+    assert README_CSV in readme
+    done = forecast(tmp_path, README_CSV, "--metric", "nDCG@10", "--target-size", "1e9", "--bootstrap", "100")
+    assert done.returncode == 0, done.stderr
+    table = pd.read_csv(tmp_path / "out" / "forecasts.csv")
+    assert table.columns.tolist() == FORECAST_COLUMNS
+    assert set(table["model"]) == {"S5", "target 1e+09"}
+    assert {"power_N", "ensemble"} <= set(table["law"])
+    held = table[table["model"] == "S5"]
+    assert (held["observed"] == 0.335).all() and held["forecast_status"].notna().all()
+    assert table.loc[table["model"] == "target 1e+09", "observed"].isna().all()
+    ordered = table[(table["law"] == "ensemble")].set_index("model")
+    assert ordered.loc["target 1e+09", "forecast"] > ordered.loc["S5", "forecast"]  # the curve rises
+    assert (table["low"] <= table["forecast"]).all() and (table["forecast"] <= table["high"]).all()
+    answer = (tmp_path / "out" / "answer.md").read_text()
+    assert "Fitted on S1 (17M), S2 (32M), S3 (68M), S4 (150M)" in answer
+    assert "not trained, nothing to compare" in answer
+    assert "no seed replicates" in answer and "--run-sigma" in answer  # what was assumed
+    for name in ("fits.csv", "calibration.csv"):
+        assert (tmp_path / "out" / name).stat().st_size > 0
+    assert done.stdout.startswith("# Forecasts from a table of runs")
+
+
+@pytest.mark.parametrize(
+    "csv,options,message",
+    [
+        ("model,value\nS1,0.2\n", (), "missing column(s) size; a table of runs needs model, size, value"),
+        ("model,size,value\nS1,1e6,0.2\nS2,2e6,\nS3,4e6,0.3\n", (), "runs.csv:3: column 'value' is empty"),
+        (
+            "model,size,value\nS1,1e6,0.2\nS2,2e6,0.25\n",
+            (),
+            "has 1 fitted size(s); a law in N needs at least 2",
+        ),
+        ("model,size,value\nS1,1e6,3.2\nS2,2e6,3.0\nS3,4e6,2.9\n", (), "declare it: --range LO HI"),
+        ("model,size,value,role\nS1,1e6,0.2,fit\nS2,2e6,0.2,test\n", (), "runs.csv:3: role 'test'"),
+        ("model,size,value\nS1,1e6,0.2\nS1,2e6,0.25\nS3,4e6,0.3\n", (), "model 'S1' has several sizes"),
+    ],
+)
+def test_bad_tables_fail_early_with_the_line_and_the_fix(tmp_path, csv, options, message):
+    done = forecast(tmp_path, csv, *options)
+    assert done.returncode == 2
+    assert message in done.stderr, done.stderr
+    assert not (tmp_path / "out" / "forecasts.csv").exists()
+
+
+def test_a_declared_loss_is_forecast_falling(tmp_path):
+    """A language-model loss (not a metric the pipeline names): declared lower-is-better with a range."""
+    csv = "model,size,value\n" + "".join(
+        f"M{i},{n:g},{1.7 + 400 / n**0.34:.4f}\n" for i, n in enumerate([2e7, 6e7, 1.5e8, 4e8, 1e9])
+    )
+    done = forecast(tmp_path, csv, "--metric", "loss", "--lower-is-better", "--range", "0", "10")
+    assert done.returncode == 0, done.stderr
+    table = pd.read_csv(tmp_path / "out" / "forecasts.csv")
+    ensemble = table[table["law"] == "ensemble"].iloc[0]
+    assert ensemble["forecast"] < 1.7 + 400 / 4e8**0.34  # below the largest fitted size's loss
+
+
+def test_seeds_and_checkpoints_give_a_noise_estimate(tmp_path):
+    """Two seeds per size and several checkpoints: the table estimates run noise, nothing assumed."""
+    rng = np.random.default_rng(0)
+    rows = [
+        {"model": f"L{i}", "size": n, "seed": s, "step": step, "value": 0.5 - 0.3 * (n / 1e6) ** -0.3
+         - 0.05 / step + rng.normal(0, 0.004)}
+        for i, n in enumerate([2e6, 4e6, 8e6, 16e6, 32e6]) for s in (1, 2) for step in (1, 2, 4, 8)
+    ]  # fmt: skip
+    result = forecast_runs(pd.DataFrame(rows), tmp_path / "out", bootstrap=50)
+    assert not any("no seed replicates" in note for note in result.notes)
+    assert set(result.forecasts["model"]) == {"L4"}
+    assert "additive" in set(result.forecasts["law"])  # steps let the joint law fit
+
+
+def test_the_console_script_names_the_cli():
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    module, function = scripts["rerank-scaling"].split(":")
+    assert callable(getattr(importlib.import_module(module), function))

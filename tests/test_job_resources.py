@@ -1,0 +1,106 @@
+"""What each job of the paper grid asks SLURM for, read from Snakemake's own dry run of the README's
+cluster step 3 (run by bash as written, its placeholders replaced, `-n` added): config.paper.yaml
+through the SLURM profile with only the config's documented `cluster` keys (account, GPU and CPU
+partitions) and no --set-resources / --default-resources on the command line."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+from collections import defaultdict
+
+import pytest
+from conftest import REPO, dry_run_jobs, readme_block
+
+PLUGIN_DIR = REPO / ".venv" / "slurm-extra"  # scripts/install_slurm_test_deps.sh
+WORKFLOW_FILES = (
+    "Snakefile",
+    "config.yaml",
+    "config.paper.yaml",
+    "rules",
+    "envs",
+    "report",
+    "src",
+    "profiles",
+)
+CLUSTER = {"account": "acct1", "gpu_partition": "gpu-h100", "cpu_partition": "cpu-std"}
+GPU_RULES = {"train", "evaluate_run", "evaluate_part", "plan"}
+SIZES = ["ettin-17m", "ettin-32m", "ettin-68m", "ettin-150m", "ettin-400m", "ettin-1b"]
+
+
+def _plugin_missing() -> bool:
+    found = importlib.util.find_spec("snakemake_executor_plugin_slurm") is not None
+    return not found and not (PLUGIN_DIR / "snakemake_executor_plugin_slurm").is_dir()
+
+
+@pytest.fixture(scope="module")
+def paper_jobs(tmp_path_factory) -> list[dict]:
+    if _plugin_missing():
+        pytest.skip("the SLURM executor plugin is not installed (scripts/install_slurm_test_deps.sh)")
+    workdir = tmp_path_factory.mktemp("paper-dry-run")
+    for name in WORKFLOW_FILES:
+        source = REPO / name
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, workdir / name)
+    (workdir / ".venv").symlink_to(REPO / ".venv")
+    placeholders = {"ACCOUNT": "account", "GPU_PARTITION": "gpu_partition", "CPU_PARTITION": "cpu_partition"}
+    steps = readme_block("**3. Submit**", {name: CLUSTER[key] for name, key in placeholders.items()})
+    command = ["bash", "-euo", "pipefail", "-c", steps.rstrip("\n") + " -n"]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(PLUGIN_DIR), os.environ.get("PYTHONPATH")])),
+    }
+    result = subprocess.run(command, capture_output=True, text=True, cwd=workdir, env=env, timeout=300)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    jobs = [job for job in dry_run_jobs(output) if job["rule"] != "all"]
+    assert len(jobs) > 390, output[-3000:]
+    return jobs
+
+
+def test_every_model_rule_goes_to_the_gpu_partition_and_the_rest_to_the_cpu_partition(paper_jobs):
+    rules = {job["rule"] for job in paper_jobs}
+    assert GPU_RULES - {"evaluate_run"} <= rules  # evaluation.unit checkpoint: evaluate_part jobs
+    for job in paper_jobs:
+        resources, gpu_rule = job["resources"], job["rule"] in GPU_RULES
+        where = CLUSTER["gpu_partition"] if gpu_rule else CLUSTER["cpu_partition"]
+        assert resources.get("slurm_partition") == where, job
+        assert resources.get("slurm_account") == CLUSTER["account"], job
+        assert resources.get("gpu") == ("1" if gpu_rule else "0"), job
+        assert int(resources["mem_mb"]) >= 1000 and 10 <= int(resources["runtime"]) <= 2880, job
+    # the SIGTERM notice travels with the rule, not with a profile block a --set-resources would drop
+    assert all(
+        "--signal=TERM@120" in job["resources"]["slurm_extra"] for job in paper_jobs if job["rule"] == "train"
+    )
+
+
+def test_time_and_memory_of_model_jobs_are_sized_per_model(paper_jobs):
+    by_model: dict[str, dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
+    for job in paper_jobs:
+        if job["rule"] in ("train", "evaluate_part"):
+            model, objective = job["wildcards"]["run"].split("__")[:2]
+            key = f"{job['rule']}:{objective}"
+            by_model[key][model].add((int(job["resources"]["runtime"]), int(job["resources"]["mem_mb"])))
+    for key, models in by_model.items():
+        assert list(models) == SIZES or sorted(models, key=SIZES.index) == SIZES, key
+        # one size per (rule, objective, model), growing with the model
+        sizes = [models[name] for name in SIZES]
+        assert all(len(s) == 1 for s in sizes), (key, sizes)
+        runtimes = [next(iter(s))[0] for s in sizes]
+        memory = [next(iter(s))[1] for s in sizes]
+        assert runtimes == sorted(runtimes) and runtimes[-1] > 3 * runtimes[0], (key, runtimes)
+        assert memory == sorted(memory) and memory[-1] > memory[0], (key, memory)
+    # the README's "at most 15 minutes" evaluation job gets a limit near it, not 12 hours
+    part_1b = next(iter(by_model["evaluate_part:pointwise"]["ettin-1b"]))[0]
+    assert 30 <= part_1b <= 120, part_1b
+    train_17m = next(iter(by_model["train:pointwise"]["ettin-17m"]))[0]
+    assert train_17m <= 60, train_17m
+
+
+def test_cpu_rules_keep_their_declared_sizes(paper_jobs):
+    # the rules that declared nothing before (the profile's set-resources gave them their limits)
+    declared = {job["rule"]: job["resources"] for job in paper_jobs}
+    for rule in ("prepare_data", "merge_metrics", "prepare_corpus", "bm25_index"):
+        assert int(declared[rule]["mem_mb"]) >= 1000 and int(declared[rule]["runtime"]) >= 10, declared[rule]
+    assert int(declared["prepare_corpus"]["mem_mb"]) == 16000
