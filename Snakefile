@@ -16,7 +16,7 @@ include: "rules/common.smk"
 
 wildcard_constraints:
     split="[A-Za-z0-9_.-]+",
-    run="[A-Za-z0-9.-]+__[a-z]+__[a-z0-9]+__s[0-9]+",
+    run="[A-Za-z0-9.-]+__[a-z]+__[a-z0-9]+__s[0-9]+(__d[0-9.e-]+)?(__[a-z]+)?",
     part=r"ckpt-[0-9]+(\.[A-Za-z0-9_.-]+)?",
 
 
@@ -24,6 +24,7 @@ wildcard_constraints:
 include: "rules/prefetch.smk"
 include: "rules/data.smk"
 include: "rules/retrieve.smk"
+include: "rules/data_axes.smk"
 include: "rules/train.smk"
 include: "rules/evaluate.smk"
 include: "rules/fit.smk"

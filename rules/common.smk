@@ -6,7 +6,7 @@ from pathlib import Path
 
 from rerank_scaling import workflow_time
 from rerank_scaling.config import validate_config, validate_config_files
-from rerank_scaling.grid import GRID_KEYS, RESOURCE_KEYS, Grid, RunSpec, without
+from rerank_scaling.grid import ANNOTATIONS, GRID_KEYS, RESOURCE_KEYS, Grid, RunSpec, without
 from rerank_scaling.job_resources import JobSizes, resources_for
 from rerank_scaling.laws.fit_laws import TABLES as LAW_TABLES
 from rerank_scaling.config_checks import memory_plans
@@ -245,6 +245,31 @@ def law_table_files():
 def model_json(wildcards):
     """The models[] entry of a run, as JSON."""
     return json.dumps(GRID.model(RunSpec.parse(wildcards.run).model), sort_keys=True)
+
+
+def examples_path(source, kind):
+    """The training examples of ``kind`` (pointwise | groups) of an annotation source: the human
+    ones (rule training_examples), else rule annotation_examples'."""
+    return f"{RESULTS}/examples/{kind}.parquet" if source == "human" else f"{RESULTS}/examples/{source}/{kind}.parquet"
+
+
+def run_examples(kind):
+    """An input function: the run's training examples of ``kind``, from its annotation source."""
+    return lambda wildcards: examples_path(RunSpec.parse(wildcards.run).annotations, kind)
+
+
+def source_examples(kind):
+    """An input function: the examples of ``kind`` of the source in the ``source`` wildcard."""
+    return lambda wildcards: examples_path(wildcards.source, kind)
+
+
+def run_fraction_check(wildcards):
+    """The train job of a run on a data fraction < 1 waits for its fraction's check (rule
+    fraction_check); a full-data run has none, so the axis adds no input to it."""
+    spec = RunSpec.parse(wildcards.run)
+    if spec.data_fraction == 1.0:
+        return []
+    return f"{RESULTS}/examples/checks/{spec.annotations}/fraction-{spec.data_fraction!r}.json"
 
 
 def run_training_json():

@@ -1,8 +1,9 @@
 rule train:
     input:
         code=stage_code("training.train"),
-        pointwise=rules.training_examples.output.pointwise,
-        groups=rules.training_examples.output.groups,
+        pointwise=run_examples("pointwise"),
+        groups=run_examples("groups"),
+        fraction_check=run_fraction_check,
         corpus=rules.prepare_corpus.output.corpus,
     output:
         checkpoints=expand(

@@ -224,6 +224,32 @@ def _full_disk(work: Path) -> None:
     raise OSError(result.stderr.strip().splitlines()[-1])
 
 
+def _fraction_too_small(work: Path) -> None:
+    """A fraction of a local collection's 3 training queries whose one query gives 1 group step."""
+    from rerank_scaling.data import fraction_check
+
+    build_examples(work, write_local(work / "local"), {"pointwise_negatives": 2, "group_negatives": 2})
+    training = {"objectives": ["listwise"], "checkpoints": 2, "group_queries_per_batch": 1}
+    argv = [
+        "--fraction",
+        "0.25",
+        "--pointwise",
+        str(work / "pw.parquet"),
+        "--groups",
+        str(work / "gr.parquet"),
+    ]
+    fraction_check.main([*argv, "--training", json.dumps(training), "--out", str(work / "check.json")])
+
+
+def _ict_too_short(work: Path) -> None:
+    """`ict` annotations on a collection of one-sentence passages: the examples, then their ICT."""
+    from rerank_scaling.data import annotation_examples
+
+    build_examples(work, write_local(work / "local"), {"pointwise_negatives": 2, "group_negatives": 2})
+    argv = ["--source", "ict", "--pointwise", str(work / "pw.parquet"), "--groups", str(work / "gr.parquet")]
+    annotation_examples.main([*argv, "--out", str(work / "ict")])
+
+
 BINARY = {"train": ["t1 0 d0 1", "t1 0 d1 0", "t2 0 d2 1", "t3 0 d4 1"]}
 CASES = [
     BadInput(
@@ -362,6 +388,27 @@ CASES = [
         "prepare_data",
         _prepare(qrels={"dev": ["v1 0 d6 0", "v1 0 d7 0"]}),
     ),
+    BadInput(
+        "`training.data_fractions` with a fraction outside (0, 1]",
+        "config (parse time)",
+        _config(_set("training", "data_fractions", [0.0, 1.0])),
+    ),
+    BadInput(
+        "a data fraction too small for `training.checkpoints`",
+        "config (parse time)",
+        _config(_set("training", "data_fractions", [0.02, 1.0])),
+    ),
+    BadInput(
+        "`fitting.data_axis: fractions` with one fraction",
+        "config (parse time)",
+        _config(_set("fitting", "data_axis", "fractions")),
+    ),
+    BadInput(
+        "a data fraction too small for the checkpoints (from the examples)",
+        "fraction_check",
+        _fraction_too_small,
+    ),
+    BadInput("`ict` annotations on passages too short to split", "annotation_examples", _ict_too_short),
     BadInput("a BM25 run without some queries (Anserini exits 0)", "bm25_search", _bm25_missing_query),
     BadInput("a retry while the trainer still runs", "train", _second_trainer),
     BadInput("a full disk (or any OS error) while writing", "every writer", _full_disk),

@@ -190,6 +190,7 @@ def test_allocation_uses_the_configured_step_axis():
         "attention": "full",
         "metric": "nDCG@10",
         "split": "dev",
+        "annotations": "human",
     }
     steps = np.array([100.0, 200.0, 400.0])
     forecasts = pd.DataFrame(

@@ -11,7 +11,8 @@ from rerank_scaling.laws.forecast_status import StatusRule
 from rerank_scaling.laws.protocols import FitSettings
 
 KEYS = {
-    "family": "ladder", "objective": "pointwise", "attention": "full", "metric": "nDCG@10", "split": "dev"
+    "family": "ladder", "objective": "pointwise", "attention": "full", "metric": "nDCG@10", "split": "dev",
+    "annotations": "human",
 }  # fmt: skip
 
 

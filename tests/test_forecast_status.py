@@ -17,6 +17,7 @@ KEYS = {
     "attention": "full",
     "metric": "nDCG@10",
     "split": "dev",
+    "annotations": "human",
 }
 
 

@@ -121,7 +121,7 @@ def test_but_last_keeps_the_model_column():
 def _joint_fit(status: str, reason: str, params: str) -> pd.DataFrame:
     """One planning (joint_code, additive) fit row of the pointwise dev nDCG@10 group."""
     keys = {"family": "ladder", "objective": "pointwise", "attention": "full"}
-    keys |= {"metric": "nDCG@10", "split": "dev"}
+    keys |= {"metric": "nDCG@10", "split": "dev", "annotations": "human"}
     labels = {"protocol": "joint_code", "split_label": "joint_code", "law": "additive", "planning": True}
     return pd.DataFrame([{**keys, **labels, "status": status, "reason": reason, "params": params}])
 

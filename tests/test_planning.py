@@ -222,7 +222,14 @@ def joint_fit_rows(status: dict[str, tuple[str, str]], validated_ratio: float = 
     draws = ADDITIVE * np.exp(np.random.default_rng(0).normal(0, 0.02, (200, len(ADDITIVE))))
     rows = [
         {"family": "ladder", "objective": objective, "attention": "full", "metric": "nDCG@10", "split": "dev"}
-        | {"protocol": "joint", "law": "additive", "status": st, "reason": reason, "params": params}
+        | {
+            "annotations": "human",
+            "protocol": "joint",
+            "law": "additive",
+            "status": st,
+            "reason": reason,
+            "params": params,
+        }
         | {"params_draws": json.dumps(draws.tolist()), "validated_ratio": validated_ratio}
         for objective, (st, reason) in status.items()
     ]

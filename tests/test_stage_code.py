@@ -92,7 +92,9 @@ def test_every_rule_lists_the_code_of_the_module_its_shell_runs():
         if modules:
             assert entries == modules[:1], block[:200]
             called[modules[0]] = block
-    assert len(called) == 13  # 10 + evaluation.split_texts, evaluation.split_tokens, report.answer_page
+    assert (
+        len(called) == 15
+    )  # 10 + split_texts, split_tokens, answer_page, annotation_examples, fraction_check
     for entry in called:
         files = stage_code(entry, SOURCE)
         assert str(SOURCE / "rerank_scaling" / f"{entry.replace('.', '/')}.py") in files

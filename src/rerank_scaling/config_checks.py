@@ -402,6 +402,82 @@ def memory_problems(config: dict[str, Any]) -> Problems:
     ]
 
 
+def _fraction_steps(config: dict[str, Any], fraction: float) -> dict[str, int]:
+    """Optimizer steps per objective of a run on ``fraction`` of the training queries: exact with
+    ``training.max_steps`` (trainer.total_steps), an upper bound for builtin data, else unknown
+    (the train job checks the real count, naming the fraction)."""
+    from rerank_scaling.data.subsets import subset_size
+
+    training = config["training"]
+    if training.get("max_steps") is not None:
+        steps = max(1, math.ceil(training["max_steps"] * fraction - 1e-9))
+        return dict.fromkeys(training["objectives"], steps)
+    rows = estimated_rows(config)
+    if not rows:
+        return {}
+    queries = rows["listwise"]  # builtin: one group per query
+    kept = subset_size(queries, fraction)
+    steps = {}
+    for objective in training["objectives"]:
+        key = "pointwise_batch_size" if objective == "pointwise" else "group_queries_per_batch"
+        batch = training.get(key, 128 if objective == "pointwise" else 16)
+        fraction_rows = rows[objective] // queries * kept
+        steps[objective] = math.ceil(math.ceil(fraction_rows / batch) * training.get("epochs", 1.0))
+    return steps
+
+
+def data_axis_problems(config: dict[str, Any]) -> Problems:
+    """``training.data_fractions`` (the schema keeps each in (0, 1]) gives every run room for its
+    checkpoints, and ``fitting.data_axis`` has the points it fits on."""
+    training = config["training"]
+    fractions = training.get("data_fractions", [1.0])
+    wanted = training["checkpoints"]
+    problems = []
+    for i, fraction in enumerate(fractions):
+        if not 0.0 < fraction <= 1.0:
+            problems.append(
+                _problem(
+                    f"training.data_fractions[{i}]",
+                    f"{fraction} is not a fraction of the training queries in (0, 1]; use e.g. 0.25 "
+                    "(a quarter of the queries), and 1.0 for all of them",
+                )
+            )
+            continue
+        if fraction == 1.0:  # the full-data runs: training_problems
+            continue
+        for objective, steps in _fraction_steps(config, fraction).items():
+            if steps < wanted:
+                bound = "" if training.get("max_steps") is not None else "at most "
+                problems.append(
+                    _problem(
+                        f"training.data_fractions[{i}]",
+                        f"fraction {fraction} gives {objective} runs {bound}{steps} optimizer steps, fewer "
+                        f"than the training.checkpoints = {wanted} each run keeps; raise the fraction, "
+                        f"lower training.checkpoints to at most {steps}, or raise training.max_steps/epochs",
+                    )
+                )
+                break
+    axis = config.get("fitting", {}).get("data_axis", "checkpoints")
+    if axis == "checkpoints" and 1.0 not in fractions:
+        problems.append(
+            _problem(
+                "training.data_fractions",
+                f"{fractions} has no 1.0, but fitting.data_axis 'checkpoints' fits the checkpoints of the "
+                "full-data runs; add 1.0 or set fitting.data_axis: fractions",
+            )
+        )
+    if axis == "fractions" and len(fractions) < 2:
+        problems.append(
+            _problem(
+                "fitting.data_axis",
+                f"'fractions' fits the data law on one point per training.data_fractions entry, and "
+                f"{fractions} has {len(fractions)}; list at least two fractions (e.g. [0.5, 1.0]) or "
+                "set fitting.data_axis: checkpoints",
+            )
+        )
+    return problems
+
+
 def cluster_problems(config: dict[str, Any]) -> Problems:
     """The cluster section's floors are not above its caps (rerank_scaling.job_resources clamps to them)."""
     from rerank_scaling.job_resources import ClusterSettings
@@ -425,6 +501,7 @@ CHECKS: tuple[Callable[[dict[str, Any]], Problems], ...] = (
     model_problems,
     attention_problems,
     training_problems,
+    data_axis_problems,
     memory_problems,
     cluster_problems,
     final_only_problems,

@@ -1,7 +1,12 @@
 """The experiment grid: which training runs exist and how their ids are spelled.
 
-A run is one (model size, objective, attention variant, seed). Its id joins the four with
-``__`` (model names may not contain ``__``): ``L2__listwise__full__s13``.
+A run is one (model size, objective, attention variant, seed, data fraction). Its id joins them
+with ``__`` (model names may not contain ``__``): ``L2__listwise__full__s13``; a run on a fraction
+f < 1 of the training queries (``training.data_fractions``) ends in ``__d<f>``
+(``L2__listwise__full__s13__d0.25``), so the full-data runs keep the ids they had before the axis
+existed and adding a fraction adds runs without renaming (or re-training) any. A run trained on
+annotations other than the collection's own (``training.annotations``) ends in ``__<source>``
+(``L2__listwise__full__s13__d0.25__ict``).
 """
 
 from __future__ import annotations
@@ -15,7 +20,16 @@ OBJECTIVES = ("pointwise", "pairwise", "listwise")
 # Keys of the `training` section that say which runs exist, not how one run trains (a run's id
 # carries its objective, attention variant and seed): adding a seed must not re-train, or discard
 # the saved state of, the runs that were there.
-GRID_KEYS = ("objectives", "attention", "seeds", "extra_seeds")
+GRID_KEYS = ("objectives", "attention", "seeds", "extra_seeds", "data_fractions", "annotations")
+
+#: The annotation sources a run can train on (seed 001 §4.3), built by
+#: :mod:`rerank_scaling.data.annotations`: ``human`` the collection's own training qrels, ``ict``
+#: Inverse-Cloze pseudo-queries built from their relevant passages.
+ANNOTATIONS = ("human", "ict")
+DEFAULT_ANNOTATIONS = ("human",)
+
+#: ``training.data_fractions`` when the config gives none: every run sees all training queries.
+FULL_DATA = (1.0,)
 
 # Keys of a `training` or `evaluation` section that say how a job runs (threads, memory, time
 # limit), not what it computes: changing them re-runs nothing.
@@ -34,15 +48,22 @@ class RunSpec:
     objective: str
     attention: str
     seed: int
+    data_fraction: float = 1.0  # of the training queries, a nested subset (data.subsets)
+    annotations: str = "human"  # the source of its training annotations (ANNOTATIONS)
 
     @property
     def run_id(self) -> str:
-        return f"{self.model}__{self.objective}__{self.attention}__s{self.seed}"
+        run_id = f"{self.model}__{self.objective}__{self.attention}__s{self.seed}"
+        if self.data_fraction != 1.0:
+            run_id += f"__d{self.data_fraction!r}"
+        return run_id if self.annotations == "human" else f"{run_id}__{self.annotations}"
 
     @classmethod
     def parse(cls, run_id: str) -> RunSpec:
-        model, objective, attention, seed = run_id.split("__")
-        return cls(model, objective, attention, int(seed.removeprefix("s")))
+        model, objective, attention, seed, *rest = run_id.split("__")
+        annotations = rest.pop() if rest and rest[-1] in ANNOTATIONS else "human"
+        fraction = float(rest[0].removeprefix("d")) if rest else 1.0
+        return cls(model, objective, attention, int(seed.removeprefix("s")), fraction, annotations)
 
 
 @dataclass(frozen=True)
@@ -54,6 +75,8 @@ class Grid:
     extra_seed_models: tuple[str, ...]
     extra_seeds: tuple[int, ...]
     checkpoints: int
+    data_fractions: tuple[float, ...] = FULL_DATA
+    annotations: tuple[str, ...] = DEFAULT_ANNOTATIONS
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> Grid:
@@ -67,17 +90,25 @@ class Grid:
             extra_seed_models=tuple(extra.get("models", [])),
             extra_seeds=tuple(extra.get("seeds", [])),
             checkpoints=int(training["checkpoints"]),
+            data_fractions=tuple(float(f) for f in training.get("data_fractions", FULL_DATA)),
+            annotations=tuple(training.get("annotations", DEFAULT_ANNOTATIONS)),
         )
 
     def runs(self) -> list[RunSpec]:
-        """Every training run: models x objectives x attention x seeds, plus the extra-seed runs."""
+        """Every training run: models x objectives x attention x seeds x data fractions x annotation
+        sources, plus the extra-seed runs."""
         specs = []
         for model in self.models:
             name = model["name"]
             seeds = self.seeds + (self.extra_seeds if name in self.extra_seed_models else ())
             for objective in self.objectives:
                 for attention in self.attention:
-                    specs.extend(RunSpec(name, objective, attention, seed) for seed in dict.fromkeys(seeds))
+                    specs.extend(
+                        RunSpec(name, objective, attention, seed, fraction, source)
+                        for seed in dict.fromkeys(seeds)
+                        for fraction in self.data_fractions
+                        for source in self.annotations
+                    )
         return specs
 
     def run_ids(self) -> list[str]:

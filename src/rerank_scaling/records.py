@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 #: Columns of the long metrics table, in order.
 METRIC_COLUMNS: tuple[str, ...] = (
-    "run",  # "<model>__<objective>__<attention>__s<seed>"; "bm25" for the first stage
+    "run",  # "<model>__<objective>__<attention>__s<seed>[__d<fraction>][__<source>]"; "bm25" for BM25
     "model",  # size name from the config, e.g. "L2"; "bm25" for the baseline rows
     "family",  # "ladder" | "scratch" | "hf" | "bm25"
     "role",  # "fit" | "held_out" (which sizes the model-scaling protocol fits on); "baseline" for BM25
@@ -22,6 +22,9 @@ METRIC_COLUMNS: tuple[str, ...] = (
     "objective",  # "pointwise" | "pairwise" | "listwise" | "bm25"
     "attention",  # "full" | "window<w>" | "bm25"
     "seed",
+    "annotations",  # the source of the training annotations (grid.ANNOTATIONS); "none" for BM25
+    "data_fraction",  # of the training queries the run trained on (training.data_fractions); 0 for BM25
+    "annotated_pairs",  # judged (query, relevant passage) pairs in the run's training subset; 0 for BM25
     "checkpoint",  # index 1..K along the epoch (0 = untrained start, not evaluated by default)
     "step",  # optimizer steps taken
     "examples",  # training examples (query-document pairs) seen

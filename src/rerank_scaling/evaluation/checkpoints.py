@@ -198,6 +198,9 @@ def bm25_fields() -> dict[str, Any]:
         "role": "baseline",
         "objective": "bm25",
         "attention": "bm25",
+        "annotations": "none",
+        "data_fraction": 0.0,
+        "annotated_pairs": 0,
         "checkpoint": 0,
         "step": 0,
         "examples": 0,
@@ -335,6 +338,8 @@ def evaluate_checkpoints(
         sidecar = json.loads((ckpt / "checkpoint.json").read_text())
         fields = {c: sidecar[c] for c in METRIC_COLUMNS if c in sidecar}
         fields.setdefault("train_precision", "unknown")  # trained before the sidecars recorded it
+        fields.setdefault("data_fraction", 1.0)  # trained before the data axes: on every query
+        fields.setdefault("annotations", "human")  # of the collection's own qrels
         fields["precision"] = precision
         scorer = None
         scored = settings.splits_at(splits, final=sidecar["step"] == sidecar["total_steps"])

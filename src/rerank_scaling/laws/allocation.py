@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from rerank_scaling.laws.forms import SCALES
+from rerank_scaling.laws.protocols import GROUP_KEYS
 
 #: Below this N or D exponent the metric does not scale along that axis in the fitted range, and a
 #: compute-optimal size is undefined (1/(gamma+delta) explodes): such fits get N* = NaN.
@@ -52,7 +53,7 @@ def allocation_exponents(gamma: float, delta: float) -> tuple[float, float]:
 
 def _fit_points(fit: pd.Series, forecasts: pd.DataFrame) -> pd.DataFrame:
     mask = (forecasts["law"] == "additive") & (forecasts["split_label"] == fit["split_label"])
-    for key in ("family", "objective", "attention", "metric", "split"):
+    for key in GROUP_KEYS:
         mask &= forecasts[key] == fit[key]
     return forecasts[mask]
 
@@ -64,8 +65,8 @@ def allocation_table(fits: pd.DataFrame, forecasts: pd.DataFrame, step_axis: str
     joint = fits[(fits["law"] == "additive") & fits["protocol"].astype(str).str.startswith("joint")]
     for _, fit in joint.iterrows():
         points = _fit_points(fit, forecasts) if len(forecasts) else pd.DataFrame()
-        keys = ["family", "objective", "attention", "metric", "split", "model", "step", "examples", "size"]
-        base = points[keys] if len(points) else pd.DataFrame([{k: fit.get(k) for k in keys[:5]}])
+        keys = [*GROUP_KEYS, "model", "step", "examples", "size"]
+        base = points[keys] if len(points) else pd.DataFrame([{k: fit.get(k) for k in GROUP_KEYS}])
         status, reason = fit["status"], fit["reason"]
         alpha = beta = np.nan
         n_star = np.full(len(base), np.nan)
@@ -101,7 +102,7 @@ def equal_compute(table: pd.DataFrame, small: str, large: str, step_axis: str = 
     """Final checkpoint of ``small`` vs the checkpoint of ``large`` nearest in compute C = N * D."""
     rows = []
     data = table[table["model"].isin([small, large])]
-    for keys, group in data.groupby(["objective", "attention", "metric", "split"]):
+    for keys, group in data.groupby(GROUP_KEYS[1:]):
         a, b = group[group["model"] == small], group[group["model"] == large]
         if a.empty or b.empty:
             continue
@@ -109,7 +110,7 @@ def equal_compute(table: pd.DataFrame, small: str, large: str, step_axis: str = 
         budget = final["size"] * final[step_axis]
         match = b.iloc[(b["size"] * b[step_axis] - budget).abs().argsort().iloc[0]]
         rows.append(
-            dict(zip(("objective", "attention", "metric", "split"), keys, strict=True))
+            dict(zip(GROUP_KEYS[1:], keys, strict=True))
             | {
                 "small": small,
                 "small_step": final["step"],

@@ -46,7 +46,7 @@ def rolling_origins(group: pd.DataFrame) -> list[tuple[int, list[str], str]]:
 
 
 def _protocol_rows(protocol: str, rows: pd.DataFrame, settings: FitSettings) -> pd.DataFrame:
-    return _last(rows, settings.last_k) if protocol == "model" else rows
+    return _last(rows, settings.size_points) if protocol == "model" else rows
 
 
 def backtest_group(

@@ -10,6 +10,14 @@
   every checkpoint of the fit sizes, forecast every checkpoint of the held-out sizes. Config
   ``fitting.joint_protocol`` names the one planning uses (column ``planning`` of fits.parquet).
 
+The data axis (``fitting.data_axis``): ``checkpoints`` (the paper's protocol) reads the law in S
+off the checkpoints of each full-data run; ``fractions`` fits every protocol on the final checkpoint
+of each data-fraction run (``training.data_fractions``: a model trained to the end of its own
+schedule on that many annotations, seed 001 §4.2), the largest fraction held out by the data and
+joint_text protocols and the only one the model protocol fits. A mid-schedule checkpoint has not
+decayed its learning rate, so the checkpoint curve under-states what that much data gives
+(Hoffmann et al. 2022; Porian et al. 2024); fitting both shows by how much.
+
 Seeds are averaged per (model, step) before fitting; a "run" (unit of the run-level uncertainty,
 :mod:`rerank_scaling.laws.fit_statistics`) is then one model. The size axis (``fitting.size_axis``:
 non-embedding or total parameters) sets N, and training FLOPs C = 6 N tokens follow the same axis.
@@ -45,10 +53,11 @@ from rerank_scaling.laws.forecast_status import StatusRule, judge, validated_rat
 from rerank_scaling.laws.identifiability import degenerate_reasons, too_few_levels
 
 log = logging.getLogger(__name__)
-GROUP_KEYS = ["family", "objective", "attention", "metric", "split"]
+GROUP_KEYS = ["family", "objective", "attention", "metric", "split", "annotations"]
 PROTOCOLS = ("model", "data", "joint_text", "joint_code")
 JOINT_PROTOCOLS = ("joint_text", "joint_code")
 SIZE_COLUMNS = {"non_embedding": "non_embedding_params", "total": "params"}
+DATA_AXES = ("checkpoints", "fractions")
 
 
 @dataclass(frozen=True)
@@ -69,6 +78,7 @@ class FitSettings:
     equal_compute: tuple[str, ...] | None = None
     uncertainty: str = "run"  # or "iid" (the paper's i.i.d. bootstrap)
     joint_protocol: str = "code"  # or "text": which joint protocol planning uses
+    data_axis: str = "checkpoints"  # or "fractions": the points of the data and joint laws
     run_sigma: float | None = None  # run-to-run sd when neither seeds nor spare sizes estimate it
     backtest: bool = True  # rolling-origin backtests over sizes
     validated_ratio: float | None = None  # extrapolation a forecast may make (null: the backtests')
@@ -77,6 +87,17 @@ class FitSettings:
     # runs and qrels (:mod:`rerank_scaling.laws.ceiling`), not a config key
     ceilings: tuple[tuple[str, str, float], ...] = ()
 
+    @property
+    def held_points(self) -> int:
+        """Points per size the data and joint_text protocols hold out: the largest fraction on the
+        fractions axis (a few runs, not a dozen checkpoints), else ``holdout_last``."""
+        return 1 if self.data_axis == "fractions" else self.holdout_last
+
+    @property
+    def size_points(self) -> int:
+        """Points per size the model protocol fits: the full-data run's end on the fractions axis."""
+        return 1 if self.data_axis == "fractions" else self.last_k
+
     def __post_init__(self) -> None:
         choices = {
             "size_axis": tuple(SIZE_COLUMNS),
@@ -84,6 +105,7 @@ class FitSettings:
             "loss": ("least_squares", "huber_log"),
             "uncertainty": ("run", "iid"),
             "joint_protocol": ("code", "text"),
+            "data_axis": DATA_AXES,
         }
         for key, allowed in choices.items():
             if getattr(self, key) not in allowed:
@@ -101,12 +123,39 @@ class ProtocolOutput:
 
 def _selected(table: pd.DataFrame, settings: FitSettings) -> pd.DataFrame:
     rows = table[(table["family"] != "bm25") & table["metric"].isin(settings.metrics)]
+    rows = rows.assign(annotations=annotation_sources(rows))  # a law per source (seed 001 §4.3)
     return rows[rows["split"].isin(settings.splits)] if settings.splits else rows
 
 
+def annotation_sources(rows: pd.DataFrame) -> pd.Series:
+    """Each row's annotation source (``human`` for tables written before the axis existed)."""
+    if "annotations" not in rows.columns:
+        return pd.Series("human", index=rows.index, dtype=object)
+    return rows["annotations"].astype(object).fillna("human")
+
+
+def data_fractions(rows: pd.DataFrame) -> pd.Series:
+    """Each row's data fraction (1 for tables written before the data axis existed)."""
+    if "data_fraction" not in rows.columns:
+        return pd.Series(1.0, index=rows.index)
+    return rows["data_fraction"].fillna(1.0)
+
+
+def on_data_axis(rows: pd.DataFrame, axis: str) -> pd.DataFrame:
+    """The points along the data axis: ``checkpoints``: every checkpoint of the full-data runs;
+    ``fractions``: each run's final checkpoint, numbered by its fraction's rank (1 = smallest)."""
+    fraction = data_fractions(rows)
+    if axis == "checkpoints":
+        return rows[fraction == 1.0]
+    ends = rows[rows["checkpoint"] == rows.groupby("run")["checkpoint"].transform("max")]
+    ranks = data_fractions(ends).groupby([ends[k] for k in [*GROUP_KEYS, "model"]]).rank(method="dense")
+    return ends.assign(checkpoint=ranks.astype(int))
+
+
 def prepare(table: pd.DataFrame, settings: FitSettings) -> pd.DataFrame:
-    """Checkpoint rows of the chosen metrics/splits, seeds averaged, with scaled N, S and C."""
-    rows = _selected(table, settings)
+    """Points of the chosen metrics/splits along ``settings.data_axis`` (:func:`on_data_axis`),
+    seeds averaged, with scaled N, S and C."""
+    rows = on_data_axis(_selected(table, settings), settings.data_axis)
     size_column = SIZE_COLUMNS[settings.size_axis]
     keys = [*GROUP_KEYS, "model", "role", "checkpoint"]
     averaged = (
@@ -139,6 +188,7 @@ def seed_spread(table: pd.DataFrame, settings: FitSettings) -> dict[str, tuple[f
     one metric is shared across objectives and splits, and one size with two seeds gives 1 dof.
     """
     rows = _selected(table, settings)
+    rows = rows[data_fractions(rows) == 1.0]  # checkpoints of one schedule: a fraction's differ
     rank = rows.groupby([*GROUP_KEYS, "model", "seed"])["step"].rank(method="dense", ascending=False)
     means = (
         rows[rank <= settings.last_k].groupby([*GROUP_KEYS, "model", "seed"], as_index=False)["value"].mean()
@@ -172,13 +222,13 @@ def splits_for(
     """(label, fit rows, held-out rows) of a protocol on one group."""
     fit_sizes, held_sizes = group[group["role"] == "fit"], group[group["role"] == "held_out"]
     if protocol == "model":
-        yield "model", _last(fit_sizes, settings.last_k), _last(held_sizes, settings.last_k)
+        yield "model", _last(fit_sizes, settings.size_points), _last(held_sizes, settings.size_points)
     elif protocol == "data":
         for model, rows in group.groupby("model"):
-            yield f"data:{model}", _but_last(rows, settings.holdout_last), _last(rows, settings.holdout_last)
+            yield f"data:{model}", _but_last(rows, settings.held_points), _last(rows, settings.held_points)
     elif protocol == "joint_text":
-        held = pd.concat([_last(fit_sizes, settings.holdout_last), held_sizes])
-        yield "joint_text", _but_last(fit_sizes, settings.holdout_last), held
+        held = pd.concat([_last(fit_sizes, settings.held_points), held_sizes])
+        yield "joint_text", _but_last(fit_sizes, settings.held_points), held
     elif protocol == "joint_code":
         yield "joint_code", fit_sizes, held_sizes
     else:

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from rerank_scaling.laws.protocols import GROUP_KEYS, FitSettings
+from rerank_scaling.planning.annotation_prices import data_price
 from rerank_scaling.planning.budget import budget_curve, optimal_allocation
 from rerank_scaling.planning.cost_model import COST_FIELDS, CostModel, cost_model, size_points
 from rerank_scaling.planning.costs import CostProfile
@@ -142,6 +143,7 @@ def make_plan(
             price,
             pairs,
         )
+        cost = replace(cost, z_data=data_price(settings, metrics, keys["annotations"], keys["objective"]))
         additive = group[group["law"] == "additive"]
         unusable = unusable_fit(additive, "additive")
         reference = reference_metric(metrics, keys["metric"], keys["split"], settings.value_reference)

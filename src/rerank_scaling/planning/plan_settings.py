@@ -16,6 +16,9 @@ class PlanSettings:
     cpu_hour_price: float = 0.1  # per device-hour on CPU
     budgets: tuple[float, ...] | None = None  # null: reference cost x (1/4, 1, 4, 16)
     z_data: float = 1e-5  # price of one training example (query-document pair)
+    # price of one annotated (query, relevant passage) pair per source; a priced source's Z_data
+    # follows from it (annotation_prices.data_price)
+    annotation_cost_per_pair: dict[str, float] | None = None
     inference_queries: float = 10_000.0  # queries served over the model's life
     candidates_per_query: int | None = None  # null: evaluation.rerank_depth
     query_tokens: int = 16  # query segment length G of windowed attention

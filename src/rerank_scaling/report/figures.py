@@ -24,6 +24,13 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: 
 from rerank_scaling.atomic import atomic_path  # noqa: E402
 from rerank_scaling.laws import forms as laws  # noqa: E402
 from rerank_scaling.laws import registry  # noqa: E402
+from rerank_scaling.report.data_points import (  # noqa: E402
+    SOURCE_MARKERS,
+    checkpoint_curve,
+    fraction_curve,
+    of_source,
+    sources_present,
+)
 
 # seaborn's colour-blind-safe palette for every C0..C9 colour of the report's figures
 sns.set_theme(context="paper", style="whitegrid", font_scale=1.1, palette="colorblind")
@@ -203,7 +210,9 @@ def model_scaling(
 
 
 def data_scaling(metrics: pd.DataFrame, fits: pd.DataFrame, metric: str, split: str) -> plt.Figure:
-    """Metric against training steps for every size, with each size's fitted power law in S."""
+    """Metric against training steps for every size and annotation source: the full-data run's
+    checkpoints (filled) and, with ``training.data_fractions``, each fraction run's end (hollow,
+    joined), with the power law in S fitted on the points ``fitting.data_axis`` chose."""
     runs = select_rows(metrics[metrics["family"] != "bm25"], metric=metric, split=split)
     panels = _panel_keys(runs)
     fig, axes = _panels(panels)
@@ -211,33 +220,41 @@ def data_scaling(metrics: pd.DataFrame, fits: pd.DataFrame, metric: str, split: 
         runs["model"].unique(), key=lambda m: runs.loc[runs["model"] == m, "non_embedding_params"].iloc[0]
     )
     palette = dict(zip(models, sns.color_palette("viridis", len(models)), strict=True))
+    sources = sources_present(runs)
     for ax, panel in zip(axes, panels, strict=True):
         objective, attention = panel
         where = {"objective": objective, "attention": attention, "metric": metric, "split": split}
-        rows = (
-            select_rows(runs, objective=objective, attention=attention)
-            .groupby(["model", "step"], as_index=False)["value"]
-            .mean()
-        )
-        for model in models:
-            part = rows[rows["model"] == model]
-            ax.scatter(part["step"], part["value"], s=14, color=palette[model], label=model)
-            fit = fitted(fits, **where, law="power_S", split_label=f"data:{model}")
-            if len(fit) and len(part):
-                law = _law("power_S", metric)
-                params = np.array(list(json.loads(fit["params"].iloc[0]).values()))
-                grid = np.geomspace(part["step"].min(), part["step"].max(), 100)
-                ax.plot(
-                    grid,
-                    law.predict(params, {"S": grid / laws.SCALES["S"]}),
-                    color=palette[model],
-                    linewidth=1,
-                    linestyle="-" if fit["status"].iloc[0] == "ok" else ":",
+        for source in sources:
+            rows = of_source(select_rows(runs, objective=objective, attention=attention), source)
+            marker = SOURCE_MARKERS.get(source, "s")
+            checkpoints, ends = checkpoint_curve(rows), fraction_curve(rows)
+            for model in models:
+                part, end = checkpoints[checkpoints["model"] == model], ends[ends["model"] == model]
+                label = model if len(sources) == 1 else f"{model} {source}"
+                ax.scatter(
+                    part["step"], part["value"], s=14, color=palette[model], marker=marker, label=label
                 )
+                if len(end):
+                    ax.plot(end["step"], end["value"], color=palette[model], marker=marker, mfc="none",
+                            linestyle="--", linewidth=0.8)  # fmt: skip
+                scope = {**where, "annotations": source} if "annotations" in fits.columns else where
+                fit = fitted(fits, **scope, law="power_S", split_label=f"data:{model}")
+                points = pd.concat([part, end])
+                if len(fit) and len(points):
+                    law = _law("power_S", metric)
+                    params = np.array(list(json.loads(fit["params"].iloc[0]).values()))
+                    grid = np.geomspace(points["step"].min(), points["step"].max(), 100)
+                    ax.plot(
+                        grid,
+                        law.predict(params, {"S": grid / laws.SCALES["S"]}),
+                        color=palette[model],
+                        linewidth=1,
+                        linestyle="-" if fit["status"].iloc[0] == "ok" else ":",
+                    )
         bm25_line(ax, metrics, metric, split)
         ax.set_xscale("log")
         ax.set_title(_title(panel, panels))
-        ax.set_xlabel("training steps S (dotted: degenerate fit)")
+        ax.set_xlabel("training steps S (hollow: fraction ends; dotted: degenerate)")
     axes[0].set_ylabel(f"{metric} ({split})")
     axes[-1].legend(fontsize=8, title="size", loc="best")
     fig.tight_layout()

@@ -59,6 +59,8 @@ def main(argv: list[str] | None = None) -> None:
                 device=args.device,
                 corpus_texts=texts,
                 memory=parse_json_arg(args.memory),
+                data_fraction=spec.data_fraction,
+                annotations=spec.annotations,
             )
     except (TrainingStopped, WorkDirBusy) as stopped:
         raise SystemExit(f"train: {stopped}") from stopped

@@ -48,8 +48,9 @@ from typing import Any
 
 import pandas as pd
 
+from rerank_scaling.data.subsets import annotated_pairs, subset_examples
 from rerank_scaling.device import resolve_device
-from rerank_scaling.grid import GRID_KEYS, OBJECTIVES, RESOURCE_KEYS, without
+from rerank_scaling.grid import GRID_KEYS, OBJECTIVES, RESOURCE_KEYS, RunSpec, without
 from rerank_scaling.planning.memory import MemoryPlan, MemoryShape, plan_memory
 from rerank_scaling.precision import fp32_score_layer, resolve_precision
 from rerank_scaling.training.batching import LengthBucketBatchSampler, row_lengths
@@ -80,6 +81,8 @@ class TrainSettings:
     attention: tuple[str, ...] = ("full",)
     seeds: tuple[int, ...] = (13,)
     extra_seeds: Any = None
+    data_fractions: tuple[float, ...] = (1.0,)  # grid keys: the run's own fraction and source come
+    annotations: tuple[str, ...] = ("human",)  # with its id
     lr: float = 2e-5
     warmup_ratio: float = 0.1
     weight_decay: float = 0.01
@@ -100,21 +103,38 @@ class TrainSettings:
     runtime: int | None = None
 
 
-def load_examples(objective: str, pointwise: str, groups: str, label_scale: float) -> Any:
-    """The training dataset of an objective as a ``datasets.Dataset`` in the loss's column order."""
+def load_examples(
+    objective: str, pointwise: str, groups: str, label_scale: float, fraction: float = 1.0, seed: int = 0
+) -> tuple[Any, int]:
+    """The training dataset of an objective as a ``datasets.Dataset`` in the loss's column order,
+    restricted to the run's nested subset of queries (:mod:`rerank_scaling.data.subsets`), and the
+    number of annotated (query, relevant passage) pairs behind it."""
     from datasets import Dataset
 
     if objective == "pointwise":
-        frame = pd.read_parquet(pointwise)[["query", "document", "label"]]
+        frame = subset_examples(pd.read_parquet(pointwise), fraction, seed)
+        pairs = annotated_pairs(frame)
+        frame = frame[["query", "document", "label"]]
     elif objective in ("pairwise", "listwise"):
-        frame = pd.read_parquet(groups)[["query", "documents", "labels"]]
+        frame = subset_examples(pd.read_parquet(groups), fraction, seed)
+        pairs = annotated_pairs(frame)
+        frame = frame[["query", "documents", "labels"]].copy()
         if objective == "listwise":
             frame["labels"] = [[label * label_scale for label in labels] for labels in frame["labels"]]
     else:
         raise ValueError(f"training.objectives: unknown objective {objective!r}")
     if frame.empty:
         raise ValueError(f"no training examples for {objective}: check the examples settings")
-    return Dataset.from_pandas(frame, preserve_index=False)
+    return Dataset.from_pandas(frame, preserve_index=False), pairs
+
+
+def total_steps(settings: TrainSettings, rows: int, batch: int, fraction: float) -> int:
+    """Optimizer steps of a run, the length its warm-up and linear decay are scaled to: its epochs
+    over its own rows; with ``training.max_steps``, that many times its data fraction (the same
+    passes over the data as the full run), so every fraction ends its own complete schedule."""
+    if settings.max_steps:
+        return max(1, math.ceil(settings.max_steps * fraction - 1e-9))
+    return max(1, math.ceil(math.ceil(rows / batch) * settings.epochs))
 
 
 class TokenCounter:
@@ -251,13 +271,18 @@ def train_run(
     device: str = "auto",
     corpus_texts: list[str] | None = None,
     memory: dict[str, Any] | None = None,
+    data_fraction: float = 1.0,
+    annotations: str = "human",
 ) -> list[dict[str, Any]]:
     """Train one run and export its checkpoints; returns their sidecars. Resumes if interrupted.
 
     ``memory``: the run's :class:`~rerank_scaling.planning.memory.MemoryPlan` as a dict (gradient
     checkpointing, micro-batches; with ``micro_batches`` 0 and ``gpu_memory_gb``, planned here from
     the loaded model by the same rule). Micro-batches of one optimizer step are consecutive slices of
-    its bucketed batch (:mod:`.batching`), so the step sees the same rows as one full batch."""
+    its bucketed batch (:mod:`.batching`), so the step sees the same rows as one full batch.
+    ``data_fraction`` < 1: the run trains on the seed's nested subset of the training queries, with
+    a schedule of its own length (:func:`total_steps`). ``annotations``: the source the examples
+    were built from (:mod:`rerank_scaling.data.annotations`), recorded in the sidecars."""
     import torch
     from sentence_transformers.cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments
     from transformers import TrainerCallback
@@ -266,7 +291,7 @@ def train_run(
     precision = resolve_precision(settings.precision, device, "training.precision")
     if settings.threads:
         torch.set_num_threads(settings.threads)
-    run = f"{spec['name']}__{objective}__{attention}__s{seed}"
+    run = RunSpec(spec["name"], objective, attention, seed, data_fraction, annotations).run_id
     store = RunStore(Path(work_dir), Path(checkpoints_dir))
     store.prepare(run_fingerprint(spec, run, settings, device, [pointwise, groups]))
 
@@ -281,19 +306,22 @@ def train_run(
         model.model.get_input_embeddings().weight.requires_grad_(False)
     stats: ModelStats = model_stats(model.model)
 
-    dataset = load_examples(objective, pointwise, groups, settings.listnet_label_scale)
+    dataset, pairs = load_examples(
+        objective, pointwise, groups, settings.listnet_label_scale, data_fraction, seed
+    )
     batch = settings.pointwise_batch_size if objective == "pointwise" else settings.group_queries_per_batch
     plan = run_memory_plan(memory, model.model.config, dataset, objective, batch, settings, half, run)
     if plan.gradient_checkpointing:
         enable_checkpointing(model.model)
-    steps_per_epoch = math.ceil(len(dataset) / batch)
-    total = settings.max_steps or max(1, math.ceil(steps_per_epoch * settings.epochs))
+    total = total_steps(settings, len(dataset), batch, data_fraction)
     save_at = checkpoint_steps(total, settings.checkpoints, settings.checkpoint_spacing)
     if len(save_at) != settings.checkpoints:
+        fraction = f" on data fraction {data_fraction!r}" if data_fraction != 1.0 else ""
         raise ValueError(
             f"training.checkpoints: {settings.checkpoints} checkpoints need at least as many optimizer "
-            f"steps, but {run} has {total} ({len(dataset)} {objective} rows / batch {batch}); lower "
-            "training.checkpoints, raise training.max_steps or epochs, or add examples"
+            f"steps, but {run} has {total}{fraction} ({len(dataset)} {objective} rows / batch {batch}); "
+            "lower training.checkpoints, raise training.max_steps or epochs, raise the smallest "
+            "training.data_fractions, or add examples"
         )
     indices = range(1, len(save_at) + 1)
     attn_used = str(getattr(model.model.config, "_attn_implementation", None))
@@ -338,6 +366,7 @@ def train_run(
 
         def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             step = state.global_step
+            scheduler = kwargs.get("lr_scheduler")
             saved = store.trainer_dir / f"checkpoint-{step}"
             index = save_at.index(step) + 1 if step in save_at else None
             progress = {
@@ -351,6 +380,11 @@ def train_run(
                 "checkpoint": index,
                 "step": step,
                 "total_steps": total,
+                # the rate the step just taken was scheduled at the end of (0 at a linear schedule's end)
+                "learning_rate": float(scheduler.get_last_lr()[0]) if scheduler is not None else None,
+                "data_fraction": data_fraction,
+                "annotations": annotations,
+                "annotated_pairs": pairs,
                 "examples": counter.examples,
                 "tokens": counter.tokens,
                 "flops": 6.0 * stats.non_embedding_params * counter.tokens,
