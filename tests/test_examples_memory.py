@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import os
 import random
+import subprocess
+import sys
 import tracemalloc
+from pathlib import Path
 
 import pytest
 
@@ -21,9 +26,10 @@ def synthetic_run(path, queries: int, depth: int) -> dict:
     return {q: {d: 1 for d in list(docs)[:2]} for q, docs in run.items()}  # two judged per query
 
 
-def test_streamed_pools_equal_the_whole_run_and_take_a_fraction_of_its_memory(tmp_path):
-    path = tmp_path / "train.trec"
-    # 300k lines over 130k documents: ~2.3 lines per document, as MS MARCO's 20M over 8.8M
+def measure(path) -> dict:
+    """Peak traced memory of building the pools from the whole run and from the stream, in this
+    process (tests/test_examples_memory.py runs it in a fresh one: in a long pytest process other
+    tests' threads and garbage are traced too, and the comparison failed there once)."""
     qrels = synthetic_run(path, 3000, 100)
     settings = ExampleSettings(negative_depth=100)  # the paper config's: every candidate is kept
     tracemalloc.start()
@@ -34,10 +40,34 @@ def test_streamed_pools_equal_the_whole_run_and_take_a_fraction_of_its_memory(tm
     streamed = negative_pools(iter_run_queries(path), qrels, settings)
     streamed_peak = tracemalloc.get_traced_memory()[1] - before
     tracemalloc.stop()
-    assert streamed == whole
-    assert min(len(pool) for pool in streamed.values()) > 90  # ~100 candidates less the two judged
-    print(f"peak: whole run {whole_peak / 1e6:.1f} MB, streamed {streamed_peak / 1e6:.1f} MB")
-    assert streamed_peak < 0.5 * whole_peak
+    return {
+        "equal": streamed == whole,
+        "smallest_pool": min(len(pool) for pool in streamed.values()),
+        "whole_peak": whole_peak,
+        "streamed_peak": streamed_peak,
+    }
+
+
+def test_streamed_pools_equal_the_whole_run_and_take_a_fraction_of_its_memory(tmp_path):
+    """300k lines over 130k documents: ~2.3 lines per document, as MS MARCO's 20M over 8.8M."""
+    script = (
+        "import json, sys; sys.path.insert(0, sys.argv[2]); import test_examples_memory as t; "
+        "print(json.dumps(t.measure(sys.argv[1])))"
+    )
+    tests = Path(__file__).resolve().parent
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "train.trec"), str(tests)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tests.parent / "src"), str(tests)])},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["equal"]
+    assert result["smallest_pool"] > 90  # ~100 candidates less the two judged
+    whole, streamed = result["whole_peak"] / 1e6, result["streamed_peak"] / 1e6
+    print(f"peak: whole run {whole:.1f} MB, streamed {streamed:.1f} MB")
+    assert result["streamed_peak"] < 0.5 * result["whole_peak"]
 
 
 def test_a_run_not_grouped_by_query_is_refused_naming_the_line(tmp_path):
