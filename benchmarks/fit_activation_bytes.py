@@ -21,10 +21,7 @@ shapes of tests/test_memory.py's check are not among those fitted.
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -35,6 +32,9 @@ from scipy.optimize import nnls
 from rerank_scaling.precision import cpu_name
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+import memory_probe  # noqa: E402  (the probe and how it is run: one owner)
+
 #: (hidden, FFN width, layers): widths and depths apart, so a, b and e are told apart.
 FIT_SHAPES = ((128, 256, 2), (128, 512, 6), (256, 384, 4), (256, 768, 2), (384, 512, 3), (384, 1152, 5))
 #: Two batch sizes, in sequences of MAX_LENGTH tokens: the peak's slope between them is per token.
@@ -56,15 +56,7 @@ def measure(
         "precision": precision,
         "checkpointing": checkpointing,
     }
-    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "OMP_NUM_THREADS": "1"}
-    result = subprocess.run(
-        [sys.executable, str(REPO / "tests" / "memory_probe.py"), json.dumps(shape)],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=True,
-    )
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return memory_probe.measure(shape)
 
 
 def per_token_activations(

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 
 
@@ -37,6 +38,19 @@ def high_water_bytes() -> int:
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) * 1024  # kB
     raise RuntimeError("/proc/self/status has no VmHWM")
+
+
+def measure(shape: dict) -> dict:
+    """Run this probe on ``shape`` in a fresh process (glibc's mmap threshold set, one thread) and
+    return its {"peak_bytes", "params"}: what tests/test_memory.py and
+    benchmarks/fit_activation_bytes.py both call."""
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(
+        [sys.executable, __file__, json.dumps(shape)], capture_output=True, text=True, env=env
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"memory probe failed on {shape}: {result.stderr[-2000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def reset_high_water() -> None:

@@ -92,8 +92,9 @@ def test_a_declared_loss_is_forecast_falling(tmp_path):
     assert ensemble["forecast"] < 1.7 + 400 / 4e8**0.34  # below the largest fitted size's loss
 
 
-def test_seeds_and_checkpoints_give_a_noise_estimate(tmp_path):
-    """Two seeds per size and several checkpoints: the table estimates run noise, nothing assumed."""
+def test_seed_replicates_give_a_noise_estimate_and_checkpoints_do_not(tmp_path):
+    """Two seeds per size: the table estimates run noise, nothing assumed. Checkpoints of one run
+    share its luck, so with one seed the answer still says what it assumes."""
     rng = np.random.default_rng(0)
     rows = [
         {"model": f"L{i}", "size": n, "seed": s, "step": step, "value": 0.5 - 0.3 * (n / 1e6) ** -0.3
@@ -102,6 +103,8 @@ def test_seeds_and_checkpoints_give_a_noise_estimate(tmp_path):
     ]  # fmt: skip
     result = forecast_runs(pd.DataFrame(rows), tmp_path / "out", bootstrap=50)
     assert not any("no seed replicates" in note for note in result.notes)
+    one_seed = forecast_runs(pd.DataFrame(rows).query("seed == 1"), None, bootstrap=20)
+    assert any("no seed replicates" in note for note in one_seed.notes)
     assert set(result.forecasts["model"]) == {"L4"}
     assert "additive" in set(result.forecasts["law"])  # steps let the joint law fit
 
@@ -110,3 +113,25 @@ def test_the_console_script_names_the_cli():
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
     module, function = scripts["rerank-scaling"].split(":")
     assert callable(getattr(importlib.import_module(module), function))
+
+
+def test_the_readme_quotes_the_ladders_benchmark_as_generated():
+    """README's numbers on the real ladders are benchmarks/results/ladders.md's pooled row."""
+    report = (REPO / "benchmarks" / "results" / "ladders.md").read_text()
+    pooled = report.split("## Pooled over held-out points", 1)[1].split("##", 1)[0]
+    engine = next(line for line in pooled.splitlines() if line.startswith("| engine"))
+    seed = next(line for line in pooled.splitlines() if line.startswith("| seed"))
+    cells = [c.strip() for c in engine.strip("|").split("|")]
+    inside, total = cells[4].split(" = ")[0].split("/")
+    interval = cells[4].split(" = ")[1]  # "0.92 [0.83, 0.97]"
+    readme = (REPO / "README.md").read_text()
+    assert (
+        f"cover {inside} of {total} held-out points ({interval.replace(' [', ', exact 95% interval [')})"
+        in (" ".join(readme.split()))
+    )
+    seed_inside = [c.strip() for c in seed.strip("|").split("|")][4].split(" = ")[0].replace("/", " of ")
+    assert f"{seed_inside} on the same splits" in " ".join(readme.split())
+    assert f"median |error| is {cells[2]} against {[c.strip() for c in seed.strip('|').split('|')][2]}" in (
+        " ".join(readme.split())
+    )
+    assert f"{float(cells[5]):.1f}× the median |error|" in " ".join(readme.split())

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+import memory_probe
 import pytest
 import yaml
 
@@ -28,15 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def measured_peak(shape: dict) -> dict:
     """Peak bytes of two training steps in a fresh process (tests/memory_probe.py says how)."""
-    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "OMP_NUM_THREADS": "1"}
-    result = subprocess.run(
-        [sys.executable, str(REPO / "tests" / "memory_probe.py"), json.dumps(shape)],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return memory_probe.measure(shape)
 
 
 def modernbert_shape(hidden: int, intermediate: int, layers: int, vocab: int) -> MemoryShape:

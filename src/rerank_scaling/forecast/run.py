@@ -27,7 +27,7 @@ from rerank_scaling.atomic import write_text
 from rerank_scaling.forecast.table import Runs, TableError, read_table, to_metrics
 from rerank_scaling.laws import backtests, registry
 from rerank_scaling.laws.protocols import FitSettings, run_protocols
-from rerank_scaling.records import MetricSpec, register_metric
+from rerank_scaling.records import MetricSpec, metric_spec, register_metric
 from rerank_scaling.report.answer import Question, forecast_lines
 
 FORECAST_COLUMNS = [
@@ -110,8 +110,6 @@ def forecast_runs(
 
 
 def _check_range(metrics: pd.DataFrame, source: str) -> None:
-    from rerank_scaling.records import metric_spec
-
     for name, rows in metrics.groupby("metric"):
         lo, hi = metric_spec(name).range
         outside = rows[(rows["value"] < lo) | (rows["value"] > hi)]

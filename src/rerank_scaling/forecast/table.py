@@ -114,12 +114,11 @@ def noise_note(frame: pd.DataFrame, run_sigma: float | None) -> str | None:
     """What is assumed about run-to-run noise when the table cannot estimate it."""
     if run_sigma is not None:
         return f"run-to-run sd {run_sigma:g} as given (--run-sigma)"
-    replicated = frame.groupby(["metric", "objective", "split", "model"])["seed"].nunique().max() > 1
-    checkpoints = frame.groupby(["metric", "objective", "split", "model", "seed"]).size().max() > 1
-    if replicated or checkpoints:
+    # checkpoints of one run share its luck: only seed replicates of a size measure run-to-run noise
+    if frame.groupby(["metric", "objective", "split", "model"])["seed"].nunique().max() > 1:
         return None
     return (
-        "one value per size and no seed replicates: run-to-run noise is estimated only from the "
+        "no seed replicates: run-to-run noise is estimated only from the "
         "fitted sizes' scatter about each law (n - p degrees of freedom, none for a 3-parameter law on "
         "3 sizes); if you know a run's sd (e.g. from reruns of one size), pass --run-sigma SD"
     )
