@@ -8,7 +8,8 @@ rule bm25_index:
         retrieval=section_json("retrieval"),
     threads: config["retrieval"].get("threads", 1)
     resources:
-        **job_resources("bm25_index", mem_mb=config["retrieval"].get("memory_mb", 2048) + 1024, runtime=60),
+        # sized from the corpus's documents (rerank_scaling.job_resources, BM25 rates measured on CPU)
+        **job_resources("bm25_index", mem_mb=SIZES.bm25_mem_mb(), runtime=SIZES.bm25_index_runtime()),
     log:
         log_path("bm25", "index"),
     benchmark:
@@ -31,7 +32,12 @@ rule bm25_search:
         retrieval=section_json("retrieval"),
     threads: config["retrieval"].get("threads", 1)
     resources:
-        **job_resources("bm25_search", mem_mb=config["retrieval"].get("memory_mb", 2048) + 1024, runtime=60),
+        # sized from the split's queries and the corpus's documents (rerank_scaling.job_resources)
+        **job_resources(
+            "bm25_search",
+            mem_mb=SIZES.bm25_mem_mb(),
+            runtime=lambda wildcards: SIZES.bm25_search_runtime(wildcards.split),
+        ),
     priority: 50  # a split whose queries BM25 cannot run fails before training starts
     log:
         log_path("bm25", "search_{split}"),

@@ -6,6 +6,8 @@ partitions) and no --set-resources / --default-resources on the command line."""
 from __future__ import annotations
 
 import importlib.util
+import json
+import math
 import os
 import shutil
 import subprocess
@@ -13,6 +15,16 @@ from collections import defaultdict
 
 import pytest
 from conftest import REPO, dry_run_jobs, readme_block
+
+from rerank_scaling.config import load_config
+from rerank_scaling.job_resources import (
+    BM25_FALLBACK_MINUTES,
+    BM25_RATES,
+    JVM_NATIVE_MB,
+    ClusterSettings,
+    JobSizes,
+)
+from rerank_scaling.workload import Workload, config_workload
 
 PLUGIN_DIR = REPO / ".venv" / "slurm-extra"  # scripts/install_slurm_test_deps.sh
 WORKFLOW_FILES = (
@@ -104,3 +116,62 @@ def test_cpu_rules_keep_their_declared_sizes(paper_jobs):
     for rule in ("prepare_data", "merge_metrics", "prepare_corpus", "bm25_index"):
         assert int(declared[rule]["mem_mb"]) >= 1000 and int(declared[rule]["runtime"]) >= 10, declared[rule]
     assert int(declared["prepare_corpus"]["mem_mb"]) == 16000
+
+
+def test_bm25_jobs_are_sized_from_the_collection_and_each_splits_queries(paper_jobs):
+    """MS MARCO's 8.8M passages and each split's queries (ir_datasets' metadata, the train split
+    capped at dataset.ir_datasets.max_queries) at the measured rates, not a fixed 60 minutes."""
+    config = load_config(REPO / "config.paper.yaml")
+    workload = config_workload(config)
+    assert workload.documents == 8_841_823 and workload.split_queries["train"] == 200_000
+    retrieval, cluster = config["retrieval"], ClusterSettings()  # the config's cluster: its defaults
+    jobs = {(job["rule"], job["wildcards"].get("split")): job["resources"] for job in paper_jobs}
+
+    def minutes(seconds: float) -> int:
+        work = (BM25_RATES.jvm_start_seconds + seconds) / 60
+        limit = math.ceil(cluster.runtime_margin * work + cluster.startup_minutes)
+        return min(max(limit, cluster.min_runtime), cluster.max_runtime)
+
+    lucene = BM25_RATES.lucene_thread_seconds_per_doc / retrieval["threads"]
+    per_doc = BM25_RATES.python_seconds_per_doc + lucene
+    assert int(jobs["bm25_index", None]["runtime"]) == minutes(workload.documents * per_doc)
+    searched = {split for rule, split in jobs if rule == "bm25_search"}
+    assert searched == {"train", "dev", "dl19", "dl20", "dlhard"}
+    rate = BM25_RATES.search_thread_seconds_per_query_per_million_docs / retrieval["threads"]
+    for split in searched:
+        expected = minutes(workload.split_queries[split] * workload.documents / 1e6 * rate)
+        assert int(jobs["bm25_search", split]["runtime"]) == expected, split
+    assert int(jobs["bm25_search", "train"]["runtime"]) > int(jobs["bm25_search", "dl19"]["runtime"])
+    # the heap, the JVM's own memory and the index's mapped pages
+    index_mb = workload.documents * BM25_RATES.index_bytes_per_doc / 1e6
+    for key, resources in jobs.items():
+        if key[0].startswith("bm25_"):
+            assert int(resources["mem_mb"]) == math.ceil(retrieval["memory_mb"] + JVM_NATIVE_MB + index_mb)
+            assert resources["slurm_partition"] == CLUSTER["cpu_partition"]
+
+
+def test_bm25_limits_grow_with_the_collection_and_stop_at_the_cap():
+    """The same config on collections of growing size: longer index and search limits, up to
+    cluster.max_runtime; a collection of unknown size keeps the fallback."""
+    config = load_config(REPO / "config.paper.yaml")
+
+    def sizes(documents: int | None, queries: int) -> JobSizes:
+        workload = Workload(None, {}, documents, {"train": queries})
+        return JobSizes(config, ClusterSettings(max_runtime=600), workload, {}, {})
+
+    small, large, huge = sizes(10**6, 10**4), sizes(10**7, 10**5), sizes(10**10, 10**7)
+    assert small.bm25_index_runtime() < large.bm25_index_runtime() < huge.bm25_index_runtime() == 600
+    assert small.bm25_search_runtime("train") < large.bm25_search_runtime("train")
+    assert huge.bm25_search_runtime("train") == 600
+    assert small.bm25_mem_mb() < large.bm25_mem_mb() < huge.bm25_mem_mb()
+    unknown = sizes(None, 10**4)
+    assert unknown.bm25_index_runtime() == unknown.bm25_search_runtime("train") == BM25_FALLBACK_MINUTES
+    assert small.bm25_search_runtime("a split with no count") == BM25_FALLBACK_MINUTES
+
+
+def test_bm25_rates_are_the_measured_ones():
+    """BM25_RATES holds the numbers of benchmarks/results/bm25_cpu.md (its JSON block)."""
+    text = (REPO / "benchmarks" / "results" / "bm25_cpu.md").read_text()
+    measured = json.loads(text.split("```json\n", 1)[1].split("```", 1)[0])
+    for name, value in vars(BM25_RATES).items():
+        assert value == measured[name], name

@@ -4,6 +4,7 @@ run through Snakemake as a user would, without network (HF_HUB_OFFLINE=1)."""
 
 from __future__ import annotations
 
+import gzip
 import shutil
 import subprocess
 from pathlib import Path
@@ -14,7 +15,7 @@ import yaml
 from conftest import REPO, snakemake_command, workflow_env
 from tiny_modernbert import save_tiny_modernbert
 
-from rerank_scaling.hub import ModelNotCached, cached_model, hub_model_ids
+from rerank_scaling.hub import ModelNotCached, cached_model, hub_model_ids, ir_dataset_ids
 from rerank_scaling.training.models import build_cross_encoder
 
 REPO_ID = "test-org/tiny-modernbert"
@@ -225,3 +226,106 @@ def test_a_pinned_revision_loads_that_snapshot_and_not_main(
     assert model.model.config.num_hidden_layers == 3  # the pinned commit's model, not main's (2)
     result = prefetch_stage(f"{REPO_ID}@{'0' * 40}")
     assert result.returncode != 0 and f"model {REPO_ID}@{'0' * 40}" in result.stderr, result.stderr[-2000:]
+
+
+def lay_out_msmarco_passage(home: Path) -> None:
+    """An ir_datasets home holding the files ir_datasets reads for the paper config's MS MARCO ids
+    (the corpus, train/judged, dev/small, TREC DL 2019/2020 judged, DL-HARD), at the paths of its
+    own cache (``msmarco-passage/...``, the migration markers included): a few lines each."""
+    base = home / "msmarco-passage"
+    files = {
+        "irds_version.txt": "v2",
+        "collection.tsv": "0\tthe first passage\n1\tthe second passage\n",
+        "train/queries.tsv": "10\ta train query\n",
+        "train/qrels": "10 0 0 1\n",
+        "dev/small/queries.tsv": "20\ta dev query\n",
+        "dev/small/qrels": "20\t0\t1\t1\n",
+        "trec-dl-2019/queries.tsv": "30\ta dl19 query\n",
+        "trec-dl-2019/qrels": "30 Q0 0 3\n",
+        "trec-dl-2020/qrels": "40 Q0 1 2\n",
+        "trec-dl-hard/irds_version.txt": "v3",
+        "trec-dl-hard/qrels": "30 Q0 0 3\n",
+    }
+    for name, text in files.items():
+        (base / name).parent.mkdir(parents=True, exist_ok=True)
+        (base / name).write_text(text)
+    with gzip.open(base / "trec-dl-2020" / "queries.tsv.gz", "wt") as handle:
+        handle.write("40\ta dl20 query\n")
+
+
+WORKFLOW_DIRS = ("rules", "envs", "report", "src")
+
+# Stands for the checkout's .venv/bin/python: `-m pip ...` (install.sh's installs) is logged, not
+# run (a re-run of install.sh is not a no-op: pip reinstalls the editable package, which would point
+# the shared venv at this copy); everything else runs on the real interpreter.
+PIP_RECORDER = """#!/bin/sh
+if [ "$1 $2" = "-m pip" ]; then echo "$*" >> "$(dirname "$0")/../pip.log"; exit 0; fi
+exec {python} "$@"
+"""
+
+
+@pytest.mark.slow
+def test_readme_prefetch_step_runs_verbatim_offline(tmp_path: Path) -> None:
+    """README cluster step 2 as written (`./run.sh --prefetch --configfile config.paper.yaml`), run
+    by bash from a fresh shell (the venv not on PATH) with HF_HUB_OFFLINE=1: run.sh runs
+    scripts/install.sh first, then the prefetch checks the caches: it passes when the hub cache
+    holds the six Ettin models and the ir_datasets home the MS MARCO files, writing the manifest,
+    and fails naming each missing item and the fix when they are not there."""
+    import os
+    import sys
+
+    from conftest import readme_block
+
+    workdir = tmp_path / "checkout"
+    workdir.mkdir()
+    for name in ("Snakefile", "config.yaml", "config.paper.yaml", "run.sh", "scripts", *WORKFLOW_DIRS):
+        source = REPO / name
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, workdir / name)
+    venv_bin = workdir / ".venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    (venv_bin / "python").write_text(PIP_RECORDER.format(python=sys.executable))
+    (venv_bin / "python").chmod(0o755)
+    (venv_bin / "snakemake").symlink_to(Path(sys.executable).parent / "snakemake")
+
+    config = yaml.safe_load((REPO / "config.paper.yaml").read_text())
+    models = hub_model_ids(config)
+    assert len(models) == 6, models
+    tiny = save_tiny_modernbert(tmp_path / "tiny")
+    hf_home, irds_home = tmp_path / "hf_home", tmp_path / "irds"
+    for repo_id in models:
+        lay_out_hub_cache(hf_home / "hub", repo_id, tiny)
+    lay_out_msmarco_passage(irds_home)
+
+    venvs = {str(Path(sys.executable).parent), str(REPO / ".venv" / "bin")}
+    path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if p not in venvs)
+    env = {**os.environ, "PATH": path, "HF_HUB_OFFLINE": "1", "HF_HOME": str(hf_home)}
+    env |= {"IR_DATASETS_HOME": str(irds_home)}
+    for name in ("HF_HUB_CACHE", "TORCH_INDEX", "EXTRAS", "BUILD_EXTENSION", "CONFIGS"):
+        env.pop(name, None)
+    step = readme_block("**2. Prefetch, on the login node**", {})
+    assert step == "./run.sh --prefetch --configfile config.paper.yaml\n", step
+
+    def run() -> subprocess.CompletedProcess:
+        command = ["bash", "-euo", "pipefail", "-c", step]
+        return subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True, timeout=600)
+
+    result = run()
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    pip = (workdir / ".venv" / "pip.log").read_text().splitlines()
+    assert "-m pip install -q -e .[test]" in pip, pip  # install.sh ran first
+    manifest = pd.read_csv(workdir / "results" / "paper" / "prefetch" / "manifest.tsv", sep="\t")
+    datasets = ir_dataset_ids(config)
+    assert manifest[["kind", "name", "status"]].to_dict("records") == [
+        {"kind": "model", "name": name, "status": "cached"} for name in models
+    ] + [{"kind": "dataset", "name": name, "status": "available"} for name in datasets]
+
+    # one model and one split's judgements gone: the same command fails naming both and the fix
+    shutil.rmtree(hf_home / "hub" / f"models--{models[-1].replace('/', '--')}")
+    (irds_home / "msmarco-passage" / "train" / "qrels").unlink()
+    result = run()
+    assert result.returncode != 0
+    log = (workdir / "results" / "paper" / "logs" / "prefetch" / "prefetch.log").read_text()
+    missing = log.split("missing from the local caches")[1]
+    assert f"model {models[-1]}" in missing and "dataset msmarco-passage/train/judged" in missing, log[-3000:]
+    assert models[0] not in missing and "run.sh --prefetch" in missing

@@ -20,6 +20,14 @@ One owner for the numbers the rules' ``resources:`` blocks declare (``rules/comm
 * **memory** (host RAM, MB): the section's ``mem_mb`` (data, tokenizer, Python) plus the CPU copies
   of the weights a job makes (loading; the export of a checkpoint), :data:`HOST_BYTES_PER_PARAM`
   per parameter, times the attempt (a retry after an out-of-memory kill gets more).
+* **BM25** (``bm25_index``, ``bm25_search``; :mod:`rerank_scaling.data.bm25`): time from the
+  corpus's documents and each split's queries (:class:`rerank_scaling.workload.Workload`) at the
+  rates :data:`BM25_RATES` measured on CPU (``benchmarks/bench_bm25.py``), Lucene's work divided
+  over ``retrieval.threads``, times ``cluster.runtime_margin``, plus ``cluster.startup_minutes``
+  (reading the corpus from a shared file system, which the CPU-time rates do not see); memory: the
+  JVM heap ``retrieval.memory_mb``, the JVM's own :data:`JVM_NATIVE_MB`, and the index's pages
+  (mapped into the process, so counted in its resident set) at the measured bytes per document.
+  An unknown corpus size (or a split's query count) keeps :data:`BM25_FALLBACK_MINUTES`.
 
 Every time and memory is clamped to [``cluster.min_runtime``, ``cluster.max_runtime``] and
 [``cluster.min_mem_mb``, ``cluster.max_mem_mb``]: the floor keeps tiny jobs schedulable, the cap
@@ -30,11 +38,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rerank_scaling.grid import RunSpec
 from rerank_scaling.planning.costs import EncoderShape
 from rerank_scaling.workload import Workload
+
+if TYPE_CHECKING:
+    from rerank_scaling.data.bm25 import Bm25Settings
 
 #: The rules that load a model and run it: on the GPU partition, one GPU each under device: cuda.
 MODEL_RULES = ("train", "evaluate_run", "evaluate_part", "plan")
@@ -44,6 +55,36 @@ MODEL_RULES = ("train", "evaluate_run", "evaluate_part", "plan")
 HOST_BYTES_PER_PARAM = {"train": 8, "evaluate": 4}
 
 MB = 1e6
+
+
+@dataclass(frozen=True)
+class Bm25Rates:
+    """Lucene BM25 throughput per CPU thread, in CPU seconds, measured by ``benchmarks/bench_bm25.py``
+    (200k synthetic passages; ``benchmarks/results/bm25_cpu.md`` holds the run these come from)."""
+
+    jvm_start_seconds: float  # a Java process's start and the index's opening
+    python_seconds_per_doc: float  # the stage's own passes: the shard copy and the indexed-count check
+    lucene_thread_seconds_per_doc: float  # IndexCollection, one thread
+    search_thread_seconds_per_query_per_million_docs: float  # SearchCollection, one thread
+    index_bytes_per_doc: float  # positions, no docvectors or raw text
+
+
+#: The measured rates (``benchmarks/results/bm25_cpu.md``; tests/test_job_resources.py checks that
+#: they are that file's).
+BM25_RATES = Bm25Rates(
+    jvm_start_seconds=2.53,
+    python_seconds_per_doc=3.41e-06,
+    lucene_thread_seconds_per_doc=7.09e-05,
+    search_thread_seconds_per_query_per_million_docs=0.0186,
+    index_bytes_per_doc=169.0,
+)
+
+#: The JVM's memory beyond its heap (metaspace, code cache, thread stacks, GC structures) and the
+#: Python process that starts it, MB.
+JVM_NATIVE_MB = 1024
+
+#: A BM25 job's time limit when the corpus's size is unknown at parse time (minutes, then clamped).
+BM25_FALLBACK_MINUTES = 60
 
 
 @dataclass(frozen=True)
@@ -206,6 +247,44 @@ class JobSizes:
         cost = self.models[RunSpec.parse(run_id).model]
         weights = HOST_BYTES_PER_PARAM[stage] * cost.params / MB if cost is not None else 0.0
         return self.mem_mb(section.get("mem_mb", 4000) + weights, attempt)
+
+    # --- BM25 -------------------------------------------------------------------------------------
+
+    @property
+    def retrieval(self) -> Bm25Settings:
+        """The config's ``retrieval`` section (the heap and threads the BM25 stage uses)."""
+        from rerank_scaling.data.bm25 import Bm25Settings
+        from rerank_scaling.settings import settings_from_dict
+
+        return settings_from_dict(Bm25Settings, self.config["retrieval"], "retrieval")
+
+    def _bm25_minutes(self, seconds: float | None) -> int:
+        if seconds is None:
+            return self.runtime(BM25_FALLBACK_MINUTES)
+        work = BM25_RATES.jvm_start_seconds + seconds
+        return self.runtime(self.cluster.runtime_margin * work / 60 + self.cluster.startup_minutes)
+
+    def bm25_index_runtime(self) -> int:
+        """Time of ``bm25_index``: documents x (the Python passes + Lucene / threads)."""
+        documents, rates = self.workload.documents, BM25_RATES
+        if documents is None:
+            return self._bm25_minutes(None)
+        per_doc = rates.python_seconds_per_doc + rates.lucene_thread_seconds_per_doc / self.retrieval.threads
+        return self._bm25_minutes(documents * per_doc)
+
+    def bm25_search_runtime(self, split: str) -> int:
+        """Time of ``bm25_search`` of ``split``: queries x million documents x the per-query rate /
+        threads (a posting list grows with the collection; top-k pruning makes it less: a bound)."""
+        documents, queries = self.workload.documents, self.workload.split_queries.get(split)
+        if documents is None or queries is None:
+            return self._bm25_minutes(None)
+        rate = BM25_RATES.search_thread_seconds_per_query_per_million_docs
+        return self._bm25_minutes(queries * documents / 1e6 * rate / self.retrieval.threads)
+
+    def bm25_mem_mb(self) -> int:
+        """Memory of a BM25 job: the JVM heap, :data:`JVM_NATIVE_MB`, and the index's mapped pages."""
+        index = (self.workload.documents or 0) * BM25_RATES.index_bytes_per_doc / MB
+        return self.mem_mb(self.retrieval.memory_mb + JVM_NATIVE_MB + index)
 
 
 def resources_for(sizes: JobSizes, rule: str, **values: Any) -> dict[str, Any]:

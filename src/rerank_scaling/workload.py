@@ -1,5 +1,6 @@
 """How much data a config's jobs will see, known before any job runs: the judged positives of the
-train split, the queries of each evaluation split and the documents of the corpus.
+train split, the queries of each split (all of them, as BM25 searches them, and those each
+evaluation scores) and the documents of the corpus.
 
 The workflow sizes its jobs' time limits from these counts at parse time
 (:mod:`rerank_scaling.job_resources`), and ``scripts/paper_grid_cost.py`` prices the paper grid
@@ -11,8 +12,10 @@ with them. Sources, none of which downloads anything:
 * ``ir_datasets``: ir_datasets' bundled metadata (``queries_count``, ``qrels_count``, ``docs_count``),
   the train positives as the split's qrels per query times its sampled queries.
 
-Every count is capped by the config's query limits (``dataset.ir_datasets.max_queries``,
-``examples.max_queries``, ``evaluation.max_queries``). A count that cannot be known is None.
+Every count is capped by the config's query limits that apply to it: a split's queries (the data
+stage's ``queries/<split>.tsv``, which BM25 searches) by ``dataset.ir_datasets.max_queries``, the
+train positives by ``examples.max_queries`` too, the evaluated queries by ``evaluation.max_queries``
+too. A count that cannot be known is None (a split's: absent).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ class Workload:
     train_positives: int | None
     eval_queries: dict[str, int] = field(default_factory=dict)  # split -> queries (after max_queries)
     documents: int | None = None
+    split_queries: dict[str, int] = field(default_factory=dict)  # split -> queries of its TSV (train too)
 
 
 def _capped(count: int | None, *limits: int | None) -> int | None:
@@ -46,12 +50,19 @@ def _builtin(config: dict[str, Any]) -> Workload:
 
     section = {**IctSettings().__dict__, **config["dataset"].get("builtin", {})}
     train = config["dataset"]["train_split"]
-    counts = {split: section.get(f"{split}_queries") for split in config["dataset"]["eval_splits"]}
+    counts = {split: section.get(f"{split}_queries") for split in _splits(config)}
+    known = {split: count for split, count in counts.items() if count is not None}
     return Workload(
         _capped(section.get(f"{train}_queries"), config["examples"].get("max_queries")),
-        {split: count for split, count in counts.items() if count is not None},
+        {split: count for split, count in known.items() if split in config["dataset"]["eval_splits"]},
         None,
+        known,
     )
+
+
+def _splits(config: dict[str, Any]) -> list[str]:
+    """The train split and the evaluation splits, each once."""
+    return list(dict.fromkeys([config["dataset"]["train_split"], *config["dataset"]["eval_splits"]]))
 
 
 def _lines(path: Path) -> int | None:
@@ -74,10 +85,12 @@ def _local(config: dict[str, Any]) -> Workload:
                 for parts in fields
                 if len(parts) == 4 and parts[3].lstrip("-").isdigit() and int(parts[3]) >= threshold
             )
-    queries = {split: _lines(root / "queries" / f"{split}.tsv") for split in config["dataset"]["eval_splits"]}
+    counts = {split: _lines(root / "queries" / f"{split}.tsv") for split in _splits(config)}
+    known = {split: n for split, n in counts.items() if n is not None}
     corpus = root / "corpus.jsonl"
     documents = corpus.stat().st_size // BYTES_PER_DOCUMENT + 1 if corpus.is_file() else None
-    return Workload(positives, {split: n for split, n in queries.items() if n is not None}, documents)
+    queries = {split: n for split, n in known.items() if split in config["dataset"]["eval_splits"]}
+    return Workload(positives, queries, documents, known)
 
 
 def _ir_datasets(config: dict[str, Any]) -> Workload:
@@ -98,15 +111,16 @@ def _ir_datasets(config: dict[str, Any]) -> Workload:
     if (found := counts(train)) is not None and found[0]:
         queries = _capped(found[0], limits.get(train), config["examples"].get("max_queries"))
         positives = round(queries * found[1] / found[0])
-    queries = {}
-    for split in config["dataset"]["eval_splits"]:
+    known = {}
+    for split in _splits(config):
         if (found := counts(split)) is not None:
-            queries[split] = _capped(found[0], limits.get(split))
+            known[split] = _capped(found[0], limits.get(split))
     try:
         documents = ir_datasets.load(section["corpus"]).docs_count()
     except Exception:
         documents = None
-    return Workload(positives, queries, documents)
+    queries = {split: n for split, n in known.items() if split in config["dataset"]["eval_splits"]}
+    return Workload(positives, queries, documents, known)
 
 
 SOURCES = {"builtin": _builtin, "local": _local, "ir_datasets": _ir_datasets}
@@ -117,4 +131,4 @@ def config_workload(config: dict[str, Any]) -> Workload:
     found = SOURCES[config["dataset"]["source"]](config)
     limits = config["evaluation"].get("max_queries") or {}
     queries = {split: _capped(n, limits.get(split)) for split, n in found.eval_queries.items()}
-    return Workload(found.train_positives, queries, found.documents)
+    return Workload(found.train_positives, queries, found.documents, found.split_queries)
