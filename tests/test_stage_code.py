@@ -43,6 +43,10 @@ def test_training_code_holds_the_sparse_encoder_and_the_extension():
         "training/schedule.py",
         "training/sparse_encoder.py",
         "training/window_attention.py",
+        "training/window_pattern.py",
+        "training/window_ops.py",
+        "training/window_masked.py",
+        "training/extension_build.py",
         "hub.py",
         "atomic.py",
     } <= code("training.train")
