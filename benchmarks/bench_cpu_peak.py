@@ -11,7 +11,7 @@ autocast and bf16 weights (evaluation: weights cast once; training: bf16 weights
 with an fp32 master copy that AdamW updates); (3) a torch.profiler breakdown of the largest size's
 bf16 evaluation forward and training step by kind of operator (GEMMs, attention, casts, optimizer,
 the rest), and the time to tokenize a batch, which is what limits them where they fall short of
-the peak. FLOPs are the planner's analytic counts (``planning.costs.EncoderShape``: 2 N per token +
+the peak. FLOPs are the planner's analytic counts (``planning.encoder_flops.EncoderShape``: 2 N per token +
 attention; training 3x), the same that ``plan.md`` divides by its measured times. The CPU is named
 from ``/proc/cpuinfo`` with the bf16 units :mod:`rerank_scaling.precision` detects; the 1-minute
 load average is recorded before and after (the machine may be shared).
@@ -32,7 +32,7 @@ import transformers
 import yaml
 from benchmark_output import emit
 
-from rerank_scaling.planning.costs import EncoderShape
+from rerank_scaling.planning.encoder_flops import EncoderShape
 from rerank_scaling.precision import cpu_name
 from rerank_scaling.training.models import build_cross_encoder
 

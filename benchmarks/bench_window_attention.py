@@ -49,6 +49,7 @@ import torch.nn.functional as F
 from benchmark_output import emit
 
 from rerank_scaling.training import window_attention as wa
+from rerank_scaling.training.extension_build import load_kernels
 from rerank_scaling.training.sparse_encoder import AttentionVariant, apply_window_attention
 
 HEADS, HEAD_DIM, LAYERS, QUERY_TOKENS = 12, 32, 6, 32
@@ -364,7 +365,7 @@ def main() -> None:
     args = parser.parse_args()
     args.dtype = getattr(torch, args.dtype)
     torch.set_num_threads(args.threads)
-    if wa.load_kernels() is None:
+    if load_kernels() is None:
         raise SystemExit("the windowed-attention extension did not build (see the warning): nothing to time")
     if args.require_quiet:
         probe = LoadMonitor()

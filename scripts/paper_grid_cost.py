@@ -7,7 +7,7 @@ Inputs, all named in the output:
 * job counts: Snakemake's own dry run (``snakemake -n --configfile ...``);
 * model shapes: each model's ``config.json`` from the Hugging Face cache (after
   ``./run.sh --prefetch``), else the Ettin architecture table below (the Ettin paper's sizes),
-  turned into :class:`rerank_scaling.planning.costs.EncoderShape` (gated FFN, local-attention layers);
+  turned into :class:`rerank_scaling.planning.encoder_flops.EncoderShape` (gated FFN, local-attention layers);
 * query and judgement counts: ir_datasets' bundled metadata (no download);
 * FLOPs: :meth:`EncoderShape.train_flops` / ``forward_flops`` at ``training.max_length`` tokens
   per sequence (an upper bound: batches are padded to their longest pair only);
@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO / "src"))
 
 from rerank_scaling.grid import Grid  # noqa: E402
 from rerank_scaling.hub import cached_model, is_hub_id  # noqa: E402
-from rerank_scaling.planning.costs import EncoderShape  # noqa: E402
+from rerank_scaling.planning.encoder_flops import EncoderShape  # noqa: E402
 from rerank_scaling.planning.memory import ETTIN  # noqa: E402  (the Ettin paper's shapes)
 
 

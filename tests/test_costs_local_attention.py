@@ -8,13 +8,8 @@ from pathlib import Path
 import pytest
 from tiny_modernbert import save_tiny_modernbert
 
-from rerank_scaling.planning.costs import (
-    FLOP_RATIO_RANGE,
-    EncoderShape,
-    band_keys,
-    flop_check,
-    measure_profile,
-)
+from rerank_scaling.planning.encoder_flops import EncoderShape, band_keys
+from rerank_scaling.planning.measured_profiles import FLOP_RATIO_RANGE, flop_check, measure_profile
 
 
 @pytest.mark.parametrize(("seq_len", "reach"), [(1, 0), (5, 0), (9, 2), (40, 4), (7, 6), (7, 100)])

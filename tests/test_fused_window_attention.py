@@ -12,6 +12,7 @@ import torch
 from test_window_attention import _batch
 
 from rerank_scaling.training import window_attention as wa
+from rerank_scaling.training.extension_build import load_kernels
 
 # (query segment, document) lengths of right-padded pairs; the last has a one-token document
 PAIRS = [(5, 40), (9, 13), (3, 1), (12, 33)]
@@ -22,7 +23,7 @@ TOLERANCE = {torch.float64: (1e-7, 1e-9), torch.float32: (1e-4, 1e-5), torch.bfl
 
 @pytest.fixture(scope="module", autouse=True)
 def kernels() -> None:
-    assert wa.load_kernels() is not None, "the windowed-attention extension did not build (warning above)"
+    assert load_kernels() is not None, "the windowed-attention extension did not build (warning above)"
 
 
 def _inputs(dtype: torch.dtype, seed: int, heads: int = 3, dim: int = 32) -> list[torch.Tensor]:
@@ -120,7 +121,7 @@ def test_fused_memory_is_linear_in_length() -> None:
 
 
 def test_fused_rejects_bad_inputs() -> None:
-    ops = wa.load_kernels()
+    ops = load_kernels()
     types, mask = _batch([(3, 6)], 9)
     layout = wa.window_layout(types, mask, 2)
     query = torch.randn(1, 2, 9, 4)

@@ -12,15 +12,9 @@ from rerank_scaling.laws import forms as laws
 from rerank_scaling.laws.allocation import optimal_size
 from rerank_scaling.planning.budget import budget_curve, optimal_allocation
 from rerank_scaling.planning.cost_model import CostModel, PowerLaw
-from rerank_scaling.planning.costs import (
-    EncoderShape,
-    cached_profile,
-    flops_per_token,
-    keys_per_token,
-    measure_profile,
-    measured_flops,
-)
+from rerank_scaling.planning.encoder_flops import EncoderShape, flops_per_token, keys_per_token
 from rerank_scaling.planning.forecast import MetricForecast
+from rerank_scaling.planning.measured_profiles import cached_profile, measure_profile, measured_flops
 from rerank_scaling.planning.roi import roi_choice, roi_frontier
 
 SCRATCH = {

@@ -11,6 +11,8 @@ import pytest
 import torch
 
 from rerank_scaling.training import window_attention as wa
+from rerank_scaling.training import window_ops as ops
+from rerank_scaling.training.extension_build import load_kernels
 from rerank_scaling.training.sparse_encoder import (
     AttentionVariant,
     apply_window_attention,
@@ -33,7 +35,7 @@ PAIRS = [
 def kernels() -> None:
     # compiled once per machine (cached under build/), loaded once per session; these tests compare
     # the compiled ops with the reference, so a build that fell back to the reference fails them
-    assert wa.load_kernels() is not None, "the windowed-attention extension did not build (warning above)"
+    assert load_kernels() is not None, "the windowed-attention extension did not build (warning above)"
 
 
 # --- the banded products ------------------------------------------------------------------------
@@ -46,11 +48,11 @@ def test_products_match_loops_and_reference(window: int, length: int) -> None:
     query, key = torch.randn(2, 2, 3, length, 8, dtype=torch.float64, generator=generator).unbind(0)
     band = torch.randn(2, 3, length, 2 * window + 1, dtype=torch.float64, generator=generator)
     scores = wa.window_qk(query, key, window)
-    torch.testing.assert_close(scores, wa.window_qk_reference(query, key, window))
-    torch.testing.assert_close(scores, wa.window_qk_loop(query, key, window))
+    torch.testing.assert_close(scores, ops.window_qk_reference(query, key, window))
+    torch.testing.assert_close(scores, ops.window_qk_loop(query, key, window))
     out = wa.window_av(band, key, window)
-    torch.testing.assert_close(out, wa.window_av_reference(band, key, window))
-    torch.testing.assert_close(out, wa.window_av_loop(band, key, window))
+    torch.testing.assert_close(out, ops.window_av_reference(band, key, window))
+    torch.testing.assert_close(out, ops.window_av_loop(band, key, window))
 
 
 def _check_low_precision(device: str, dtype: torch.dtype) -> None:
@@ -64,11 +66,11 @@ def _check_low_precision(device: str, dtype: torch.dtype) -> None:
     scores = wa.window_qk(lowered[0], lowered[1], 4)
     assert scores.dtype == dtype and scores.device.type == device
     torch.testing.assert_close(
-        scores.double().cpu(), wa.window_qk_reference(q64, k64, 4), rtol=tolerance, atol=tolerance * 8
+        scores.double().cpu(), ops.window_qk_reference(q64, k64, 4), rtol=tolerance, atol=tolerance * 8
     )
     out = wa.window_av(lowered[2], lowered[1], 4)
     torch.testing.assert_close(
-        out.double().cpu(), wa.window_av_reference(b64, k64, 4), rtol=tolerance, atol=tolerance
+        out.double().cpu(), ops.window_av_reference(b64, k64, 4), rtol=tolerance, atol=tolerance
     )
 
 
@@ -80,9 +82,9 @@ def test_products_low_precision(dtype: torch.dtype) -> None:
 def test_products_accept_strided_inputs_and_check_shapes() -> None:
     base = torch.randn(2, 9, 3, 8, dtype=torch.float64)  # (B, S, H, D) as a BERT layer makes it
     query = base.transpose(1, 2)  # (B, H, S, D), not contiguous
-    torch.testing.assert_close(wa.window_qk(query, query, 2), wa.window_qk_reference(query, query, 2))
+    torch.testing.assert_close(wa.window_qk(query, query, 2), ops.window_qk_reference(query, query, 2))
     band = torch.randn(2, 3, 9, 5 + 3, dtype=torch.float64)[..., 3:]  # a strided slice of a band
-    torch.testing.assert_close(wa.window_av(band, query, 2), wa.window_av_reference(band, query, 2))
+    torch.testing.assert_close(wa.window_av(band, query, 2), ops.window_av_reference(band, query, 2))
     with pytest.raises(RuntimeError, match="2 \\* window \\+ 1"):
         wa.window_av(torch.randn(2, 3, 9, 4, dtype=torch.float64), query, 2)
     with pytest.raises(RuntimeError, match="window must be >= 0"):
@@ -241,13 +243,13 @@ def test_patched_model_saves_and_reloads(head: str, tmp_path) -> None:
 
 def test_training_steps_backprop_through_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
     backward_calls = []
-    original = wa.FusedWindowAttention.backward
+    original = ops.FusedWindowAttention.backward
 
     def counting_backward(ctx, grad):
         backward_calls.append(grad.shape)
         return original(ctx, grad)
 
-    monkeypatch.setattr(wa.FusedWindowAttention, "backward", staticmethod(counting_backward))
+    monkeypatch.setattr(ops.FusedWindowAttention, "backward", staticmethod(counting_backward))
     torch.manual_seed(0)
     model = _cross_encoder("mean", layers=1)
     apply_window_attention(model.model, attention_variant_from_name("window4"))

@@ -178,18 +178,18 @@ def fetch_ir_dataset(dataset_id: str) -> FetchRecord:
 
     Reading the first item of each part makes ir_datasets fetch and verify its source files in
     ``$IR_DATASETS_HOME``; offline, a missing file becomes a ``missing`` record with the hint of
-    :mod:`rerank_scaling.data.datasets`.
+    :mod:`rerank_scaling.dataset_download`.
     """
     import ir_datasets
 
-    from rerank_scaling.data.datasets import DatasetUnavailable, _guarded
+    from rerank_scaling.dataset_download import DatasetUnavailable, guarded_download
 
     home = os.environ.get("IR_DATASETS_HOME", str(Path.home() / ".ir_datasets"))
     dataset = ir_datasets.load(dataset_id)
     try:
         for part in ("docs", "queries", "qrels"):
             if getattr(dataset, f"has_{part}")():
-                next(iter(_guarded(dataset_id, getattr(dataset, f"{part}_iter"))), None)
+                next(iter(guarded_download(dataset_id, getattr(dataset, f"{part}_iter"))), None)
     except DatasetUnavailable as err:
         return FetchRecord("dataset", dataset_id, "missing", str(err).splitlines()[0])
     return FetchRecord("dataset", dataset_id, "available", home)

@@ -10,7 +10,7 @@ One owner for the numbers the rules' ``resources:`` blocks declare (``rules/comm
   so the executor's own choice (or ``--default-resources``) applies.
 * **GPUs**: a model rule asks for one GPU when the config's ``device`` is ``cuda``.
 * **time** (minutes): a model job's FLOPs from the planning cost model
-  (:class:`rerank_scaling.planning.costs.EncoderShape`; every sequence at ``training.max_length``
+  (:class:`rerank_scaling.planning.encoder_flops.EncoderShape`; every sequence at ``training.max_length``
   tokens, an upper bound) over the achieved FLOP/s ``planning.peak_flops x planning.mfu``, times
   ``cluster.runtime_margin``, plus ``cluster.startup_minutes`` (loading, set-up, checkpoint
   exports). Training: steps x rows per step x sequences per row x 3 forward FLOPs (x 4/3 with the
@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rerank_scaling.grid import RunSpec
-from rerank_scaling.planning.costs import EncoderShape
+from rerank_scaling.planning.encoder_flops import EncoderShape
 from rerank_scaling.workload import Workload
 
 if TYPE_CHECKING:

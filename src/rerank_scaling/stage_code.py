@@ -5,7 +5,7 @@ imports changes, so every rule lists its stage's code among its inputs (``rules/
 list is derived from the layout instead of kept by hand: a stage's code is its entry module (e.g.
 ``data.prepare_data``) and every package module it imports, transitively: modules of its own
 subpackage, the shared modules at the top, and what it uses of other subpackages (the figure
-helpers of :mod:`.report.figures`, say). Editing any of them re-runs the stage and its dependants;
+helpers of :mod:`.plotting`, say). Editing any of them re-runs the stage and its dependants;
 editing a module the stage never imports re-runs nothing of it.
 
 Imports are read with :mod:`ast`; nothing is imported, so parsing the Snakefile stays fast and loads

@@ -4,7 +4,8 @@
 * ``local``: a directory already in the local format (``corpus.jsonl``, ``queries/``, ``qrels/``);
 * ``ir_datasets``: ids such as ``msmarco-passage/dev/small`` or ``msmarco-passage/trec-dl-2019/judged``.
   ir_datasets downloads into ``$IR_DATASETS_HOME`` (default ``~/.ir_datasets``); offline, a missing
-  file makes it fail, and :func:`ir_datasets_collection` re-raises that with the path to fill.
+  file makes it fail, and :func:`.dataset_download.guarded_download` re-raises that with the path
+  to fill.
 """
 
 from __future__ import annotations
@@ -33,34 +34,10 @@ from rerank_scaling.data.collection_checks import (
 )
 from rerank_scaling.data.ict import IctSettings, build_ict_collection
 from rerank_scaling.data.trec import Qrels, read_qrels, write_qrels
+from rerank_scaling.dataset_download import guarded_download
 from rerank_scaling.settings import settings_from_dict
 
 log = logging.getLogger(__name__)
-
-
-class DatasetUnavailable(RuntimeError):
-    """An ir_datasets file could not be fetched (offline); the message says what to place where."""
-
-
-def _offline_hint(dataset_id: str, err: BaseException) -> DatasetUnavailable:
-    home = os.environ.get("IR_DATASETS_HOME", str(Path.home() / ".ir_datasets"))
-    return DatasetUnavailable(
-        f"ir_datasets could not load {dataset_id!r}: {type(err).__name__}: {err}\n"
-        f"This machine cannot download it. Fetch the file named in the URL above on a connected machine "
-        f"and place it under {home}/<dataset name>/ (e.g. {home}/cranfield/cran.tar.gz), where "
-        f"ir_datasets looks before downloading; or use dataset.source: local with a prepared directory."
-    )
-
-
-def _guarded(dataset_id: str, iterator_factory: Any) -> Iterator[Any]:
-    try:
-        yield from iterator_factory()
-    except (ConnectionError, OSError) as err:  # urllib/requests errors derive from these
-        raise _offline_hint(dataset_id, err) from err
-    except RuntimeError as err:  # ir_datasets: ('All download sources failed', [...])
-        if "download" not in str(err).lower():
-            raise
-        raise _offline_hint(dataset_id, err) from err
 
 
 def ir_datasets_split(
@@ -70,9 +47,11 @@ def ir_datasets_split(
     import ir_datasets
 
     dataset = ir_datasets.load(dataset_id)
-    queries: Queries = {q.query_id: q.default_text() for q in _guarded(dataset_id, dataset.queries_iter)}
+    queries: Queries = {
+        q.query_id: q.default_text() for q in guarded_download(dataset_id, dataset.queries_iter)
+    }
     qrels: Qrels = {}
-    for qrel in _guarded(dataset_id, dataset.qrels_iter):
+    for qrel in guarded_download(dataset_id, dataset.qrels_iter):
         grade = int(qrel.relevance)
         if relevance_map is not None:
             grade = relevance_map.get(str(grade), grade)
@@ -97,7 +76,7 @@ def ir_datasets_docs(dataset_id: str) -> Iterator[tuple[str, str]]:
     import ir_datasets
 
     dataset = ir_datasets.load(dataset_id)
-    for doc in _guarded(dataset_id, dataset.docs_iter):
+    for doc in guarded_download(dataset_id, dataset.docs_iter):
         yield doc.doc_id, doc.default_text()
 
 

@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 
 
 def fit_everything(table: pd.DataFrame, settings: FitSettings, out_dir: Path, workers: int = 1) -> None:
-    from rerank_scaling.report import figures  # matplotlib only where the figure is drawn
+    from rerank_scaling.laws import calibration_figure as figures  # matplotlib only where drawn
 
     fits, forecasts, points = run_protocols(table, settings, workers)
     allocation = allocation_table(fits, forecasts, settings.step_axis) if len(fits) else pd.DataFrame()

@@ -7,7 +7,7 @@ with C_train = D f_train(N) training FLOPs, C_infer = Q K f_infer(N) inference F
 served, K candidates reranked per query), Z_data the price of one training example, and
 Z_train = p / (3600 R_train(N)), Z_infer = p / (3600 R_infer(N)) the prices of a FLOP at a
 device-hour price p and the achieved FLOP/s R of the device (measured profiles,
-:mod:`rerank_scaling.planning.costs`). f and R are power laws in N through the profiled
+:mod:`rerank_scaling.planning.measured_profiles`). f and R are power laws in N through the profiled
 configurations (:func:`cost_model`). Pure numpy once the profiles are in.
 
 Seed 001 writes the training term as Z_train N (a price per parameter at a fixed amount of data);
@@ -26,7 +26,8 @@ import numpy as np
 import pandas as pd
 
 from rerank_scaling.laws.forms import SCALES
-from rerank_scaling.planning.costs import CostProfile, EncoderShape, cached_profile, keys_per_token, window_of
+from rerank_scaling.planning.encoder_flops import EncoderShape, keys_per_token, window_of
+from rerank_scaling.planning.measured_profiles import CostProfile, cached_profile
 from rerank_scaling.planning.plan_settings import PlanSettings
 from rerank_scaling.precision import resolve_precision
 

@@ -33,7 +33,7 @@ from rerank_scaling.planning.plan_figures import budget_figure, roi_figure
 from rerank_scaling.planning.plan_rows import make_plan
 from rerank_scaling.planning.plan_settings import PlanSettings
 from rerank_scaling.planning.plan_table import decisions_table, plan_markdown, plan_table
-from rerank_scaling.report.figures import save_figure
+from rerank_scaling.plotting import save_figure
 from rerank_scaling.settings import parse_json_arg, settings_from_dict
 
 log = logging.getLogger(__name__)

@@ -14,8 +14,8 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from rerank_scaling.planning.plan_rows import Plan  # noqa: E402
+from rerank_scaling.plotting import select_rows  # noqa: E402
 from rerank_scaling.records import metric_direction  # noqa: E402
-from rerank_scaling.report.figures import select_rows  # noqa: E402
 
 sns.set_theme(context="paper", style="whitegrid", font_scale=1.1)
 

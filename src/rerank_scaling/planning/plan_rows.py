@@ -23,7 +23,6 @@ from rerank_scaling.laws.protocols import GROUP_KEYS, FitSettings
 from rerank_scaling.planning.annotation_prices import data_price
 from rerank_scaling.planning.budget import budget_curve, optimal_allocation
 from rerank_scaling.planning.cost_model import COST_FIELDS, CostModel, cost_model, size_points
-from rerank_scaling.planning.costs import CostProfile
 from rerank_scaling.planning.decision_rows import budget_decision, roi_decision, undecided
 from rerank_scaling.planning.forecast import (
     RunStats,
@@ -33,6 +32,7 @@ from rerank_scaling.planning.forecast import (
     joint_fits,
     unusable_fit,
 )
+from rerank_scaling.planning.measured_profiles import CostProfile
 from rerank_scaling.planning.plan_settings import PlanSettings
 from rerank_scaling.planning.roi import reference_metric, roi_choice, roi_frontier
 

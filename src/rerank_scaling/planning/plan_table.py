@@ -9,7 +9,7 @@ import pandas as pd
 
 from rerank_scaling.laws.protocols import GROUP_KEYS
 from rerank_scaling.planning.cost_model import COST_FIELDS
-from rerank_scaling.planning.costs import CostProfile, flop_check
+from rerank_scaling.planning.measured_profiles import CostProfile, flop_check
 from rerank_scaling.planning.plan_settings import PlanSettings
 
 #: decisions.csv: one row per group x question x budget (the report's landing page reads these names).

@@ -12,7 +12,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from rerank_scaling.report.figures import bm25_line, select_rows, size_axis
+from rerank_scaling.plotting import select_rows
+from rerank_scaling.report.figures import bm25_line, size_axis
 
 OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#F0E442")
 HELD_OUT_COLOUR, FITTED_COLOUR = "#D55E00", "#000000"

@@ -23,10 +23,10 @@ import pandas as pd
 
 from rerank_scaling.atomic import write_text
 from rerank_scaling.laws.protocols import SIZE_COLUMNS, FitSettings
+from rerank_scaling.plotting import save_figure
 from rerank_scaling.report import answer
 from rerank_scaling.report.answer_figure import forecast_figure
 from rerank_scaling.report.answer_inputs import AnswerInputs, load
-from rerank_scaling.report.figures import save_figure
 from rerank_scaling.settings import parse_json_arg, settings_from_dict
 
 FIGURE_CAPTION = (

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import textwrap
-from pathlib import Path
 
 import matplotlib
 
@@ -21,9 +20,9 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
-from rerank_scaling.atomic import atomic_path  # noqa: E402
 from rerank_scaling.laws import forms as laws  # noqa: E402
 from rerank_scaling.laws import registry  # noqa: E402
+from rerank_scaling.plotting import select_rows  # noqa: E402 (also: the backend and the theme)
 from rerank_scaling.report.data_points import (  # noqa: E402
     SOURCE_MARKERS,
     checkpoint_curve,
@@ -32,8 +31,6 @@ from rerank_scaling.report.data_points import (  # noqa: E402
     sources_present,
 )
 
-# seaborn's colour-blind-safe palette for every C0..C9 colour of the report's figures
-sns.set_theme(context="paper", style="whitegrid", font_scale=1.1, palette="colorblind")
 ROLE_MARKERS = {"fit": "o", "held_out": "X"}
 
 
@@ -93,24 +90,6 @@ def _title(panel: Panel, panels: list[Panel]) -> str:
 def _panels(panels: list[Panel]) -> tuple[plt.Figure, list[plt.Axes]]:
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), sharey=True, squeeze=False)
     return fig, list(axes[0])
-
-
-def select_rows(frame: pd.DataFrame, **equals: object) -> pd.DataFrame:
-    """Rows matching every ``column == value`` (NaN never matches); empty when a column is missing."""
-    if frame.empty or any(key not in frame.columns for key in equals):
-        return frame.iloc[0:0]
-    mask = np.ones(len(frame), dtype=bool)
-    for key, value in equals.items():
-        mask &= (frame[key] == value).fillna(False).to_numpy(dtype=bool)
-    return frame[mask]
-
-
-def save_figure(fig: plt.Figure, stem: Path) -> None:
-    """Write ``stem``.png and ``stem``.pdf atomically, then close the figure."""
-    for suffix in (".png", ".pdf"):
-        with atomic_path(stem.with_suffix(suffix)) as tmp:
-            fig.savefig(tmp, format=suffix[1:], dpi=150, bbox_inches="tight")
-    plt.close(fig)
 
 
 def size_column(metrics: pd.DataFrame, forecasts: pd.DataFrame) -> str:
@@ -366,35 +345,5 @@ def equal_compute_bars(compared: pd.DataFrame) -> plt.Figure:
         ax.text(
             0.5, 0.5, "no equal-compute pair configured (fitting.equal_compute)", ha="center", va="center"
         )
-    fig.tight_layout()
-    return fig
-
-
-def calibration(table: pd.DataFrame) -> plt.Figure:
-    """Nominal vs empirical coverage of prediction intervals over the rolling-origin backtests'
-    independent units (one per group and origin, at the final checkpoint).
-
-    A calibrated method lies on the diagonal; below it, intervals are too narrow. With a handful of
-    units each point is coarse: the table's exact binomial bounds say what it supports.
-    """
-    fig, ax = plt.subplots(figsize=(4.4, 4.0))
-    ax.plot([0, 1], [0, 1], color="0.4", linestyle="--", linewidth=1, label="calibrated")
-    if len(table):
-        for (protocol, law, metric), part in table.groupby(["protocol", "law", "metric"]):
-            n = int(part["n_units"].iloc[0])
-            ax.plot(
-                part["nominal"],
-                part["empirical"],
-                marker="o",
-                label=f"{metric} {law} ({protocol}, {part['uncertainty'].iloc[0]}; {n} units)",
-            )
-    else:
-        ax.text(0.5, 0.5, "no backtest: fewer than 3 sizes", ha="center", va="center")
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1.02)
-    ax.set_xlabel("nominal coverage")
-    ax.set_ylabel("empirical coverage (final checkpoints)")
-    ax.set_title("calibration of rolling-origin backtests", fontsize=10)
-    ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     return fig

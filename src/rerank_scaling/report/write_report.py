@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from rerank_scaling.atomic import write_text
+from rerank_scaling.plotting import save_figure
 from rerank_scaling.report import figures
 from rerank_scaling.report.summary import EVIDENCE_METRIC, summary
 
@@ -43,19 +44,17 @@ def main(argv: list[str] | None = None) -> None:
     for metric in args.metric:
         for split in args.split:
             name = f"{slug(metric)}__{split}"
-            figures.save_figure(
+            save_figure(
                 figures.model_scaling(metrics, fits, forecasts, metric, split), out / f"model_scaling__{name}"
             )
-            figures.save_figure(
-                figures.data_scaling(metrics, fits, metric, split), out / f"data_scaling__{name}"
-            )
-            figures.save_figure(
+            save_figure(figures.data_scaling(metrics, fits, metric, split), out / f"data_scaling__{name}")
+            save_figure(
                 figures.joint_surface(metrics, fits, forecasts, metric, split), out / f"joint_surface__{name}"
             )
-            figures.save_figure(
+            save_figure(
                 figures.compute_frontier(allocation, metric, split), out / f"compute_frontier__{name}"
             )
-    figures.save_figure(
+    save_figure(
         figures.equal_compute_bars(pd.read_parquet(laws_dir / "equal_compute.parquet")), out / "equal_compute"
     )
     per_query = pd.read_parquet(args.per_query, filters=[("metric", "==", EVIDENCE_METRIC)])

@@ -1,12 +1,7 @@
 """Train one cross-encoder run (size x objective x attention x seed) with checkpoints across the epoch.
 
-Objectives (sentence-transformers cross-encoder losses):
-
-* ``pointwise``: ``BinaryCrossEntropyLoss`` on (q, d, label) pairs;
-* ``pairwise``: ``RankNetLoss`` (Burges et al. 2005) on groups of 1 positive + n BM25 negatives;
-* ``listwise``: ``ListNetLoss`` (Cao et al. 2007) on the same groups. ListNet's target is
-  softmax(labels), so 0/1 labels give a soft target; labels are multiplied by
-  ``listnet_label_scale`` to make the target nearly one-hot.
+The objective (pointwise, pairwise, listwise) gives the run its examples and its loss
+(:mod:`.objectives`).
 
 Checkpoints: at K steps (:func:`schedule.checkpoint_steps`) the model is exported to
 ``<checkpoints>/ckpt-XX/`` (safetensors, loadable by ``CrossEncoder(path)``) with a
@@ -20,7 +15,7 @@ SIGTERM (SLURM's notice before a time-limit kill or a preemption) saves the stat
 the current step, then the job exits non-zero, so a retry loses at most one step.
 
 Without waste: batches are length-bucketed (:mod:`.batching`), tokens are counted from the
-attention masks of the batches the loss tokenized (:class:`TokenCounter`), ModernBERT runs with
+attention masks of the batches the loss tokenized (:mod:`.token_counter`), ModernBERT runs with
 FlashAttention-2 where it can (:func:`.models.attention_implementation`), and the workflow's memory
 plan (:mod:`rerank_scaling.planning.memory`) turns on micro-batching (gradient accumulation over
 slices of one bucketed batch) and gradient checkpointing where a run would not fit the GPU.
@@ -46,9 +41,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
-from rerank_scaling.data.subsets import annotated_pairs, subset_examples
 from rerank_scaling.device import resolve_device
 from rerank_scaling.grid import GRID_KEYS, OBJECTIVES, RESOURCE_KEYS, RunSpec, without
 from rerank_scaling.planning.memory import MemoryPlan, MemoryShape, plan_memory
@@ -68,7 +60,9 @@ from rerank_scaling.training.models import (
     build_cross_encoder,
     model_stats,
 )
+from rerank_scaling.training.objectives import load_examples, make_loss
 from rerank_scaling.training.schedule import checkpoint_steps
+from rerank_scaling.training.token_counter import TokenCounter
 
 log = logging.getLogger(__name__)
 
@@ -103,31 +97,6 @@ class TrainSettings:
     runtime: int | None = None
 
 
-def load_examples(
-    objective: str, pointwise: str, groups: str, label_scale: float, fraction: float = 1.0, seed: int = 0
-) -> tuple[Any, int]:
-    """The training dataset of an objective as a ``datasets.Dataset`` in the loss's column order,
-    restricted to the run's nested subset of queries (:mod:`rerank_scaling.data.subsets`), and the
-    number of annotated (query, relevant passage) pairs behind it."""
-    from datasets import Dataset
-
-    if objective == "pointwise":
-        frame = subset_examples(pd.read_parquet(pointwise), fraction, seed)
-        pairs = annotated_pairs(frame)
-        frame = frame[["query", "document", "label"]]
-    elif objective in ("pairwise", "listwise"):
-        frame = subset_examples(pd.read_parquet(groups), fraction, seed)
-        pairs = annotated_pairs(frame)
-        frame = frame[["query", "documents", "labels"]].copy()
-        if objective == "listwise":
-            frame["labels"] = [[label * label_scale for label in labels] for labels in frame["labels"]]
-    else:
-        raise ValueError(f"training.objectives: unknown objective {objective!r}")
-    if frame.empty:
-        raise ValueError(f"no training examples for {objective}: check the examples settings")
-    return Dataset.from_pandas(frame, preserve_index=False), pairs
-
-
 def total_steps(settings: TrainSettings, rows: int, batch: int, fraction: float) -> int:
     """Optimizer steps of a run, the length its warm-up and linear decay are scaled to: its epochs
     over its own rows; with ``training.max_steps``, that many times its data fraction (the same
@@ -135,38 +104,6 @@ def total_steps(settings: TrainSettings, rows: int, batch: int, fraction: float)
     if settings.max_steps:
         return max(1, math.ceil(settings.max_steps * fraction - 1e-9))
     return max(1, math.ceil(math.ceil(rows / batch) * settings.epochs))
-
-
-class TokenCounter:
-    """Counts the sequences and non-padding tokens the model is fed, from the attention masks of the
-    batches the loss has already tokenized (a forward pre-hook: no second tokenization). The count
-    stays on the device until read, so it adds no synchronisation to the step."""
-
-    def __init__(self, model: Any) -> None:
-        self._base_tokens, self.examples = 0, 0
-        self._tokens: Any = 0
-        model.register_forward_pre_hook(self._count)
-
-    def restore(self, tokens: int, examples: int) -> None:
-        """Continue the counts of a resumed run."""
-        self._base_tokens, self.examples, self._tokens = tokens, examples, 0
-
-    def _count(self, module: Any, args: tuple[Any, ...]) -> None:
-        import torch
-
-        if not torch.is_grad_enabled():  # inference, e.g. the model card's example predictions at a save
-            return
-        features = args[0]
-        if "attention_mask" in features:
-            self._tokens = self._tokens + features["attention_mask"].sum()
-            self.examples += int(features["attention_mask"].shape[0])
-        else:  # flattened (unpadded) inputs for FlashAttention's varlen kernels: no padding at all
-            self._tokens = self._tokens + features["input_ids"].numel()
-            self.examples += len(features["cu_seq_lens_q"]) - 1
-
-    @property
-    def tokens(self) -> int:
-        return self._base_tokens + int(self._tokens)
 
 
 #: Characters per token beyond which a pair is truncated anyway (English WordPiece/BPE: ~4).
@@ -214,16 +151,6 @@ def run_memory_plan(
     if plan.note:
         log.warning("memory preflight: %s", plan.note)
     return plan
-
-
-def make_loss(objective: str, model: Any) -> Any:
-    from sentence_transformers.cross_encoder import losses
-
-    if objective == "pointwise":
-        return losses.BinaryCrossEntropyLoss(model)
-    if objective == "pairwise":
-        return losses.RankNetLoss(model)
-    return losses.ListNetLoss(model)
 
 
 class TrainingStopped(RuntimeError):
