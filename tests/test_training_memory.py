@@ -117,8 +117,13 @@ def test_micro_batches_and_checkpointing_train_like_the_full_batch(
         change = weight - start[name]
         moved += int(change.abs().max() > 0)
         for other in (micro, ckpt):
-            # Adam moves each weight by up to lr per step; rounding may differ by 1% of one step
-            torch.testing.assert_close(other[name] - start[name], change, rtol=1e-3, atol=0.01 * lr)
+            # Adam moves each weight by up to lr per step; rounding may differ by 1% of one step. A
+            # weight whose gradient is rounding noise (|g| ~ sqrt(eps)) gets Adam's normalised step of
+            # either sign: at most 1 in 1000 may differ by more, and by at most 2 lr at each of the 4 steps.
+            gap = ((other[name] - start[name]) - change).abs()
+            off = gap > 0.01 * lr + 1e-3 * change.abs()
+            assert int(off.sum()) <= max(1, off.numel() // 1000), (name, int(off.sum()), float(gap.max()))
+            assert float(gap.max()) <= 4 * 2 * lr, (name, float(gap.max()))  # 4 steps of up to lr each way
     assert moved > len(full) // 2  # the comparison is about weights that trained
 
 
