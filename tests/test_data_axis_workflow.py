@@ -127,18 +127,18 @@ def test_ict_annotations_share_queries_and_passages_and_record_provenance(workfl
 
 
 def test_a_file_source_trains_on_its_own_queries_and_records_their_provenance(workflow):
+    from rerank_scaling.data.collection import read_queries
+    from rerank_scaling.data.trec import read_qrels
+
     results = workflow / "results" / "axes"
-    generated = pd.read_csv(workflow / "generated" / "gen.tsv", sep="\t", names=["qid", "query"])
-    judged = pd.read_csv(workflow / "generated" / "gen.txt", sep=" ", names=["qid", "it", "docid", "grade"])
+    generated = read_queries(workflow / "generated" / "gen.tsv")  # the texts contain quotes: the
+    judged = read_qrels(workflow / "generated" / "gen.txt")  # pipeline's own readers, not read_csv
     groups = pd.read_parquet(results / "examples" / "gen" / "groups.parquet")
     human = pd.read_parquet(results / "examples" / "groups.parquet")
     assert len(groups) == len(judged) == len(human)  # one generated query per judged passage
-    merged = groups.merge(generated, on="qid", suffixes=("", "_file")).merge(judged, on="qid")
-    assert len(merged) == len(groups) and (merged["query"] == merged["query_file"]).all()
-    assert [docids[0] for docids in merged["docids"]] == list(merged["docid"])  # its qrels' positives
-    assert all(
-        docid not in docids[1:] for docid, docids in zip(merged["docid"], merged["docids"], strict=True)
-    )
+    for qid, query, docids in zip(groups["qid"], groups["query"], groups["docids"], strict=True):
+        assert query == generated[qid]
+        assert list(judged[qid]) == [docids[0]] and docids[0] not in docids[1:]  # its qrels' positive
     provenance = json.loads((results / "examples" / "gen" / "provenance.json").read_text())
     assert provenance["provenance"] == PROVENANCE and provenance["judgements"] == len(judged)
     cars = sidecars(workflow)
