@@ -16,7 +16,7 @@ include: "rules/common.smk"
 
 wildcard_constraints:
     split="[A-Za-z0-9_.-]+",
-    run="[A-Za-z0-9.-]+__[a-z]+__[a-z0-9]+__s[0-9]+(__d[0-9.e-]+)?(__[a-z]+)?",
+    run="[A-Za-z0-9.-]+__[a-z]+__[a-z0-9]+__s[0-9]+(__d[0-9.e-]+)?(__[a-z][a-z0-9]*)?",
     part=r"ckpt-[0-9]+(\.[A-Za-z0-9_.-]+)?",
 
 

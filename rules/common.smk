@@ -6,10 +6,11 @@ from pathlib import Path
 
 from rerank_scaling import workflow_time
 from rerank_scaling.config import validate_config, validate_config_files
-from rerank_scaling.grid import ANNOTATIONS, GRID_KEYS, RESOURCE_KEYS, Grid, RunSpec, without
+from rerank_scaling.grid import GRID_KEYS, RESOURCE_KEYS, Grid, RunSpec, without
 from rerank_scaling.job_resources import JobSizes, resources_for
 from rerank_scaling.laws.fit_laws import TABLES as LAW_TABLES
 from rerank_scaling.config_checks import memory_plans
+from rerank_scaling.data.annotation_files import annotation_files
 from rerank_scaling.data.source_digests import part_section, record_source_digests
 from rerank_scaling.report.write_report import PER_METRIC as FIGURE_KINDS, slug
 from rerank_scaling.stage_code import stage_code
@@ -251,6 +252,20 @@ def examples_path(source, kind):
     """The training examples of ``kind`` (pointwise | groups) of an annotation source: the human
     ones (rule training_examples), else rule annotation_examples'."""
     return f"{RESULTS}/examples/{kind}.parquet" if source == "human" else f"{RESULTS}/examples/{source}/{kind}.parquet"
+
+
+# The generated-query sources (training.annotation_files) the grid trains on, by name.
+ANNOTATION_FILES = annotation_files(config["training"])
+
+
+def annotation_file_input(key):
+    """An input function: the user's file ``key`` (queries | qrels) of the source in {split}."""
+    return lambda wildcards: str(getattr(ANNOTATION_FILES[wildcards.split], key))
+
+
+def annotation_file_provenance(wildcards):
+    """A params function: the provenance text of the source in {split}."""
+    return ANNOTATION_FILES[wildcards.split].provenance
 
 
 def run_examples(kind):

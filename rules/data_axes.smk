@@ -1,7 +1,8 @@
 # The data axes (README 'Data as a grid axis'). Training examples of the annotation sources other
 # than the collection's own qrels (training.annotations; rerank_scaling.data.annotations), built
 # from the human examples so that both sources share queries, passages and negatives; and, per
-# source and data fraction, the check that the fraction's runs have steps for their checkpoints.
+# source and data fraction, the check that the fraction's runs have steps for their checkpoints;
+# the examples of generated-query sources (training.annotation_files), from their own files.
 rule annotation_examples:
     input:
         code=stage_code("data.annotation_examples"),
@@ -12,7 +13,7 @@ rule annotation_examples:
         groups=f"{RESULTS}/examples/{{source}}/groups.parquet",
         provenance=f"{RESULTS}/examples/{{source}}/provenance.json",
     wildcard_constraints:
-        source="|".join(s for s in ANNOTATIONS if s != "human"),  # built from the human examples
+        source="ict",  # built from the human examples
     params:
         seed=config["examples"]["seed"],
         out=directory_of("output", "pointwise"),
@@ -37,7 +38,7 @@ rule fraction_check:
     output:
         check=f"{RESULTS}/examples/checks/{{source}}/fraction-{{fraction}}.json",
     wildcard_constraints:
-        source="|".join(ANNOTATIONS),
+        source="|".join(GRID.annotations),
         fraction="[0-9.e-]+",
     params:
         training=training_steps_json(),
@@ -53,3 +54,71 @@ rule fraction_check:
     shell:
         "rerank_python -m rerank_scaling.data.fraction_check --fraction {wildcards.fraction} --pointwise {input.pointwise}"
         " --groups {input.groups} --training {params.training:q} --out {output.check} > {log} 2>&1"
+
+
+# A generated-query source (training.annotation_files; rerank_scaling.data.annotation_files): its
+# files, checked against the corpus, become a split of the run's collection named after the source,
+# so bm25_search gives its queries BM25 candidates as for any split; file_examples then builds its
+# examples with the human examples' builder and settings (build_examples), same corpus and negatives.
+ruleorder: annotation_file > prepare_queries
+ruleorder: annotation_file > prepare_qrels
+
+
+rule annotation_file:
+    input:
+        code=stage_code("data.annotation_files"),
+        queries=annotation_file_input("queries"),
+        qrels=annotation_file_input("qrels"),
+        corpus=rules.prepare_corpus.output.corpus,
+    output:
+        queries=f"{RESULTS}/data/collection/queries/{{split}}.tsv",
+        qrels=f"{RESULTS}/data/collection/qrels/{{split}}.txt",
+        provenance=f"{RESULTS}/examples/{{split}}/provenance.json",
+    wildcard_constraints:
+        split="|".join(ANNOTATION_FILES) or "(?!)",  # the file sources only; "(?!)" matches nothing
+    params:
+        provenance=annotation_file_provenance,
+        collection=directory_of("input", "corpus"),
+    resources:
+        **job_resources("annotation_file", mem_mb=4000, runtime=30),
+    priority: 50  # a passage not in the corpus fails before training, like the data checks
+    log:
+        log_path("data", "annotation_file_{split}"),
+    benchmark:
+        benchmark_path("data", "annotation_file_{split}")
+    conda:
+        f"{ENVS}/retrieval.yaml"
+    shell:
+        "rerank_python -m rerank_scaling.data.annotation_files --source {wildcards.split} --queries {input.queries:q}"
+        " --qrels {input.qrels:q} --provenance {params.provenance:q} --corpus {input.corpus}"
+        " --collection {params.collection} --record {output.provenance} > {log} 2>&1"
+
+
+rule file_examples:
+    input:
+        code=stage_code("data.build_examples"),
+        collection=rules.prepare_corpus.output.corpus,
+        run=f"{RESULTS}/bm25/runs/{{source}}.trec",
+        queries=f"{RESULTS}/data/collection/queries/{{source}}.tsv",
+        qrels=f"{RESULTS}/data/collection/qrels/{{source}}.txt",
+    output:
+        pointwise=f"{RESULTS}/examples/{{source}}/pointwise.parquet",
+        groups=f"{RESULTS}/examples/{{source}}/groups.parquet",
+    wildcard_constraints:
+        source="|".join(ANNOTATION_FILES) or "(?!)",
+    params:
+        examples=section_json("examples"),
+        training=training_steps_json(),
+        collection=directory_of("input", "collection"),
+    resources:
+        **job_resources("training_examples", mem_mb=4000, runtime=60),
+    log:
+        log_path("examples", "build_{source}"),
+    benchmark:
+        benchmark_path("examples", "build_{source}")
+    conda:
+        f"{ENVS}/retrieval.yaml"
+    shell:
+        "rerank_python -m rerank_scaling.data.build_examples --collection {params.collection} --split {wildcards.source}"
+        " --run {input.run} --settings {params.examples:q} --pointwise {output.pointwise}"
+        " --groups {output.groups} --training {params.training:q} > {log} 2>&1"

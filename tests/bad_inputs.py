@@ -250,6 +250,29 @@ def _ict_too_short(work: Path) -> None:
     annotation_examples.main([*argv, "--out", str(work / "ict")])
 
 
+def _file_source(qrels: list[str], prices: dict | None = None) -> Callable[[Path], None]:
+    """A generated-query source (training.annotation_files) over a local collection."""
+
+    def run(work: Path) -> None:
+        (work / "gen.tsv").write_text("g1\triver bridge notes\ng2\tcastle forest notes\n")
+        (work / "gen.txt").write_text("".join(f"{line}\n" for line in qrels))
+        source = {
+            "queries": str(work / "gen.tsv"),
+            "qrels": str(work / "gen.txt"),
+            "provenance": "docT5query",
+        }
+
+        def change(config: dict) -> None:
+            config["dataset"] = local_section(write_local(work / "local"))
+            config["training"].update(annotations=["human", "gen"], annotation_files={"gen": source})
+            config["evaluation"]["final_only_splits"] = []  # the collection has no test split
+            config.setdefault("planning", {})["annotation_cost_per_pair"] = prices
+
+        _config(change)(work)
+
+    return run
+
+
 BINARY = {"train": ["t1 0 d0 1", "t1 0 d1 0", "t2 0 d2 1", "t3 0 d4 1"]}
 CASES = [
     BadInput(
@@ -409,6 +432,16 @@ CASES = [
         _fraction_too_small,
     ),
     BadInput("`ict` annotations on passages too short to split", "annotation_examples", _ict_too_short),
+    BadInput(
+        "a `file` annotation source judging a passage not in the corpus",
+        "config (parse time)",
+        _file_source(["g1 0 d0 2", "g2 0 ghost 2"]),
+    ),
+    BadInput(
+        "a `file` annotation source without a price when sources are priced",
+        "config (parse time)",
+        _file_source(["g1 0 d0 2", "g2 0 d2 2"], prices={"human": 0.6}),
+    ),
     BadInput("a BM25 run without some queries (Anserini exits 0)", "bm25_search", _bm25_missing_query),
     BadInput("a retry while the trainer still runs", "train", _second_trainer),
     BadInput("a full disk (or any OS error) while writing", "every writer", _full_disk),

@@ -242,3 +242,125 @@ def test_the_fraction_check_fails_only_when_no_draw_has_the_steps():
     assert fraction_problems(0.5, {"groups": groups}, settings) == []
     (problem,) = fraction_problems(0.25, {"groups": groups}, settings)  # at most 10 rows: 5 steps
     assert "training.data_fractions" in problem and "fraction 0.25 gives listwise runs at most 5" in problem
+
+
+def _file_source(tmp_path, name="gen", qrels=("g1 0 d0 2", "g2 0 d2 2")) -> dict:
+    """A generated-query source over bad_inputs' local collection (documents d0..d11)."""
+    (tmp_path / f"{name}.tsv").write_text("g1\triver bridge notes\ng2\tcastle forest notes\n")
+    (tmp_path / f"{name}.txt").write_text("".join(f"{line}\n" for line in qrels))
+    return {
+        "queries": str(tmp_path / f"{name}.tsv"),
+        "qrels": str(tmp_path / f"{name}.txt"),
+        "provenance": "test: hand-written stand-ins for docT5query output",
+    }
+
+
+def test_file_sources_are_named_have_files_and_a_price(tiny_config, tmp_path):
+    config = copy.deepcopy(tiny_config)
+    config["training"]["annotations"] = ["human", "file"]
+    message = _problems(config)
+    assert "training.annotations[1]" in message and "training.annotation_files" in message
+    config["training"]["annotations"] = ["human", "gen"]
+    config["training"]["annotation_files"] = {
+        "gen": {**_file_source(tmp_path), "qrels": str(tmp_path / "no.txt")}
+    }
+    message = _problems(config)
+    assert "training.annotation_files.gen.qrels" in message and "no.txt is not a file" in message
+    config["training"]["annotation_files"] = {"gen": _file_source(tmp_path)}
+    config["planning"] = {"annotation_cost_per_pair": {"human": 0.6}}
+    message = _problems(config)
+    assert (
+        "planning.annotation_cost_per_pair" in message and "no price for annotation source 'gen'" in message
+    )
+    config["planning"] = {"annotation_cost_per_pair": {"human": 0.6, "gen": 0.01}}
+    config["training"]["annotation_files"] = {"gen": _file_source(tmp_path, qrels=("g1 0 d0 1", "g2 0 d2 1"))}
+    message = _problems(config)  # tiny.yaml: examples.positive_threshold 2
+    assert "training.annotation_files.gen.qrels" in message and "grades found: {1: 2}" in message
+    config["training"]["annotation_files"] = {"gen": _file_source(tmp_path)}
+    validate_config(config)  # builtin corpus: its passages are checked by the annotation_file job
+    config["training"]["annotation_files"] = {"dev": _file_source(tmp_path, "dev")}
+    config["training"]["annotations"] = ["human", "dev"]
+    config["planning"] = {}
+    assert "'dev' is also a split of the dataset" in _problems(config)
+    config["training"]["annotations"] = ["human", "d0.5"]  # would read as a data fraction in run ids
+    assert "training.annotations[1]" in _problems(config)
+
+
+def test_file_sources_are_runs_of_their_own_and_their_ids_round_trip(tiny_config, tmp_path):
+    config = copy.deepcopy(tiny_config)
+    before = set(Grid.from_config(config).run_ids())
+    config["training"].update(annotations=["human", "doct5query"], data_fractions=[0.5, 1.0])
+    config["training"]["annotation_files"] = {"doct5query": _file_source(tmp_path)}
+    after = Grid.from_config(config).run_ids()
+    assert before < set(after)
+    for run in after:
+        assert RunSpec.parse(run).run_id == run
+    sources = {RunSpec.parse(run).annotations for run in after}
+    assert sources == {"human", "doct5query"}
+    assert RunSpec.parse("L1__listwise__full__s13__d0.5__doct5query").data_fraction == 0.5
+
+
+def test_file_passages_not_in_the_corpus_fail_at_parse_time_naming_file_and_line(tiny_config, tmp_path):
+    from bad_inputs import local_section, write_local
+
+    config = copy.deepcopy(tiny_config)
+    config["dataset"] = local_section(write_local(tmp_path / "local"))
+    config["training"]["annotations"] = ["human", "gen"]
+    config["training"]["annotation_files"] = {
+        "gen": _file_source(tmp_path, qrels=("g1 0 d0 2", "g2 0 ghost 2"))
+    }
+    message = _problems(config)
+    assert f"{tmp_path / 'gen.txt'}:2: passage 'ghost' is not in the collection's corpus.jsonl" in message
+    assert "1 of 2 judgements" in message and "remove those lines" in message
+    config["training"]["annotation_files"] = {"gen": _file_source(tmp_path, qrels=("g1 0 d0 2", "g9 0 d2 2"))}
+    assert f"{tmp_path / 'gen.txt'}:2: query 'g9' is not in" in _problems(config)
+    config["training"]["annotation_files"] = {"gen": _file_source(tmp_path)}
+    config["fitting"]["metrics"] = ["nDCG@10"]
+    validate_config(config)
+
+
+def test_a_file_source_becomes_examples_with_the_human_builder_and_records_provenance(tmp_path):
+    """The annotation_file stage writes the source as a split of the run's collection; the human
+    examples' builder (build_examples) turns it into examples over the same corpus and BM25 run."""
+    import json
+
+    from bad_inputs import build_examples, write_local
+
+    from rerank_scaling.data import annotation_files
+    from rerank_scaling.data import build_examples as stage
+
+    build_examples(
+        tmp_path, write_local(tmp_path / "local"), {"pointwise_negatives": 2, "group_negatives": 2}
+    )
+    collection = tmp_path / "data" / "collection"
+    source = _file_source(tmp_path)
+    argv = ["--source", "gen", "--queries", source["queries"], "--qrels", source["qrels"]]
+    argv += ["--provenance", source["provenance"], "--corpus", str(collection / "corpus.jsonl")]
+    annotation_files.main([*argv, "--collection", str(collection), "--record", str(tmp_path / "prov.json")])
+    record = json.loads((tmp_path / "prov.json").read_text())
+    assert record["provenance"] == source["provenance"] and (record["queries"], record["judgements"]) == (
+        2,
+        2,
+    )
+    assert len(record["files"]["qrels"]["sha256"]) == 64
+    run = tmp_path / "gen.trec"  # a BM25-like run ranking every document, as bad_inputs' human one
+    run.write_text("".join(f"{q} Q0 d{i} {i + 1} {20 - i} bm25\n" for q in ("g1", "g2") for i in range(12)))
+    argv = ["--collection", str(collection), "--split", "gen", "--run", str(run), "--settings"]
+    argv += [json.dumps({"pointwise_negatives": 2, "group_negatives": 2})]
+    stage.main(
+        [*argv, "--pointwise", str(tmp_path / "gpw.parquet"), "--groups", str(tmp_path / "ggr.parquet")]
+    )
+    groups = pd.read_parquet(tmp_path / "ggr.parquet").set_index("qid")
+    assert dict(groups["query"]) == {"g1": "river bridge notes", "g2": "castle forest notes"}
+    assert [docids[0] for docids in groups.loc[["g1", "g2"], "docids"]] == [
+        "d0",
+        "d2",
+    ]  # its qrels' positives
+    human = pd.read_parquet(tmp_path / "gr.parquet")
+    assert list(groups.reset_index().columns) == list(human.columns)  # one schema for every source
+    bad = _file_source(tmp_path, qrels=("g1 0 d0 2", "g2 0 ghost 2"))
+    argv = ["--source", "gen", "--queries", bad["queries"], "--qrels", bad["qrels"], "--provenance", "x"]
+    argv += ["--corpus", str(collection / "corpus.jsonl"), "--collection", str(tmp_path / "other")]
+    with pytest.raises(SystemExit, match=r"gen.txt:2: passage 'ghost' is not in"):
+        annotation_files.main([*argv, "--record", str(tmp_path / "other.json")])
+    assert not (tmp_path / "other").exists()  # nothing written for a source that failed its check

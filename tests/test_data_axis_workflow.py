@@ -1,7 +1,7 @@
-"""The data axes through the real Snakemake DAG (issue 29): a tiny grid of five data fractions x two
-annotation sources (human, ict), each run on a nested subset with its own complete schedule; adding
-a fraction plans only its runs; the data law fitted on the fraction ends, per source; the planner
-prices each source's annotations."""
+"""The data axes through the real Snakemake DAG (issue 29): a tiny grid of five data fractions x three
+annotation sources (human, ict, and a generated-query file source), each run on a nested subset with
+its own complete schedule; adding a fraction plans only its runs; the data law fitted on the fraction
+ends, per source; the planner prices each source's annotations."""
 
 from __future__ import annotations
 
@@ -20,7 +20,28 @@ pytestmark = pytest.mark.slow
 FRACTIONS = [0.2, 0.4, 0.6, 0.8, 1.0]  # 4 fitted points for power_S's 3 parameters, 1 held out
 
 
-def axis_config() -> dict:
+PROVENANCE = "test stand-in for docT5query: the first 8 words of each train query's grade-2 passage"
+PRICES = {"human": 0.6, "ict": 0.0, "gen": 0.01}
+
+
+def write_generated_queries(config: dict, out: Path) -> dict:
+    """A generated-query source over the builtin corpus (training.annotation_files entry): one query
+    per train query's most relevant passage, its first 8 words (a stand-in for docT5query output)."""
+    from rerank_scaling.data.collection import load_texts, read_split
+    from rerank_scaling.data.datasets import materialise_dataset
+
+    collection = materialise_dataset(config["dataset"], out / "collection")
+    _, qrels = read_split(collection.root, config["dataset"]["train_split"])
+    texts = load_texts(collection.corpus)
+    best = {qid: max(docs, key=docs.get) for qid, docs in sorted(qrels.items())}
+    (out / "gen.tsv").write_text(
+        "".join(f"g{q}\t{' '.join(texts[d].split()[:8])}\n" for q, d in best.items())
+    )
+    (out / "gen.txt").write_text("".join(f"g{q} 0 {d} 2\n" for q, d in best.items()))
+    return {"queries": str(out / "gen.tsv"), "qrels": str(out / "gen.txt"), "provenance": PROVENANCE}
+
+
+def axis_config(workdir: Path) -> dict:
     """tests/configs/tiny.yaml cut to one size, objective and attention, with the data axes."""
     config = yaml.safe_load((REPO / "tests" / "configs" / "tiny.yaml").read_text())
     config["run_name"] = "axes"
@@ -29,12 +50,23 @@ def axis_config() -> dict:
         objectives=["listwise"],
         attention=["full"],
         data_fractions=FRACTIONS,
-        annotations=["human", "ict"],
+        annotations=["human", "ict", "gen"],
         max_steps=15,
         checkpoints=3,
     )
+    generated = workdir / "generated"
+    if not (generated / "gen.txt").exists():
+        generated.mkdir(exist_ok=True)
+        write_generated_queries(config, generated)
+    config["training"]["annotation_files"] = {
+        "gen": {
+            "queries": str(generated / "gen.tsv"),
+            "qrels": str(generated / "gen.txt"),
+            "provenance": PROVENANCE,
+        }
+    }
     config["fitting"].update(data_axis="fractions", last_k=1)
-    config["planning"] = {"annotation_cost_per_pair": {"human": 0.6, "ict": 0.0}, "profile": False}
+    config["planning"] = {"annotation_cost_per_pair": PRICES, "profile": False}
     return config
 
 
@@ -49,7 +81,7 @@ def workflow(tmp_path_factory) -> Path:
     for name in ("Snakefile", "config.yaml", "rules", "envs", "report", "src"):
         source = REPO / name
         (shutil.copytree if source.is_dir() else shutil.copy)(source, workdir / name)
-    (workdir / "axes.yaml").write_text(yaml.safe_dump(axis_config()))
+    (workdir / "axes.yaml").write_text(yaml.safe_dump(axis_config(workdir)))
     result = snakemake(workdir, "axes.yaml")
     assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]
     return workdir
@@ -75,7 +107,7 @@ def test_each_fraction_trains_a_complete_schedule_of_its_own(workflow):
     assert sorted(human["annotated_pairs"]) == [5, 10, 15, 20, 24]
     metrics = pd.read_parquet(workflow / "results" / "axes" / "metrics" / "all.parquet")
     trained = metrics[metrics["family"] != "bm25"]
-    assert set(trained["annotations"]) == {"human", "ict"}
+    assert set(trained["annotations"]) == {"human", "ict", "gen"}
     assert trained.groupby(["annotations", "data_fraction"])["annotated_pairs"].nunique().eq(1).all()
 
 
@@ -94,11 +126,31 @@ def test_ict_annotations_share_queries_and_passages_and_record_provenance(workfl
     assert provenance["source"] == "ict" and provenance["pairs"]["groups"] == len(ict)
 
 
+def test_a_file_source_trains_on_its_own_queries_and_records_their_provenance(workflow):
+    from rerank_scaling.data.collection import read_queries
+    from rerank_scaling.data.trec import read_qrels
+
+    results = workflow / "results" / "axes"
+    generated = read_queries(workflow / "generated" / "gen.tsv")  # the texts contain quotes: the
+    judged = read_qrels(workflow / "generated" / "gen.txt")  # pipeline's own readers, not read_csv
+    groups = pd.read_parquet(results / "examples" / "gen" / "groups.parquet")
+    human = pd.read_parquet(results / "examples" / "groups.parquet")
+    assert len(groups) == len(judged) == len(human)  # one generated query per judged passage
+    for qid, query, docids in zip(groups["qid"], groups["query"], groups["docids"], strict=True):
+        assert query == generated[qid]
+        assert list(judged[qid]) == [docids[0]] and docids[0] not in docids[1:]  # its qrels' positive
+    provenance = json.loads((results / "examples" / "gen" / "provenance.json").read_text())
+    assert provenance["provenance"] == PROVENANCE and provenance["judgements"] == len(judged)
+    cars = sidecars(workflow)
+    final = cars[(cars["annotations"] == "gen") & (cars["step"] == cars["total_steps"])]
+    assert sorted(final["annotated_pairs"]) == [5, 10, 15, 20, 24]  # ceil(f x 24) generated pairs
+
+
 def test_the_data_law_is_fitted_on_the_fraction_ends_per_source(workflow):
     laws = workflow / "results" / "axes" / "laws"
     fits = pd.read_parquet(laws / "fits.parquet")
     data = fits[(fits["protocol"] == "data") & (fits["law"] == "power_S")]
-    assert set(data["annotations"]) == {"human", "ict"}
+    assert set(data["annotations"]) == {"human", "ict", "gen"}
     assert set(data["status"]) <= {"ok", "degenerate"}, data[["status", "reason"]]
     assert (data["n_fit"] == 4).all() and (data["n_held_out"] == 1).all()
     forecasts = pd.read_parquet(laws / "forecasts.parquet")
@@ -114,20 +166,22 @@ def test_the_planner_prices_annotations_per_source(workflow):
 
     results = workflow / "results" / "axes"
     metrics = pd.read_parquet(results / "metrics" / "all.parquet")
-    settings = PlanSettings(annotation_cost_per_pair={"human": 0.6, "ict": 0.0})
+    settings = PlanSettings(annotation_cost_per_pair=PRICES)
     human = data_price(settings, metrics, "human", "listwise")
     assert 0 < human < 0.6  # a pair is behind fewer than one example seen (negatives, passes)
     assert data_price(settings, metrics, "ict", "listwise") == 0.0
+    assert 0 < data_price(settings, metrics, "gen", "listwise") < 0.01
     plan = pd.read_parquet(results / "planning" / "plan.parquet")
-    assert set(plan.loc[plan["kind"] == "budget", "annotations"]) == {"human", "ict"}
+    assert set(plan.loc[plan["kind"] == "budget", "annotations"]) == {"human", "ict", "gen"}
 
 
 def test_adding_a_fraction_plans_only_its_runs(workflow):
-    config = axis_config()
+    config = axis_config(workflow)
     config["training"]["data_fractions"] = [0.3, *FRACTIONS]
     (workflow / "more.yaml").write_text(yaml.safe_dump(config))
     result = snakemake(workflow, "more.yaml", "-n", "--quiet", "rules")
     assert result.returncode == 0, result.stderr[-3000:]
     jobs = job_table(result.stdout + result.stderr)
-    assert jobs["train"] == jobs["evaluate_run"] == jobs["fraction_check"] == 2, jobs  # one per source
+    assert jobs["train"] == jobs["evaluate_run"] == jobs["fraction_check"] == 3, jobs  # one per source
     assert jobs["training_examples"] == jobs["annotation_examples"] == jobs["bm25_search"] == 0, jobs
+    assert jobs["annotation_file"] == jobs["file_examples"] == 0, jobs

@@ -478,6 +478,14 @@ def data_axis_problems(config: dict[str, Any]) -> Problems:
     return problems
 
 
+def annotation_problems(config: dict[str, Any]) -> Problems:
+    """``training.annotations`` names built-in or file sources whose files exist, are priced when
+    prices are given, and judge passages of the corpus (:mod:`rerank_scaling.data.annotation_files`)."""
+    from rerank_scaling.data.annotation_files import config_problems
+
+    return config_problems(config)
+
+
 def cluster_problems(config: dict[str, Any]) -> Problems:
     """The cluster section's floors are not above its caps (rerank_scaling.job_resources clamps to them)."""
     from rerank_scaling.job_resources import ClusterSettings
@@ -502,6 +510,7 @@ CHECKS: tuple[Callable[[dict[str, Any]], Problems], ...] = (
     attention_problems,
     training_problems,
     data_axis_problems,
+    annotation_problems,
     memory_problems,
     cluster_problems,
     final_only_problems,

@@ -11,6 +11,7 @@ annotations other than the collection's own (``training.annotations``) ends in `
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,12 +21,24 @@ OBJECTIVES = ("pointwise", "pairwise", "listwise")
 # Keys of the `training` section that say which runs exist, not how one run trains (a run's id
 # carries its objective, attention variant and seed): adding a seed must not re-train, or discard
 # the saved state of, the runs that were there.
-GRID_KEYS = ("objectives", "attention", "seeds", "extra_seeds", "data_fractions", "annotations")
+GRID_KEYS = (
+    "objectives",
+    "attention",
+    "seeds",
+    "extra_seeds",
+    "data_fractions",
+    "annotations",
+    "annotation_files",  # the files of the generated-query sources (data.annotation_files)
+)
 
-#: The annotation sources a run can train on (seed 001 §4.3), built by
+#: The built-in annotation sources a run can train on (seed 001 §4.3), built by
 #: :mod:`rerank_scaling.data.annotations`: ``human`` the collection's own training qrels, ``ict``
-#: Inverse-Cloze pseudo-queries built from their relevant passages.
+#: Inverse-Cloze pseudo-queries built from their relevant passages. A generated-query source is
+#: named by its key in ``training.annotation_files`` (:mod:`rerank_scaling.data.annotation_files`).
 ANNOTATIONS = ("human", "ict")
+
+#: A data-fraction part of a run id (``d0.25``); any other last part names the annotation source.
+FRACTION_PART = re.compile(r"d[0-9.e-]+")
 DEFAULT_ANNOTATIONS = ("human",)
 
 #: ``training.data_fractions`` when the config gives none: every run sees all training queries.
@@ -61,7 +74,7 @@ class RunSpec:
     @classmethod
     def parse(cls, run_id: str) -> RunSpec:
         model, objective, attention, seed, *rest = run_id.split("__")
-        annotations = rest.pop() if rest and rest[-1] in ANNOTATIONS else "human"
+        annotations = rest.pop() if rest and not FRACTION_PART.fullmatch(rest[-1]) else "human"
         fraction = float(rest[0].removeprefix("d")) if rest else 1.0
         return cls(model, objective, attention, int(seed.removeprefix("s")), fraction, annotations)
 

@@ -77,6 +77,7 @@ class TrainSettings:
     extra_seeds: Any = None
     data_fractions: tuple[float, ...] = (1.0,)  # grid keys: the run's own fraction and source come
     annotations: tuple[str, ...] = ("human",)  # with its id
+    annotation_files: Any = None  # grid key: the generated-query sources' files (data.annotation_files)
     lr: float = 2e-5
     warmup_ratio: float = 0.1
     weight_decay: float = 0.01
