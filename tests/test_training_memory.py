@@ -89,7 +89,6 @@ def trained(
 def test_micro_batches_and_checkpointing_train_like_the_full_batch(
     objective, bucketing, tiny_modernbert, examples, tmp_path
 ):
-    import torch
     from safetensors.torch import load_file
 
     start = load_file(str(Path(tiny_modernbert["path"]) / "model.safetensors"))
