@@ -43,6 +43,9 @@ CLIENTS = ("sbatch", "srun", "squeue", "scontrol", "scancel", "sinfo", "sacct")
 PARTITIONS = {"cpu": "cpu", "gpu": "gpu"}  # the config's cluster.cpu_partition / gpu_partition
 GPU_RULES = ("train", "evaluate_run", "evaluate_part", "plan")
 WORKFLOW_FILES = ("Snakefile", "config.yaml", "rules", "envs", "report", "src")
+# A guard against a hung run, not a speed target: on 2 shared cores at a load average of ~20 the
+# run took over 15 minutes to reach its training job.
+RUN_TIMEOUT_S = 1800
 
 
 def _free_port() -> int:
@@ -315,7 +318,9 @@ def slurm_command(*args: str) -> list[str]:
 def snakemake_on_slurm(cluster: SlurmCluster, workdir: Path, *args: str, configfile: str = "slurm.yaml"):
     command = slurm_command(*args)
     command[2] = configfile
-    return subprocess.run(command, env=cluster.env, capture_output=True, text=True, cwd=workdir, timeout=900)
+    return subprocess.run(
+        command, env=cluster.env, capture_output=True, text=True, cwd=workdir, timeout=RUN_TIMEOUT_S
+    )
 
 
 def job_counts(output: str) -> Counter:
@@ -357,7 +362,7 @@ def slurm_run(cluster, tmp_path_factory) -> dict:
         capture_output=True,
         text=True,
         cwd=workdir,
-        timeout=900,
+        timeout=RUN_TIMEOUT_S,
     )
     assert planned.returncode == 0, (planned.stdout + planned.stderr)[-4000:]
     log = workdir / "results" / "slurm" / "logs" / "train" / f"{TRAIN_RUN}.log"
@@ -372,14 +377,14 @@ def slurm_run(cluster, tmp_path_factory) -> dict:
             cwd=workdir,
         )
         try:
-            deadline = time.monotonic() + 900
+            deadline = time.monotonic() + RUN_TIMEOUT_S
             while "hold at published 1" not in (log.read_text() if log.exists() else ""):
                 assert process.poll() is None, transcript.read_text()[-4000:] + "\n" + cluster.logs()
                 assert time.monotonic() < deadline, "the train job never reached its first checkpoint"
                 time.sleep(0.5)
             (held,) = [job for job in cluster.jobs() if job["comment"].startswith("rule_train_")]
             assert cluster.client("scancel", held["id"]).returncode == 0
-            process.wait(timeout=900)
+            process.wait(timeout=RUN_TIMEOUT_S)
         finally:
             if process.poll() is None:
                 process.kill()
