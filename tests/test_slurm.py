@@ -102,7 +102,9 @@ SelectTypeParameters=CR_Core
 # box has (memory is not a consumable resource here, so nothing is enforced).
 SlurmdParameters=config_overrides
 ReturnToService=2
-MinJobAge=900
+# squeue and scontrol must still list the run's first jobs when the tests read them after the
+# run: finished jobs are kept for twice the run's timeout (at 900 s a slow run lost its first jobs)
+MinJobAge={2 * RUN_TIMEOUT_S}
 NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=64000 Gres=gpu:1 State=UNKNOWN
 # The GPU partition is the default: a CPU job the workflow did not route would land there.
 PartitionName={PARTITIONS["cpu"]} Nodes={host} MaxTime=INFINITE State=UP
