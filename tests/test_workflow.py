@@ -217,16 +217,23 @@ def test_editing_a_library_module_reruns_the_stages_that_import_it(workflow, mod
     assert planned_jobs(workflow) == Counter(), "restoring the module (and its mtime) re-runs nothing"
 
 
-def test_the_report_is_one_self_contained_page(workflow):
+@pytest.fixture(scope="module")
+def report_page(workflow) -> Path:
+    """Snakemake's report of the finished run (`snakemake --report report.html`), made once for the
+    tests that read it."""
     result = snakemake(workflow, "--report", "report.html")
     assert result.returncode == 0, result.stderr[-3000:]
-    page = (workflow / "report.html").read_text()
+    return workflow / "report.html"
+
+
+def test_the_report_is_one_self_contained_page(report_page):
+    page = report_page.read_text()
     for name in ("model_scaling__nDCG-10__dev.png", "budget_curves.png", "forecast_errors.csv", "summary.md"):
         assert name in page, name
 
 
 @pytest.mark.skipif(find_chromium() is None, reason=f"no Chromium: {INSTALL_HINT}")
-def test_the_report_landing_page_answers_without_a_click(workflow, tmp_path):
+def test_the_report_landing_page_answers_without_a_click(report_page, tmp_path):
     """Snakemake's report (a JavaScript app) opened in headless Chromium: its landing page holds the
     answer (question, forecasts, verdicts, figure). The tiny grid's one fitted size forecasts
     nothing, and the page says so in place of the table (tests/test_answer_browser.py checks the
@@ -235,13 +242,11 @@ def test_the_report_landing_page_answers_without_a_click(workflow, tmp_path):
 
     from rerank_scaling.report.answer import NO_FORECAST
 
-    result = snakemake(workflow, "--report", str(tmp_path / "report.html"))
-    assert result.returncode == 0, result.stderr[-3000:]
-    dom = rendered_dom(tmp_path / "report.html")
+    dom = rendered_dom(report_page)
     assert landing_problems(dom, table=False) == []
     assert re.search(r'<p id="answer-question">Fitted on L1 \(.+M\); forecast: L2 \(.+M\) \(N = ', dom)
     assert f'<p id="answer-forecasts">{NO_FORECAST}</p>' in dom
-    assert painted(screenshot(tmp_path / "report.html", tmp_path / "landing.png")) > 0.05
+    assert painted(screenshot(report_page, tmp_path / "landing.png")) > 0.05
 
 
 def test_the_readme_block_and_the_pointwise_table_read_a_finished_run(workflow, tmp_path):
