@@ -18,7 +18,7 @@ from rerank_scaling.laws.protocols import FitSettings, prepare, splits_for
 from rerank_scaling.laws.synthetic import synthetic_metrics_table
 from rerank_scaling.planning.annotation_prices import data_price
 from rerank_scaling.planning.plan_settings import PlanSettings
-from rerank_scaling.training.trainer import TrainSettings, total_steps
+from rerank_scaling.training.train_settings import TrainSettings, total_steps
 
 QIDS = [f"q{i:03d}" for i in range(200)]
 

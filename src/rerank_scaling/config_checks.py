@@ -353,7 +353,7 @@ def config_memory_plans(config: dict[str, Any]) -> dict[tuple[str, str], Any]:
         rows_per_step,
     )
     from rerank_scaling.settings import settings_from_dict
-    from rerank_scaling.training.trainer import TrainSettings
+    from rerank_scaling.training.train_settings import TrainSettings
 
     training = settings_from_dict(TrainSettings, config["training"], "training")
     examples = settings_from_dict(ExampleSettings, config["examples"], "examples")
@@ -404,7 +404,7 @@ def memory_problems(config: dict[str, Any]) -> Problems:
 
 def _fraction_steps(config: dict[str, Any], fraction: float) -> dict[str, int]:
     """Optimizer steps per objective of a run on ``fraction`` of the training queries: exact with
-    ``training.max_steps`` (trainer.total_steps), an upper bound for builtin data, else unknown
+    ``training.max_steps`` (train_settings.total_steps), an upper bound for builtin data, else unknown
     (the train job checks the real count, naming the fraction)."""
     from rerank_scaling.data.subsets import subset_size
 

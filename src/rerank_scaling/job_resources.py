@@ -200,7 +200,7 @@ class JobSizes:
         from rerank_scaling.data.training_examples import ExampleSettings
         from rerank_scaling.planning.memory import rows_per_step
         from rerank_scaling.settings import settings_from_dict
-        from rerank_scaling.training.trainer import TrainSettings
+        from rerank_scaling.training.train_settings import TrainSettings
 
         training = settings_from_dict(TrainSettings, self.config["training"], "training")
         examples = settings_from_dict(ExampleSettings, self.config["examples"], "examples")

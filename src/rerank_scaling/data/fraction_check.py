@@ -21,7 +21,7 @@ import pandas as pd
 from rerank_scaling.atomic import write_json
 from rerank_scaling.data.subsets import subset_size
 from rerank_scaling.settings import parse_json_arg, settings_from_dict
-from rerank_scaling.training.trainer import TrainSettings, total_steps
+from rerank_scaling.training.train_settings import TrainSettings, total_steps
 
 
 def most_rows(frame: pd.DataFrame, fraction: float) -> int:

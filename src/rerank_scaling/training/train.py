@@ -14,7 +14,8 @@ import logging
 from rerank_scaling.data.collection import iter_corpus
 from rerank_scaling.grid import RunSpec
 from rerank_scaling.settings import parse_json_arg, settings_from_dict
-from rerank_scaling.training.trainer import TrainingStopped, TrainSettings, train_run
+from rerank_scaling.training.train_settings import TrainSettings
+from rerank_scaling.training.trainer import TrainingStopped, train_run
 from rerank_scaling.training.work_lock import WorkDirBusy, die_with_parent, work_lock
 
 

@@ -33,16 +33,14 @@ import dataclasses
 import functools
 import json
 import logging
-import math
 import os
 import signal
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rerank_scaling.device import resolve_device
-from rerank_scaling.grid import GRID_KEYS, OBJECTIVES, RESOURCE_KEYS, RunSpec, without
+from rerank_scaling.grid import GRID_KEYS, RESOURCE_KEYS, RunSpec, without
 from rerank_scaling.planning.memory import MemoryPlan, MemoryShape, plan_memory
 from rerank_scaling.precision import fp32_score_layer, resolve_precision
 from rerank_scaling.training.batching import LengthBucketBatchSampler, row_lengths
@@ -63,48 +61,9 @@ from rerank_scaling.training.models import (
 from rerank_scaling.training.objectives import load_examples, make_loss
 from rerank_scaling.training.schedule import checkpoint_steps
 from rerank_scaling.training.token_counter import TokenCounter
+from rerank_scaling.training.train_settings import TrainSettings, total_steps
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class TrainSettings:
-    """Config ``training`` (the grid keys are read by the workflow, not here)."""
-
-    objectives: tuple[str, ...] = OBJECTIVES
-    attention: tuple[str, ...] = ("full",)
-    seeds: tuple[int, ...] = (13,)
-    extra_seeds: Any = None
-    data_fractions: tuple[float, ...] = (1.0,)  # grid keys: the run's own fraction and source come
-    annotations: tuple[str, ...] = ("human",)  # with its id
-    annotation_files: Any = None  # grid key: the generated-query sources' files (data.annotation_files)
-    lr: float = 2e-5
-    warmup_ratio: float = 0.1
-    weight_decay: float = 0.01
-    max_length: int = 256
-    epochs: float = 1.0
-    max_steps: int | None = None
-    freeze_embeddings: bool = False
-    gradient_checkpointing: str | bool = "auto"  # auto | true | false (planning.memory.plan_memory)
-    length_bucketing: bool = False  # length-bucketed steps (.batching); changes what a step sees
-    pointwise_batch_size: int = 128
-    group_queries_per_batch: int = 16
-    listnet_label_scale: float = 10.0
-    checkpoints: int = 15
-    checkpoint_spacing: str = "geometric"
-    precision: str = "auto"  # auto | fp32 | bf16 (precision.resolve_precision)
-    threads: int | None = None
-    mem_mb: int | None = None
-    runtime: int | None = None
-
-
-def total_steps(settings: TrainSettings, rows: int, batch: int, fraction: float) -> int:
-    """Optimizer steps of a run, the length its warm-up and linear decay are scaled to: its epochs
-    over its own rows; with ``training.max_steps``, that many times its data fraction (the same
-    passes over the data as the full run), so every fraction ends its own complete schedule."""
-    if settings.max_steps:
-        return max(1, math.ceil(settings.max_steps * fraction - 1e-9))
-    return max(1, math.ceil(math.ceil(rows / batch) * settings.epochs))
 
 
 #: Characters per token beyond which a pair is truncated anyway (English WordPiece/BPE: ~4).
