@@ -33,25 +33,18 @@ luckiest form. Equal weights are the honest prior when the data cannot rank the 
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from rerank_scaling.laws import registry
-from rerank_scaling.laws.fit_statistics import Intervals, forecast_errors, nested_f_test
+from rerank_scaling.laws.fit_statistics import Intervals, forecast_errors
 from rerank_scaling.laws.forecast_status import StatusRule
-from rerank_scaling.laws.forms import Law
 from rerank_scaling.laws.protocols import FitSettings, SplitFit, fit_split, forecast_rows
 from rerank_scaling.records import metric_spec
 
 NAME = "ensemble"
-#: Members that are special cases of another member: log-linear is the power law's c -> 0 limit
-#: (a - b N^-c = a - b + b c ln N + O(c^2)), the ceiling member the power law with its asymptote fixed.
-NESTED = {"log_linear_N": "power_N", "power_N_ceiling": "power_N"}
-#: Level of the lack-of-fit test that leaves a nested member out (:func:`lack_of_fit`).
-LACK_OF_FIT_LEVEL = 0.05
 
 
 def members(metric: str) -> tuple[str, ...]:
@@ -115,56 +108,7 @@ def fit_members(
     """Every member fitted and bootstrapped on the same split (asymptotes below ``ceiling``)."""
     bounds = registry.bounds_for(metric, ceiling)
     laws = {name: registry.law(name, metric, bounds) for name in members(metric)}
-    fitted = {name: fit_split(law, fit_rows, held_rows, settings, seed, spread) for name, law in laws.items()}
-    if settings.loss != "least_squares":
-        return fitted  # the F-test compares sums of squares
-    for name, general in NESTED.items():
-        if name in fitted and general in fitted:
-            fitted[name] = lack_of_fit(fitted[name], fitted[general], laws[name], laws[general], general)
-    return fitted
-
-
-def _weighted_rss(fitted: SplitFit, law: Law) -> float:
-    """sum_u m_u r_u^2 over the fitted runs (m_u: seeds averaged into run u's value)."""
-    rows = fitted.rows[~fitted.rows["held_out"]]
-    x = {v: rows[v].to_numpy(float) for v in law.variables}
-    weights = rows["seeds"].to_numpy(float) if "seeds" in rows.columns else np.ones(len(rows))
-    return float(
-        (weights * (rows["value"].to_numpy(float) - law.predict(fitted.result.params, x)) ** 2).sum()
-    )
-
-
-def lack_of_fit(special: SplitFit, general: SplitFit, law: Law, general_law: Law, name: str) -> SplitFit:
-    """``special`` left out (no draws, the reason said) when the data reject it against the member
-    that contains it (:data:`NESTED`): an extra-sum-of-squares F-test at :data:`LACK_OF_FIT_LEVEL`
-    against the general member's run variance (seed spread pooled with its residuals).
-
-    Why: equal weights are the honest prior only among forms the data cannot tell apart. On the real
-    ladders (benchmarks/results/ladders.md) log-linear fits every Gadre et al. loss slice with
-    residuals 10-30x the power law's (c4 M=1: run sd 0.22 vs 0.016), forecasts
-    the 7B loss 0.7 too low, and its 2.3-wide draws were most of the mixture's width. Tested only
-    with one point per run (``last_k = 1``): with several checkpoints per run the residuals of a run
-    are correlated and the F-test's dof would overstate the evidence.
-    """
-    if special.intervals is None or general.components is None or not general.result.ok:
-        return special
-    rows = general.rows[~general.rows["held_out"]]
-    if rows["model"].nunique() != len(rows):
-        return special
-    extra = len(general_law.params) - len(law.params)
-    components = general.components
-    f_stat, p_value = nested_f_test(
-        _weighted_rss(special, law),
-        _weighted_rss(general, general_law),
-        extra,
-        components.tau2 + components.sigma2,
-        components.tau_dof,
-    )
-    if p_value >= LACK_OF_FIT_LEVEL:
-        return special
-    dof = f"({extra}, {components.tau_dof:g})"
-    reason = f"rejected against {name}: F = {f_stat:.3g} on {dof} dof, p = {p_value:.2g}"
-    return dataclasses.replace(special, intervals=None, reason=reason)
+    return {name: fit_split(law, fit_rows, held_rows, settings, seed, spread) for name, law in laws.items()}
 
 
 def usable_members(fitted: dict[str, SplitFit]) -> dict[str, SplitFit]:

@@ -365,19 +365,3 @@ def run_bootstrap(
     keep = ok & np.isfinite(forecasts).all(1)
     errors = forecasts - (centre + new_offsets[:, new_index] + new_noise)
     return Intervals(centre, params[keep], errors[keep], components.basis, percentile=True)
-
-
-def nested_f_test(
-    rss_special: float, rss_general: float, extra_params: int, variance: float, dof: float
-) -> tuple[float, float]:
-    """Extra-sum-of-squares F-test of a law against a more general one that contains it
-    (Seber & Wild 1989, Nonlinear Regression, §5.3; Bates & Watts 1988, §3.5):
-    F = ((RSS_special - RSS_general) / extra_params) / s^2 on (extra_params, dof) degrees of freedom,
-    with s^2 the general law's error variance and dof its degrees of freedom (a pooled estimate:
-    seed replicates and the general law's own residuals). Returns (F, p-value); p = 1 without an
-    estimate of s^2.
-    """
-    if variance <= 0 or not np.isfinite(dof) or dof <= 0 or extra_params <= 0:
-        return float("nan"), 1.0
-    f_stat = max(rss_special - rss_general, 0.0) / extra_params / variance
-    return float(f_stat), float(stats.f.sf(f_stat, extra_params, dof))
