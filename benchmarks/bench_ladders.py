@@ -10,8 +10,10 @@ Every unit holds out the largest size(s) of a ladder slice and forecasts them fr
 * Gadre et al. 2024 (mlfoundations/scaling): per training set and token multiplier with at least
   four sizes, the largest held out; C4 validation loss and the 17-task top-1 error;
 * the OLMo ladder (Bhagia et al. 2024): per compute multiple (0.5x-10x Chinchilla), 190M-1B fitted
-  and 3B held out, with the 1x reruns as a second seed; the cross-entropy loss, HellaSwag
-  bits-per-byte, and HellaSwag, PIQA and ARC-Challenge accuracy;
+  and 3B held out, with the 1x reruns as a second seed; one table per metric with the multiple as
+  its ``objective`` (fitted apart; the reruns' seed spread is pooled into every multiple's run
+  variance); the cross-entropy loss, HellaSwag bits-per-byte, and HellaSwag, PIQA and
+  ARC-Challenge accuracy;
 * the BNSL example (Caballero et al. 2023): 4-digit addition, test cross-entropy against training set
   size, its own split (14 fitted, 3 held out).
 
@@ -20,9 +22,12 @@ shared D per size; a law in N alone does not apply, so it is not backtested here
 
 Two methods on the same units: the engine's answer (the model-form ensemble, run bootstrap) and the
 seed paper's (one power law, i.i.d. residual bootstrap). Per ladder and pooled: held-out points,
-median |error|, median 95% interval width, and coverage with its exact (Clopper-Pearson) 95%
-interval. The held-out points of one unit share a fit, so the pooled coverage counts units of
-unequal weight; the binomial interval treats points as independent, which only the one-point units are.
+median |error|, median 95% interval width, coverage with its exact (Clopper-Pearson) 95%
+interval, and the interval score (Gneiting & Raftery 2007, eq. 43) divided by each slice's spread
+of fitted values, so that losses and accuracies pool; the width / |error| ratio a calibrated
+Gaussian interval would have (5.81 at 95%) is derived in the report. The held-out points of one
+unit share a fit, so the pooled coverage counts units of unequal weight; the binomial interval
+treats points as independent, which only the one-point units are.
 """
 
 from __future__ import annotations
@@ -111,8 +116,16 @@ def olmo(root: Path) -> Iterator[Unit]:
         ).assign(tokens=rows["tokens"].astype(float).to_numpy(), multiple=rows["multiple"].to_numpy())
         runs["role"] = np.where(runs["model"] == "3B", "held_out", "fit")
         yield Unit("olmo_ladder", "(N, D)", spec, runs.drop(columns="multiple"), "joint")
-        for multiple, slice_ in runs.groupby("multiple"):
-            yield Unit("olmo_ladder", multiple, spec, slice_.drop(columns=["multiple", "tokens"]))
+        # one table, the multiple as its objective: each multiple is fitted apart, and the seed
+        # spread of the 1x reruns is pooled into every multiple's run variance, as the engine pools a
+        # metric's seed noise across objectives (laws.protocols.seed_spread); a multiple fitted
+        # alone would rest on the one residual dof of a 3-parameter law on 4 sizes
+        yield Unit(
+            "olmo_ladder",
+            "per multiple",
+            spec,
+            runs.drop(columns="tokens").rename(columns={"multiple": "objective"}),
+        )
 
 
 def bnsl(root: Path) -> Iterator[Unit]:
@@ -128,8 +141,17 @@ def bnsl(root: Path) -> Iterator[Unit]:
     yield Unit("bnsl", "4-digit addition", MetricSpec("test_cross_entropy", -1, LOSS), runs)
 
 
+def spreads(unit: Unit) -> pd.Series:
+    """Per slice (the unit, or each objective of it): the range of its fitted values, the scale that
+    makes errors, widths and interval scores comparable across metrics (a loss and an accuracy)."""
+    fitted = unit.runs[unit.runs["role"] == "fit"]
+    key = fitted["objective"] if "objective" in fitted.columns else pd.Series(unit.name, fitted.index)
+    return fitted["value"].groupby(key).agg(lambda v: v.max() - v.min())
+
+
 def forecast_unit(unit: Unit, bootstrap: int, seed: int) -> pd.DataFrame:
     """Both methods' forecasts of every held-out point of the unit."""
+    scale = spreads(unit)
     frames = []
     for method, uncertainty, law, protocol in METHODS[unit.kind]:
         result = forecast_runs(unit.runs, None, (), None, unit.metric, bootstrap, seed, uncertainty)
@@ -140,10 +162,12 @@ def forecast_unit(unit: Unit, bootstrap: int, seed: int) -> pd.DataFrame:
             every["held_out"] & (every["role"] == "held_out") & (every["law"] == law)
             & (every["split_label"] == protocol)
         ]  # fmt: skip
+        name = rows["objective"] if "objective" in unit.runs.columns else pd.Series(unit.name, rows.index)
         frames.append(
             rows[["model", "size", "step", "observed", "forecast", "low", "high"]].assign(
                 ladder=unit.ladder,
-                unit=unit.name,
+                unit=name.to_numpy(),
+                spread=scale.reindex(name).to_numpy(),
                 kind=unit.kind,
                 metric=unit.metric.name,
                 method=f"{method} ({law}, {uncertainty})",
@@ -158,12 +182,40 @@ def clopper_pearson(inside: int, total: int) -> tuple[float, float]:
     return float(low), float(high)
 
 
+#: The interval score's level: 95% intervals (alpha = 0.05).
+ALPHA = 0.05
+
+
+def interval_score(
+    low: np.ndarray, high: np.ndarray, observed: np.ndarray, alpha: float = ALPHA
+) -> np.ndarray:
+    """Gneiting & Raftery (2007) eq. 43: (u - l) + (2/alpha)(l - x)1{x < l} + (2/alpha)(x - u)1{x > u}.
+
+    A proper score of a central (1 - alpha) interval: lower is better; a miss costs 2/alpha = 40x
+    its distance, so neither an over-wide nor an over-narrow interval can win.
+    """
+    low, high, observed = (np.asarray(a, float) for a in (low, high, observed))
+    return (
+        (high - low)
+        + 2 / alpha * np.clip(low - observed, 0, None)
+        + 2 / alpha * np.clip(observed - high, 0, None)
+    )
+
+
+def calibrated_ratio(level: float = 0.95) -> float:
+    """Width / median |error| of a calibrated interval when errors are Gaussian: the interval is
+    2 z_{(1+level)/2} sd wide and the median |error| is z_{0.75} sd (the median of a half-normal),
+    so the ratio is 2 z_{(1+level)/2} / z_{0.75}, whatever the sd."""
+    return float(2 * stats.norm.ppf((1 + level) / 2) / stats.norm.ppf(0.75))
+
+
 def summarise(points: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     rows = []
     for keys, part in points.groupby(by):
         error = (part["forecast"] - part["observed"]).abs()
         inside = int(((part["observed"] >= part["low"]) & (part["observed"] <= part["high"])).sum())
         low, high = clopper_pearson(inside, len(part))
+        score = interval_score(part["low"], part["high"], part["observed"])
         rows.append(
             dict(zip(by, keys if isinstance(keys, tuple) else (keys,), strict=True))
             | {
@@ -172,6 +224,8 @@ def summarise(points: pd.DataFrame, by: list[str]) -> pd.DataFrame:
                 "median width": float((part["high"] - part["low"]).median()),
                 "coverage": f"{inside}/{len(part)} = {inside / len(part):.2f} [{low:.2f}, {high:.2f}]",
                 "width / |error|": float((part["high"] - part["low"]).median() / error.median()),
+                "interval score / spread": float((score / part["spread"]).mean()),
+                "median |error| / spread": float((error / part["spread"]).median()),
             }
         )
     return pd.DataFrame(rows)
@@ -209,10 +263,22 @@ def main() -> None:
         "",
         pooled.to_markdown(index=False, floatfmt=".4g"),
         "",
+        "Interval score: Gneiting & Raftery (2007) eq. 43 at alpha = 0.05, (u - l) + 40 (l - x)+ + "
+        "40 (x - u)+, lower is better; divided by the spread of the slice's fitted values (max - min "
+        "over its fitted sizes) so that losses and accuracies pool; the mean over points.",
+        "",
         "## The issue's goals, measured",
         "",
         f"- 95% intervals cover >= 90%: engine {engine['coverage']} (exact 95% interval in brackets).",
-        f"- median width <= 3x median |error|: engine {engine['width / |error|']:.2f}x.",
+        f"- median width <= 3x median |error|: engine {engine['width / |error|']:.2f}x, seed paper "
+        f"{paper['width / |error|']:.2f}x. What calibration allows: if a forecast's errors are "
+        f"Gaussian with sd s, a calibrated 95% interval is 2 x 1.960 s wide and the median |error| is "
+        f"0.6745 s (z at 0.75, the half-normal's median), so width / median |error| = "
+        f"{calibrated_ratio(0.95):.2f} (a calibrated 90% interval: {calibrated_ratio(0.90):.2f}). "
+        "Below that a 95% interval covers less than 95% unless widths adapt to each forecast's "
+        "difficulty; 3x is not reachable by calibrated Gaussian intervals of equal difficulty.",
+        f"- interval score / spread (lower is better): engine {engine['interval score / spread']:.3g}, "
+        f"seed paper {paper['interval score / spread']:.3g}.",
         f"- median |error| no larger than the seed paper's: engine {engine['median |error|']:.4g} vs "
         f"{paper['median |error|']:.4g}.",
         "",

@@ -54,11 +54,24 @@ def members(metric: str) -> tuple[str, ...]:
     return ("log_linear_N", "power_N", "fang_N")
 
 
-def forecast_draws(intervals: Intervals) -> np.ndarray:
-    """(B, m) draws of the forecast at every point from one law's bootstrap."""
-    if intervals.percentile:
-        return intervals.centre + intervals.errors
-    return intervals.centre - intervals.errors
+def forecast_draws(intervals: Intervals, support: tuple[float, float] | None = None) -> np.ndarray:
+    """(B, m) draws of the forecast at every point from one law's bootstrap, held to the metric's
+    ``support`` (its range) when given: a value the metric cannot take is no possible outcome."""
+    draws = (
+        intervals.centre + intervals.errors if intervals.percentile else intervals.centre - intervals.errors
+    )
+    return draws if support is None else np.clip(draws, *support)
+
+
+def support_of(fitted: dict[str, SplitFit]) -> tuple[float, float] | None:
+    """The range of the metric the members were fitted to (None when the rows do not name it).
+
+    Measured on the real ladders (benchmarks/results/ladders.md): with four fitted sizes the free
+    power law's one-dof resamples reach accuracies below 0 (OLMo 2xC HellaSwag: 2.5th percentile
+    -0.27), which the mixture's percentiles must not count as possible outcomes.
+    """
+    rows = next(iter(fitted.values())).rows
+    return metric_spec(str(rows["metric"].iloc[0])).range if "metric" in rows.columns else None
 
 
 def pool(draws: list[np.ndarray]) -> np.ndarray | None:
@@ -94,10 +107,8 @@ def fit_members(
 ) -> dict[str, SplitFit]:
     """Every member fitted and bootstrapped on the same split (asymptotes below ``ceiling``)."""
     bounds = registry.bounds_for(metric, ceiling)
-    return {
-        name: fit_split(registry.law(name, metric, bounds), fit_rows, held_rows, settings, seed, spread)
-        for name in members(metric)
-    }
+    laws = {name: registry.law(name, metric, bounds) for name in members(metric)}
+    return {name: fit_split(law, fit_rows, held_rows, settings, seed, spread) for name, law in laws.items()}
 
 
 def usable_members(fitted: dict[str, SplitFit]) -> dict[str, SplitFit]:
@@ -112,7 +123,8 @@ def usable_members(fitted: dict[str, SplitFit]) -> dict[str, SplitFit]:
 def pooled_draws(fitted: dict[str, SplitFit]) -> np.ndarray | None:
     """(B, m) draws of the usable members' equal-weight mixture at every point; None if none."""
     usable = usable_members(fitted)
-    return pool([forecast_draws(f.intervals) for f in usable.values()]) if usable else None
+    support = support_of(fitted)
+    return pool([forecast_draws(f.intervals, support) for f in usable.values()]) if usable else None
 
 
 def member_mixture(fitted: dict[str, SplitFit]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -121,7 +133,8 @@ def member_mixture(fitted: dict[str, SplitFit]) -> tuple[np.ndarray, np.ndarray,
     if not usable:
         nan = np.full(len(next(iter(fitted.values())).rows), np.nan)
         return nan, nan, nan
-    return mixture([forecast_draws(f.intervals) for f in usable.values()])
+    support = support_of(fitted)
+    return mixture([forecast_draws(f.intervals, support) for f in usable.values()])
 
 
 def _why_left_out(fitted: SplitFit) -> str:
