@@ -6,10 +6,13 @@ python benchmarks/bench_decisions.py --replicates 400 --ties 200 \
 The simulation (tests/decision_simulation.py) has the default's joint path: four fitted sizes with
 five checkpoints each, the additive law with its asymptote on the bound, per-run offsets and
 checkpoint noise growing with size, two seeds at L4, 100 run-bootstrap refits per fit (the fit
-stage's). Question 1 (truths drawn from a spread): the four sizes at one compute N x S; how often
-is the candidate with the highest P(best) the true best, per band of P(best)? Question 2 (an exact
-tie between two candidates): how often does the 0.8 rule still decide? Rates come with exact
-(Clopper-Pearson) 95% intervals.
+stage's). The decision reads the draws planning reads (``--forms planning``, the default): the
+equal mixture of the joint forms it pools for nDCG@10 (``planning/forecast.py`` ``FormMixture``:
+the additive and the multiplicative law), or the additive law's alone (``--forms additive``, how
+planning decided before it mixed forms). Question 1 (truths drawn from a spread): the four sizes
+at one compute N x S; how often is the candidate with the highest P(best) the true best, per band
+of P(best)? Question 2 (an exact tie between two candidates): how often does the 0.8 rule still
+decide? Rates come with exact (Clopper-Pearson) 95% intervals.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from benchmark_output import emit
 from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from decision_simulation import equal_compute, simulate, tied  # noqa: E402
+from decision_simulation import PLANNING_FORMS, equal_compute, simulate, tied  # noqa: E402
 
 BANDS = [0.0, 0.5, 0.8, 0.9, 1.0 + 1e-9]
 
@@ -38,13 +41,20 @@ def exact(k: int, n: int) -> str:
     return f"{k} of {n} ({k / n:.2f}; 95% CI [{low:.2f}, {high:.2f}])"
 
 
-def report(result: pd.DataFrame, ties: pd.DataFrame, seed: int) -> str:
+FORMS = {"planning": PLANNING_FORMS, "additive": ("additive",)}
+
+
+def report(result: pd.DataFrame, ties: pd.DataFrame, seed: int, forms: str) -> str:
     right = result["chosen"] == result["best"]
+    mixed = pd.concat([result["forms"], ties["forms"]]).value_counts()
     lines = [
         "# Calibration of planning's P(best) (simulated ladders, known truth)",
         "",
-        f"`python benchmarks/bench_decisions.py --replicates {len(result)} --ties {len(ties)} --seed {seed}`;"
-        f" bootstrap draws per fit: median {int(result['draws'].median())} of 100 refits converged.",
+        f"`python benchmarks/bench_decisions.py --replicates {len(result)} --ties {len(ties)} --seed {seed} "
+        f"--forms {forms}`; draws per decision: median {int(result['draws'].median())} (each form's "
+        "converged refits of 100, cut to the fewest any form has, times the forms mixed); forms mixed: "
+        + ", ".join(f"{name} in {count} of {len(result) + len(ties)}" for name, count in mixed.items())
+        + ".",
         "",
         "## Four sizes at one compute: is the top candidate the true best?",
         "",
@@ -80,12 +90,13 @@ def main() -> None:
     parser.add_argument("--replicates", type=int, default=400)
     parser.add_argument("--ties", type=int, default=200)
     parser.add_argument("--seed", type=int, default=2)
+    parser.add_argument("--forms", default="planning", choices=tuple(FORMS), help="whose draws decide")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
-    result = simulate(args.replicates, equal_compute, args.seed)
-    ties = simulate(args.ties, tied, args.seed + 1)
     np.seterr(all="ignore")
-    emit(report(result, ties, args.seed), args.out)
+    result = simulate(args.replicates, equal_compute, args.seed, forms=FORMS[args.forms])
+    ties = simulate(args.ties, tied, args.seed + 1, forms=FORMS[args.forms])
+    emit(report(result, ties, args.seed, args.forms), args.out)
 
 
 if __name__ == "__main__":

@@ -10,8 +10,11 @@ per-run offsets sd 0.004 and checkpoint noise sd 0.015 (tests/test_uncertainty.p
 come from). Pass --metrics PATH to time a real table instead; --config config.yaml fits it with that
 config's fitting section (e.g. the default's last_k 1, dev split) and --results DIR adds the
 reranking ceilings from DIR's collection and BM25 runs, as the workflow does (the model-form
-ensemble is fitted on every model-protocol split either way). Target (issue 12): <= 60 s with 500
-resamples on 2 cores. On a shared machine the wall time depends on the load; the CPU time of all
+ensemble is fitted on every model-protocol split either way, and the two-step forecast through
+CE@16 on every nDCG@10 model split). The time is the whole stage's
+(:func:`rerank_scaling.laws.fit_laws.fit_everything`: the engine of ``rerank-scaling forecast``,
+tables, figure, forecasts.csv and answer.md). Target (issues 12, 24): <= 60 s with 500 resamples
+on 2 cores. On a shared machine the wall time depends on the load; the CPU time of all
 processes (over 2 cores, a lower bound on a quiet machine's wall time x 2) does not.
 """
 

@@ -9,6 +9,9 @@ rule fit_laws:
     output:
         fits=f"{RESULTS}/laws/fits.parquet",
         forecasts=f"{RESULTS}/laws/forecasts.parquet",
+        # what `rerank-scaling forecast` writes for a table of runs (the same core, forecast.run)
+        forecasts_csv=f"{RESULTS}/laws/forecasts.csv",
+        answer=f"{RESULTS}/laws/answer.md",
         allocation=f"{RESULTS}/laws/allocation.parquet",
         equal_compute=f"{RESULTS}/laws/equal_compute.parquet",
         backtests=f"{RESULTS}/laws/backtests.parquet",

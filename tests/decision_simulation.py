@@ -7,7 +7,10 @@ bound (a = 1) and the other parameters drawn per replicate so that values lie ne
 0.13-0.30; a per-run offset shared by a run's checkpoints (sd 0.012 at L1) and per-checkpoint noise
 (sd 0.004 at L1), both growing with size as N^0.25; two seeds at L4; the seed spread of three L4
 seed pairs (3 dof), as the fit stage pools it. The fit is the fit stage's own (run bootstrap, 100
-refits); the decision is planning's (:func:`rerank_scaling.planning.decisions.decide`).
+refits); the decision is planning's (:func:`rerank_scaling.planning.decisions.decide`) on the draws
+of ``forms``: the additive law's alone (the default), or, as planning decides, the equal mixture
+of every joint form it pools for a rank metric (:data:`PLANNING_FORMS`,
+:class:`rerank_scaling.planning.forecast.FormMixture`), a form whose fit fails left out.
 """
 
 from __future__ import annotations
@@ -16,13 +19,18 @@ import numpy as np
 import pandas as pd
 
 from rerank_scaling.laws import forms as laws
-from rerank_scaling.laws.fitting import predict_batch
+from rerank_scaling.laws import registry
 from rerank_scaling.laws.protocols import FitSettings, fit_split
 from rerank_scaling.planning.decisions import decide
+from rerank_scaling.planning.forecast import DECISION_FORMS, FormMixture, MetricForecast
 
 SIZES = {"L1": 1.77, "L2": 3.54, "L3": 5.31, "L4": 7.08}  # the default's fitted sizes (millions)
 STEPS = np.array([0.42, 0.84, 1.26, 1.68, 2.1])  # its five checkpoints (thousand examples)
 LAW = laws.additive_law(+1, laws.metric_range("nDCG@10"))
+#: The joint forms the fit stage fits for nDCG@10 (no ceiling: the truth's asymptote is 1), by name
+JOINT = {law.name: law for law in registry.laws_for("joint_code", "nDCG@10")}
+#: The forms planning mixes for nDCG@10's decisions, the additive law first (FormMixture's primary)
+PLANNING_FORMS = tuple(name for name in DECISION_FORMS if name in JOINT)
 
 
 def noise_sd(size: float, base: float) -> float:
@@ -52,11 +60,35 @@ def ladder(rng: np.random.Generator, truth: np.ndarray) -> tuple[pd.DataFrame, t
     return pd.DataFrame(rows), (float(pairs.var(axis=1, ddof=1).mean()), 3.0)
 
 
-def simulate(replicates: int, candidates, seed: int, threshold: float = 0.8) -> pd.DataFrame:
-    """Per replicate: the verdict among ``candidates(truth) -> (labels, x)`` (None: draw another
-    truth), the true best, the true gap between the best two and the true regret of the choice."""
-    rng = np.random.default_rng(seed)
+def form_draws(
+    table: pd.DataFrame,
+    spread: tuple[float, float],
+    x: dict[str, np.ndarray],
+    seed: int,
+    forms: tuple[str, ...],
+) -> tuple[np.ndarray, tuple[str, ...]]:
+    """(B, m) draws at the candidates ``x`` (law scale) of the mixture of ``forms`` fitted to the
+    ladder (the fit stage's run bootstrap, 100 refits each), and the forms mixed."""
     settings = FitSettings(bootstrap=100, last_k=1)
+    members, names = [], []
+    for name in forms:
+        law = LAW if name == "additive" else JOINT[name]
+        done = fit_split(law, table, table.iloc[:0], settings, seed, spread)
+        if done.intervals is None:  # a failed fit: planning leaves the form out (unusable_fit)
+            continue
+        members.append(MetricForecast(law, done.result.params, +1, draws=done.intervals.params))
+        names.append(name)
+    mixture = FormMixture(tuple(members), tuple(names))
+    return mixture.sample(x["N"] * laws.SCALES["N"], x["S"] * laws.SCALES["S"]), mixture.names
+
+
+def simulate(
+    replicates: int, candidates, seed: int, threshold: float = 0.8, forms: tuple[str, ...] = ("additive",)
+) -> pd.DataFrame:
+    """Per replicate: the verdict among ``candidates(truth) -> (labels, x)`` (None: draw another
+    truth) on the draws of ``forms`` (:func:`form_draws`), the true best, the true gap between the
+    best two and the true regret of the choice."""
+    rng = np.random.default_rng(seed)
     rows = []
     while len(rows) < replicates:
         truth = random_truth(rng)
@@ -66,8 +98,7 @@ def simulate(replicates: int, candidates, seed: int, threshold: float = 0.8) -> 
         labels, x = asked
         true = LAW.predict(truth, x)
         table, spread = ladder(rng, truth)
-        done = fit_split(LAW, table, table.iloc[:0], settings, len(rows), spread)
-        draws = predict_batch(LAW, done.intervals.params, x)
+        draws, mixed = form_draws(table, spread, x, len(rows), forms)
         decision = decide(labels, draws, np.ones(len(labels)), 1.0, +1, threshold)
         chosen = labels.index(decision.candidate) if decision.candidate else None
         rows.append(
@@ -79,6 +110,7 @@ def simulate(replicates: int, candidates, seed: int, threshold: float = 0.8) -> 
                 "gap": float(np.sort(true)[-1] - np.sort(true)[-2]),
                 "regret": float(true.max() - true[chosen]) if chosen is not None else np.nan,
                 "draws": len(draws),
+                "forms": "+".join(mixed),
             }
         )
     return pd.DataFrame(rows)

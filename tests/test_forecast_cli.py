@@ -135,3 +135,60 @@ def test_the_readme_quotes_the_ladders_benchmark_as_generated():
         " ".join(readme.split())
     )
     assert f"{float(cells[5]):.1f}× the median |error|" in " ".join(readme.split())
+
+
+def test_the_fit_stage_writes_what_forecast_runs_gives_on_the_same_runs(tmp_path):
+    """Issue 24 item 6: the workflow's fit stage calls the command's core, so its forecasts.csv is
+    ``forecast_runs``' on the same runs written as a user's table (their final values, as the command
+    fits them), and its answer.md states the same question on the fit's size axis."""
+    from rerank_scaling.laws.fit_laws import fit_everything
+    from rerank_scaling.laws.protocols import FitSettings
+    from rerank_scaling.laws.synthetic import synthetic_metrics_table
+
+    sizes = {
+        f"s{i}": (n, n + 1e7, "held_out" if i == 5 else "fit")
+        for i, n in enumerate([2e6, 4e6, 8e6, 16e6, 32e6], 1)
+    }
+    table = synthetic_metrics_table(
+        sizes, objectives=("pointwise",), checkpoints=4, splits=("dev",), seeds={"s4": 2}, run_sigma=0.004
+    )
+    settings = FitSettings(metrics=("nDCG@10", "CE@16"), last_k=1, holdout_last=1, bootstrap=20, seed=3)
+    fit_everything(table, settings, tmp_path / "laws")
+    runs = table.rename(columns={"non_embedding_params": "size"})[
+        ["model", "size", "value", "step", "seed", "metric", "split", "objective", "role"]
+    ]
+    command = forecast_runs(runs, tmp_path / "command", bootstrap=20, seed=3)
+    stage = pd.read_csv(tmp_path / "laws" / "forecasts.csv")
+    pd.testing.assert_frame_equal(stage, pd.read_csv(tmp_path / "command" / "forecasts.csv"))
+    assert set(stage["model"]) == {"s5"} and {"power_N", "ensemble", "two_step"} <= set(stage["law"])
+    pd.testing.assert_frame_equal(stage, command.forecasts, check_dtype=False)
+    answer = (tmp_path / "laws" / "answer.md").read_text()
+    assert "Fitted on s1 (2M), s2 (4M), s3 (8M), s4 (16M); forecast: s5 (32M)" in answer
+    assert "(N = non-embedding parameters)" in answer
+    said = (tmp_path / "command" / "answer.md").read_text().split("## Assumed", 1)[0]
+    assert answer.replace("non-embedding parameters", "the table's size column") == said
+
+
+def test_forecasts_of_two_attention_variants_say_which_is_which():
+    """A workflow grid with attention variants (the tiny config's full and window4): forecasts.csv
+    and answer.md name the variant of each row; a user's table (one variant) keeps its columns."""
+    from rerank_scaling.forecast.run import answer_lines, forecast_metrics
+    from rerank_scaling.laws.protocols import FitSettings, prepare
+    from rerank_scaling.laws.synthetic import synthetic_metrics_table
+
+    sizes = {
+        f"s{i}": (n, n + 1e7, "held_out" if i == 4 else "fit") for i, n in enumerate([2e6, 4e6, 8e6, 16e6], 1)
+    }
+    full = synthetic_metrics_table(
+        sizes, objectives=("pointwise",), checkpoints=2, splits=("dev",), metrics=("nDCG@10",)
+    )
+    table = pd.concat([full, full.assign(attention="window4", value=full["value"] - 0.02)], ignore_index=True)
+    settings = FitSettings(metrics=("nDCG@10",), last_k=1, holdout_last=1, bootstrap=10, backtest=False)
+    result = forecast_metrics(table, settings)
+    assert result.forecasts.columns.tolist() == ["attention", *FORECAST_COLUMNS]
+    by_variant = result.forecasts[result.forecasts["law"] == "ensemble"].set_index("attention")["forecast"]
+    assert by_variant["full"] > by_variant["window4"]  # the variants' rows are not each other's
+    answer = "\n".join(answer_lines(result, prepare(table, settings), "non_embedding"))
+    assert "- pointwise, attention window4, s4 (16M) by ensemble" in answer
+    alone = forecast_metrics(full, settings)
+    assert alone.forecasts.columns.tolist() == FORECAST_COLUMNS

@@ -1,9 +1,13 @@
 """Forecast from any table of runs with the workflow's own engine (issue 24, item 6).
 
-``forecast_runs`` checks the table (:mod:`.table`), adds a held-out row per requested target size
-(no observation), runs every protocol, law, the model-form ensemble, the two-step forecast and the
-rolling-origin backtests exactly as the fit stage does (:func:`rerank_scaling.laws.protocols.run_protocols`),
-and writes to ``out``:
+Two parts: ``forecast_runs`` is the front for a user's table: it checks the table (:mod:`.table`),
+adds a held-out row per requested target size (no observation) and chooses the settings a table of
+runs gets (its final values: ``last_k`` = ``holdout_last`` = 1); :func:`forecast_metrics` is the core
+the fit stage of the workflow calls too (:func:`rerank_scaling.laws.fit_laws.fit_everything`): on a
+metrics table and :class:`~rerank_scaling.laws.protocols.FitSettings`, every protocol, law, the
+model-form ensemble, the two-step forecast and the rolling-origin backtests
+(:func:`rerank_scaling.laws.protocols.run_protocols`), returned as a :class:`Forecast`. Written to
+``out`` (the fit stage writes the first and the last into its own folder, beside its tables):
 
 * ``forecasts.csv``: one row per held-out point and per target size, of the headline laws
   (``laws.registry.HEADLINE``): ``metric, objective, split, law, protocol, model, size, step,
@@ -17,7 +21,7 @@ and writes to ``out``:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +30,7 @@ import pandas as pd
 from rerank_scaling.atomic import write_text
 from rerank_scaling.forecast.table import Runs, TableError, read_table, to_metrics
 from rerank_scaling.laws import backtests, registry
-from rerank_scaling.laws.protocols import FitSettings, run_protocols
+from rerank_scaling.laws.protocols import GROUP_KEYS, FitSettings, prepare, run_protocols
 from rerank_scaling.records import MetricSpec, metric_spec, register_metric
 from rerank_scaling.report.answer import Question, forecast_lines
 
@@ -43,6 +47,7 @@ class Forecast:
     calibration: pd.DataFrame
     notes: tuple[str, ...]
     every: pd.DataFrame  # every protocol's and law's forecast rows (run_protocols' forecasts)
+    backtests: pd.DataFrame  # the rolling-origin backtests' points (run_protocols' third table)
 
 
 def with_targets(metrics: pd.DataFrame, targets: tuple[float, ...]) -> pd.DataFrame:
@@ -66,12 +71,21 @@ def with_targets(metrics: pd.DataFrame, targets: tuple[float, ...]) -> pd.DataFr
 
 
 def headline(forecasts: pd.DataFrame) -> pd.DataFrame:
-    """Held-out sizes (and targets) at their final step, by the headline laws (Table 8's selection)."""
+    """Held-out sizes (and targets) at their final step, by the headline laws (Table 8's selection).
+
+    Columns ``FORECAST_COLUMNS``, preceded by each other group key that takes several values (a
+    workflow grid with attention variants, families or annotation sources: without it two rows would
+    read the same); a user's table has one value of each, so its columns are ``FORECAST_COLUMNS``."""
     if forecasts.empty:
         return pd.DataFrame(columns=FORECAST_COLUMNS)
     sizes = forecasts["held_out"] & (forecasts["role"] == "held_out") & forecasts["final"]
     rows = forecasts[sizes & forecasts["law"].isin(registry.HEADLINE)]
-    return rows.reindex(columns=FORECAST_COLUMNS).reset_index(drop=True)
+    return rows.reindex(columns=[*varying_keys(rows), *FORECAST_COLUMNS]).reset_index(drop=True)
+
+
+def varying_keys(rows: pd.DataFrame) -> list[str]:
+    """The group keys outside ``FORECAST_COLUMNS`` that take several values in ``rows``."""
+    return [k for k in GROUP_KEYS if k not in FORECAST_COLUMNS and k in rows and rows[k].nunique() > 1]
 
 
 def forecast_runs(
@@ -102,11 +116,21 @@ def forecast_runs(
         run_sigma=run_sigma,
         uncertainty=uncertainty,
     )
-    fits, forecasts, points = run_protocols(with_targets(checked.metrics, tuple(target_sizes)), settings)
-    result = Forecast(headline(forecasts), fits, backtests.calibration(points), checked.notes, forecasts)
+    table = with_targets(checked.metrics, tuple(target_sizes))
+    result = replace(forecast_metrics(table, settings), notes=checked.notes)
     if out is not None:
-        write(result, checked.metrics, Path(out))
+        write(result, prepare(checked.metrics, settings), Path(out), "size")
     return result
+
+
+def forecast_metrics(metrics: pd.DataFrame, settings: FitSettings, workers: int = 1) -> Forecast:
+    """The engine on a long metrics table (the workflow's ``metrics/all.parquet`` or a user's table
+    turned into its columns by :func:`.table.to_metrics`): every protocol and law of
+    :func:`~rerank_scaling.laws.protocols.run_protocols`, ``workers`` groups at a time, the headline
+    forecasts at the held-out sizes (:func:`headline`) and the backtests' calibration
+    (:func:`rerank_scaling.laws.backtests.calibration`). The fit stage and ``forecast_runs`` both call it."""
+    fits, forecasts, points = run_protocols(metrics, settings, workers)
+    return Forecast(headline(forecasts), fits, backtests.calibration(points), (), forecasts, points)
 
 
 def _check_range(metrics: pd.DataFrame, source: str) -> None:
@@ -120,20 +144,29 @@ def _check_range(metrics: pd.DataFrame, source: str) -> None:
             )
 
 
-def write(result: Forecast, metrics: pd.DataFrame, out: Path) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    write_text(out / "forecasts.csv", result.forecasts.to_csv(index=False))
+def write(result: Forecast, points: pd.DataFrame, out: Path, size_axis: str) -> None:
+    """Every file of the module docstring (:func:`write_answer`'s two, fits.csv, calibration.csv)."""
+    write_answer(result, points, out, size_axis)
     write_text(
         out / "fits.csv", result.fits.drop(columns=["params_draws"], errors="ignore").to_csv(index=False)
     )
     write_text(out / "calibration.csv", result.calibration.to_csv(index=False))
-    write_text(out / "answer.md", "\n".join(answer_lines(result, metrics)))
 
 
-def answer_lines(result: Forecast, metrics: pd.DataFrame) -> list[str]:
-    """answer.md: per metric and split, the workflow's question and forecast lines; then the notes."""
+def write_answer(result: Forecast, points: pd.DataFrame, out: Path, size_axis: str) -> None:
+    """forecasts.csv and answer.md; ``points`` are the fitted points
+    (:func:`~rerank_scaling.laws.protocols.prepare`), ``size_axis`` a key of
+    :data:`rerank_scaling.report.answer.SIZE_AXES` naming their N."""
+    out.mkdir(parents=True, exist_ok=True)
+    write_text(out / "forecasts.csv", result.forecasts.to_csv(index=False))
+    write_text(out / "answer.md", "\n".join(answer_lines(result, points, size_axis)))
+
+
+def answer_lines(result: Forecast, points: pd.DataFrame, size_axis: str = "size") -> list[str]:
+    """answer.md: per metric and split of the fitted ``points``, the workflow's question and forecast
+    lines; then the notes."""
     lines = ["# Forecasts from a table of runs", ""]
-    for (name, split), rows in metrics.groupby(["metric", "split"]):
+    for (name, split), rows in points.groupby(["metric", "split"]):
         sizes = rows.groupby(["model", "role"], as_index=False)["size"].first().sort_values("size")
 
         def pairs(role: str, sizes: pd.DataFrame = sizes) -> tuple[tuple[str, float], ...]:
@@ -141,8 +174,10 @@ def answer_lines(result: Forecast, metrics: pd.DataFrame) -> list[str]:
             return tuple(zip(part["model"], part["size"].astype(float), strict=True))
 
         shown = result.forecasts[(result.forecasts["metric"] == name) & (result.forecasts["split"] == split)]
+        for key in varying_keys(shown):  # say which variant a row is, as forecasts.csv does
+            shown = shown.assign(objective=shown["objective"] + f", {key} " + shown[key].astype(str))
         forecast = tuple(dict(zip(shown["model"], shown["size"].astype(float), strict=True)).items())
-        lines += forecast_lines(Question(name, split, "size", pairs("fit"), forecast), shown)
+        lines += forecast_lines(Question(name, split, size_axis, pairs("fit"), forecast), shown)
     if result.notes:
         lines += ["## Assumed", "", *[f"- {note}" for note in result.notes], ""]
     return lines

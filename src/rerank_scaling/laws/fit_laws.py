@@ -6,9 +6,13 @@
 With the collection, the BM25 runs of the fitted splits and the evaluation section, the asymptotes
 of rank metrics are bounded by the reranking ceiling (:mod:`rerank_scaling.laws.ceiling`).
 
-Writes into DIR: fits.parquet, forecasts.parquet, backtests.parquet, allocation.parquet,
-equal_compute.parquet, tables/<name>.{csv,md,tex} for each name in TABLES and
-figures/calibration.{png,pdf} (nominal vs empirical coverage of the rolling-origin backtests).
+The fitting is ``rerank-scaling forecast``'s own core (:func:`rerank_scaling.forecast.run.forecast_metrics`),
+so the workflow and a user's table of runs get the same engine. Writes into DIR: fits.parquet,
+forecasts.parquet, backtests.parquet, allocation.parquet, equal_compute.parquet,
+tables/<name>.{csv,md,tex} for each name in TABLES, figures/calibration.{png,pdf} (nominal vs
+empirical coverage of the rolling-origin backtests), and the command's forecasts.csv (the headline
+laws at the held-out sizes' final checkpoints) and answer.md
+(:func:`rerank_scaling.forecast.run.write_answer`).
 A group whose fit fails yields a row with status "failed" and its reason, one whose parameters are
 not identified a row with status "degenerate" and its reason; the stage itself does not fail.
 """
@@ -23,10 +27,11 @@ from pathlib import Path
 import pandas as pd
 
 from rerank_scaling.atomic import write_table
+from rerank_scaling.forecast.run import forecast_metrics, write_answer
 from rerank_scaling.laws import backtests, law_tables
 from rerank_scaling.laws.allocation import allocation_table, equal_compute
 from rerank_scaling.laws.ceiling import split_ceilings
-from rerank_scaling.laws.protocols import FitSettings, prepare, run_protocols
+from rerank_scaling.laws.protocols import FitSettings, prepare
 from rerank_scaling.settings import parse_json_arg, settings_from_dict
 
 TABLES = (
@@ -50,16 +55,17 @@ log = logging.getLogger(__name__)
 def fit_everything(table: pd.DataFrame, settings: FitSettings, out_dir: Path, workers: int = 1) -> None:
     from rerank_scaling.laws import calibration_figure as figures  # matplotlib only where drawn
 
-    fits, forecasts, points = run_protocols(table, settings, workers)
+    result = forecast_metrics(table, settings, workers)
+    fits, forecasts, points, calibration = result.fits, result.every, result.backtests, result.calibration
     allocation = allocation_table(fits, forecasts, settings.step_axis) if len(fits) else pd.DataFrame()
+    prepared = prepare(table, settings)
     pair = settings.equal_compute
-    compared = equal_compute(prepare(table, settings), *pair, settings.step_axis) if pair else pd.DataFrame()
+    compared = equal_compute(prepared, *pair, settings.step_axis) if pair else pd.DataFrame()
     if len(fits):
         counts = fits["status"].value_counts().to_dict()
         log.info(
             "%d fits %s, %d forecast rows, %d backtest points", len(fits), counts, len(forecasts), len(points)
         )
-    calibration = backtests.calibration(points)
     for name, frame in (
         ("fits", fits),
         ("forecasts", forecasts),
@@ -74,6 +80,7 @@ def fit_everything(table: pd.DataFrame, settings: FitSettings, out_dir: Path, wo
     assert tuple(tables) == TABLES, "law_tables.all_tables and TABLES name the same tables"
     law_tables.write_all(tables, out_dir / "tables")
     figures.save_figure(figures.calibration(calibration), out_dir / "figures" / "calibration")
+    write_answer(result, prepared, out_dir, settings.size_axis)
 
 
 def main(argv: list[str] | None = None) -> None:
