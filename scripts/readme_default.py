@@ -123,8 +123,20 @@ def workflow_time_line(results: Path) -> str:
     return (
         f"Whole-DAG wall time (`workflow_time.json`): **{record['wall_min']:.1f} min** for {record['jobs']} "
         f"jobs on {record['cores']} cores, {kind}; load average at the end "
-        f"{record['load_average_1min_at_end']} on {record['cpus_on_machine']} CPUs."
+        f"{record['load_average_1min_at_end']} on {record['cpus_on_machine']} CPUs; "
+        f"CPU: {run_cpu(results, record)}."
     )
+
+
+def run_cpu(results: Path, record: dict) -> str:
+    """The CPU the run ran on: ``workflow_time.json``'s, else the device of the profiles planning
+    measured in the same run (``planning/profiles.json``; runs before the json recorded it)."""
+    if record.get("cpu"):
+        return str(record["cpu"])
+    path = results / "planning" / "profiles.json"
+    profiles = json.loads(path.read_text())["profiles"] if path.exists() else []
+    devices = {str(p["device"]).removeprefix("cpu: ") for p in profiles if p.get("device")}
+    return f"{', '.join(sorted(devices))} (`planning/profiles.json`)" if devices else "not recorded"
 
 
 def calibration_line(tables: Path) -> str:

@@ -19,6 +19,7 @@ import yaml
 from conftest import REPO, job_table, snakemake_command, workflow_env
 
 from rerank_scaling.laws.forecast_status import STATUSES
+from rerank_scaling.precision import cpu_name
 from rerank_scaling.report.browser import (
     INSTALL_HINT,
     find_chromium,
@@ -87,6 +88,7 @@ def test_the_dag_runs_end_to_end(workflow):
     timing = json.loads((results / "workflow_time.json").read_text())  # the Snakefile's onsuccess
     assert timing["last_run"] == timing["last_fresh_run"]
     assert timing["last_run"]["jobs"] >= 2 * len(runs) and timing["last_run"]["wall_s"] > 0
+    assert timing["last_run"]["cpu"] == cpu_name()  # timings compare only within one CPU
     assert (results / "figures" / "model_scaling__nDCG-10__dev.png").stat().st_size > 10_000
     decisions = pd.read_csv(results / "planning" / "decisions.csv")  # the plan rule's answers
     assert list(decisions.columns[:4]) == ["objective", "metric", "budget", "verdict"] and len(decisions)
@@ -281,7 +283,8 @@ def test_the_readme_block_and_the_pointwise_table_read_a_finished_run(workflow, 
         command = [sys.executable, script, str(overlay), "--results", str(tmp_path)]
         return subprocess.run(command, capture_output=True, text=True, env=workflow_env(), cwd=benchmarks)
 
-    assert NO_CHECK in readme_block()
+    block = readme_block()
+    assert NO_CHECK in block and f"CPU: {cpu_name()}." in block
     failed = pointwise_table()
     assert failed.returncode != 0 and "no held-out check for pointwise on dev" in failed.stderr
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rerank_scaling.atomic import write_text
+from rerank_scaling.precision import cpu_name
 
 FINISHED = re.compile(r"^Finished job(id)?:? ", re.M)
 
@@ -51,6 +52,7 @@ def record(
         "cores": cores,
         "fresh": bool(started["fresh"]),
         "cpus_on_machine": os.cpu_count(),
+        "cpu": cpu_name(),  # benchmark numbers compare only within one CPU (bf16 units differ)
         "load_average_1min_at_end": round(os.getloadavg()[0], 2),
         "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }
