@@ -34,7 +34,7 @@ from benchmark_output import emit
 
 from rerank_scaling.laws.ceiling import split_ceilings
 from rerank_scaling.laws.fit_laws import fit_everything
-from rerank_scaling.laws.protocols import FitSettings
+from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.laws.synthetic import synthetic_metrics_table
 
 LADDER = {f"L{k}": (1.77e6 * k, 1.77e6 * k + 11.7e6, "fit" if k < 4 else "held_out") for k in range(1, 5)}

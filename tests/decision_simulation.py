@@ -20,7 +20,8 @@ import pandas as pd
 
 from rerank_scaling.laws import forms as laws
 from rerank_scaling.laws import registry
-from rerank_scaling.laws.protocols import FitSettings, fit_split
+from rerank_scaling.laws.fit_settings import FitSettings
+from rerank_scaling.laws.protocols import fit_split
 from rerank_scaling.planning.decisions import decide
 from rerank_scaling.planning.forecast import DECISION_FORMS, FormMixture, MetricForecast
 

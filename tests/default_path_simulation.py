@@ -25,7 +25,8 @@ import pandas as pd
 
 from rerank_scaling.laws import forms as laws
 from rerank_scaling.laws.ensemble import fit_members, member_mixture
-from rerank_scaling.laws.protocols import FitSettings, fit_split
+from rerank_scaling.laws.fit_settings import FitSettings
+from rerank_scaling.laws.protocols import fit_split
 
 SIZES = {"L1": 1.77, "L2": 3.54, "L3": 5.31, "L4": 7.08, "L6": 10.62}
 HELD_OUT = "L6"

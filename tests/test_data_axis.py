@@ -14,7 +14,8 @@ from rerank_scaling.config import ConfigError, validate_config
 from rerank_scaling.data.annotations import TooShortToSplit, ict_groups, ict_pointwise
 from rerank_scaling.data.subsets import annotated_pairs, nested_subset, subset_examples, subset_size
 from rerank_scaling.grid import Grid, RunSpec
-from rerank_scaling.laws.protocols import FitSettings, prepare, splits_for
+from rerank_scaling.laws.fit_settings import FitSettings
+from rerank_scaling.laws.protocols import prepare, splits_for
 from rerank_scaling.laws.synthetic import synthetic_metrics_table
 from rerank_scaling.planning.annotation_prices import data_price
 from rerank_scaling.planning.plan_settings import PlanSettings

@@ -14,7 +14,8 @@ from scipy import stats
 
 from rerank_scaling.laws import forms as laws
 from rerank_scaling.laws.allocation import allocation_table
-from rerank_scaling.laws.protocols import FitSettings, run_protocols
+from rerank_scaling.laws.fit_settings import FitSettings
+from rerank_scaling.laws.runner import run_protocols
 from rerank_scaling.planning.decisions import argmax_statistics, decide
 from rerank_scaling.planning.forecast import MetricForecast, ValidatedRange
 

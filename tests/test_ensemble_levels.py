@@ -7,8 +7,8 @@ import pandas as pd
 from default_path_simulation import replicate
 
 from rerank_scaling.laws.ensemble import fit_ensemble
+from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.laws.forecast_status import StatusRule
-from rerank_scaling.laws.protocols import FitSettings
 
 KEYS = {
     "family": "ladder", "objective": "pointwise", "attention": "full", "metric": "nDCG@10", "split": "dev",

@@ -142,7 +142,7 @@ def test_the_fit_stage_writes_what_forecast_runs_gives_on_the_same_runs(tmp_path
     ``forecast_runs``' on the same runs written as a user's table (their final values, as the command
     fits them), and its answer.md states the same question on the fit's size axis."""
     from rerank_scaling.laws.fit_laws import fit_everything
-    from rerank_scaling.laws.protocols import FitSettings
+    from rerank_scaling.laws.fit_settings import FitSettings
     from rerank_scaling.laws.synthetic import synthetic_metrics_table
 
     sizes = {
@@ -173,7 +173,8 @@ def test_forecasts_of_two_attention_variants_say_which_is_which():
     """A workflow grid with attention variants (the tiny config's full and window4): forecasts.csv
     and answer.md name the variant of each row; a user's table (one variant) keeps its columns."""
     from rerank_scaling.forecast.run import answer_lines, forecast_metrics
-    from rerank_scaling.laws.protocols import FitSettings, prepare
+    from rerank_scaling.laws.fit_settings import FitSettings
+    from rerank_scaling.laws.protocols import prepare
     from rerank_scaling.laws.synthetic import synthetic_metrics_table
 
     sizes = {

@@ -7,8 +7,9 @@ import pandas as pd
 import pytest
 
 from rerank_scaling.laws import forms as laws
+from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.laws.forecast_status import StatusRule, validated_ratio
-from rerank_scaling.laws.protocols import FitSettings, fit_one
+from rerank_scaling.laws.protocols import fit_one
 
 LAW = laws.power_law("N", +1, laws.metric_range("nDCG@10"))
 KEYS = {

@@ -9,10 +9,11 @@ import pytest
 from rerank_scaling.laws import forms as laws
 from rerank_scaling.laws.allocation import allocation_table
 from rerank_scaling.laws.backtests import backtest_group, rolling_origins
+from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.laws.fitting import fit_law, refit_batch
 from rerank_scaling.laws.identifiability import degenerate_reasons
 from rerank_scaling.laws.law_tables import n_over_n_star
-from rerank_scaling.laws.protocols import FitSettings, _but_last, fit_split, prepare, splits_for
+from rerank_scaling.laws.protocols import but_last_checkpoints, fit_split, prepare, splits_for
 from rerank_scaling.laws.synthetic import synthetic_metrics_table
 from rerank_scaling.settings import settings_from_dict
 
@@ -113,7 +114,7 @@ def test_joint_protocols_split_as_the_paper_text_and_code_do():
 
 def test_but_last_keeps_the_model_column():
     """pandas 3's groupby(...).apply drops the grouping column; Table 4 lost its model labels."""
-    kept = _but_last(_group(), 2)
+    kept = but_last_checkpoints(_group(), 2)
     assert "model" in kept.columns and kept["model"].notna().all()
     assert kept.groupby("model")["checkpoint"].max().eq(4).all()
 

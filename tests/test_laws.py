@@ -170,7 +170,7 @@ def test_fit_stage_end_to_end_on_a_synthetic_table(tmp_path):
 
 
 def test_bad_fitting_settings_name_the_key(tmp_path):
-    from rerank_scaling.laws.protocols import FitSettings
+    from rerank_scaling.laws.fit_settings import FitSettings
     from rerank_scaling.settings import settings_from_dict
 
     with pytest.raises(ValueError, match="fitting.*boostrap"):

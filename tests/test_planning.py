@@ -233,7 +233,7 @@ def joint_fit_rows(status: dict[str, tuple[str, str]], validated_ratio: float = 
 def plan_of(fits: pd.DataFrame, value_per_point: float | None):
     from test_laws import synthetic_metrics_table
 
-    from rerank_scaling.laws.protocols import FitSettings
+    from rerank_scaling.laws.fit_settings import FitSettings
     from rerank_scaling.planning.forecast import run_stats
     from rerank_scaling.planning.plan_rows import make_plan
     from rerank_scaling.planning.plan_settings import PlanSettings

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.laws.forecast_status import StatusRule
-from rerank_scaling.laws.protocols import FitSettings
 from rerank_scaling.laws.two_step import fit_two_step
 
 SIZES = {"L1": 1.77, "L2": 3.54, "L3": 5.31, "L4": 7.08, "L6": 10.62}

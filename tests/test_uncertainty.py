@@ -24,7 +24,8 @@ import pandas as pd
 import pytest
 
 from rerank_scaling.laws import forms as laws
-from rerank_scaling.laws.protocols import FitSettings, fit_split
+from rerank_scaling.laws.fit_settings import FitSettings
+from rerank_scaling.laws.protocols import fit_split
 
 TRUTH = np.array([0.40, 0.20, 0.6])  # a, b, c of M = a - b N^-c, N in millions
 SIZES = 1.77 * np.arange(1, 5)

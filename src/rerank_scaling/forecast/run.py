@@ -4,9 +4,9 @@ Two parts: ``forecast_runs`` is the front for a user's table: it checks the tabl
 adds a held-out row per requested target size (no observation) and chooses the settings a table of
 runs gets (its final values: ``last_k`` = ``holdout_last`` = 1); :func:`forecast_metrics` is the core
 the fit stage of the workflow calls too (:func:`rerank_scaling.laws.fit_laws.fit_everything`): on a
-metrics table and :class:`~rerank_scaling.laws.protocols.FitSettings`, every protocol, law, the
+metrics table and :class:`~rerank_scaling.laws.fit_settings.FitSettings`, every protocol, law, the
 model-form ensemble, the two-step forecast and the rolling-origin backtests
-(:func:`rerank_scaling.laws.protocols.run_protocols`), returned as a :class:`Forecast`. Written to
+(:func:`rerank_scaling.laws.runner.run_protocols`), returned as a :class:`Forecast`. Written to
 ``out`` (the fit stage writes the first and the last into its own folder, beside its tables):
 
 * ``forecasts.csv``: one row per held-out point and per target size, of the headline laws
@@ -30,7 +30,9 @@ import pandas as pd
 from rerank_scaling.atomic import write_text
 from rerank_scaling.forecast.table import Runs, TableError, read_table, to_metrics
 from rerank_scaling.laws import backtests, registry
-from rerank_scaling.laws.protocols import GROUP_KEYS, FitSettings, prepare, run_protocols
+from rerank_scaling.laws.fit_settings import GROUP_KEYS, FitSettings
+from rerank_scaling.laws.protocols import prepare
+from rerank_scaling.laws.runner import run_protocols
 from rerank_scaling.records import MetricSpec, metric_spec, register_metric
 from rerank_scaling.report.answer import Question, forecast_lines
 
@@ -126,7 +128,7 @@ def forecast_runs(
 def forecast_metrics(metrics: pd.DataFrame, settings: FitSettings, workers: int = 1) -> Forecast:
     """The engine on a long metrics table (the workflow's ``metrics/all.parquet`` or a user's table
     turned into its columns by :func:`.table.to_metrics`): every protocol and law of
-    :func:`~rerank_scaling.laws.protocols.run_protocols`, ``workers`` groups at a time, the headline
+    :func:`~rerank_scaling.laws.runner.run_protocols`, ``workers`` groups at a time, the headline
     forecasts at the held-out sizes (:func:`headline`) and the backtests' calibration
     (:func:`rerank_scaling.laws.backtests.calibration`). The fit stage and ``forecast_runs`` both call it."""
     fits, forecasts, points = run_protocols(metrics, settings, workers)

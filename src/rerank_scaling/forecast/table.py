@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from rerank_scaling.laws.protocols import GROUP_KEYS
+from rerank_scaling.laws.fit_settings import GROUP_KEYS
 
 REQUIRED = ("model", "size", "value")
 OPTIONAL = ("step", "tokens", "seed", "metric", "split", "objective", "role", "queries")

@@ -24,8 +24,8 @@ import json
 import numpy as np
 import pandas as pd
 
+from rerank_scaling.laws.fit_settings import GROUP_KEYS
 from rerank_scaling.laws.forms import SCALES
-from rerank_scaling.laws.protocols import GROUP_KEYS
 
 #: Below this N or D exponent the metric does not scale along that axis in the fitted range, and a
 #: compute-optimal size is undefined (1/(gamma+delta) explodes): such fits get N* = NaN.

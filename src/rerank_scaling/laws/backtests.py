@@ -30,8 +30,9 @@ from scipy import stats
 from rerank_scaling.laws import registry
 from rerank_scaling.laws.ensemble import NAME as ENSEMBLE
 from rerank_scaling.laws.ensemble import fit_members, forecast_draws, pooled_draws, usable_members
+from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.laws.forecast_status import log_linear_forecast
-from rerank_scaling.laws.protocols import FitSettings, _last, ceiling_of, fit_split
+from rerank_scaling.laws.protocols import ceiling_of, fit_split, last_checkpoints
 
 #: Nominal levels of the calibration curve.
 LEVELS = (0.5, 0.68, 0.8, 0.9, 0.95, 0.99)
@@ -46,7 +47,7 @@ def rolling_origins(group: pd.DataFrame) -> list[tuple[int, list[str], str]]:
 
 
 def _protocol_rows(protocol: str, rows: pd.DataFrame, settings: FitSettings) -> pd.DataFrame:
-    return _last(rows, settings.size_points) if protocol == "model" else rows
+    return last_checkpoints(rows, settings.size_points) if protocol == "model" else rows
 
 
 def backtest_group(
@@ -67,8 +68,8 @@ def backtest_group(
     ceiling = ceiling_of(settings, keys)
     frames = []
     for k, fitted, following in rolling_origins(group):
-        finals = _last(group[group["model"].isin(fitted)], 1)  # each fitted size's final value
-        target = _last(group[group["model"] == following], 1)
+        finals = last_checkpoints(group[group["model"].isin(fitted)], 1)  # each fitted size's final value
+        target = last_checkpoints(group[group["model"] == following], 1)
         common = {
             **keys,
             "origin": k,

@@ -39,9 +39,10 @@ import numpy as np
 import pandas as pd
 
 from rerank_scaling.laws import registry
+from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.laws.fit_statistics import Intervals, forecast_errors
 from rerank_scaling.laws.forecast_status import StatusRule
-from rerank_scaling.laws.protocols import FitSettings, SplitFit, fit_split, forecast_rows
+from rerank_scaling.laws.protocols import SplitFit, fit_split, forecast_rows
 from rerank_scaling.records import metric_spec
 
 NAME = "ensemble"

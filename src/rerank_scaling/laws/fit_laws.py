@@ -31,7 +31,8 @@ from rerank_scaling.forecast.run import forecast_metrics, write_answer
 from rerank_scaling.laws import backtests, law_tables
 from rerank_scaling.laws.allocation import allocation_table, equal_compute
 from rerank_scaling.laws.ceiling import split_ceilings
-from rerank_scaling.laws.protocols import FitSettings, prepare
+from rerank_scaling.laws.fit_settings import FitSettings
+from rerank_scaling.laws.protocols import prepare
 from rerank_scaling.settings import parse_json_arg, settings_from_dict
 
 TABLES = (

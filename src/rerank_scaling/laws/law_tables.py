@@ -23,7 +23,7 @@ import pandas as pd
 
 from rerank_scaling.atomic import write_text
 from rerank_scaling.laws import registry
-from rerank_scaling.laws.protocols import GROUP_KEYS
+from rerank_scaling.laws.fit_settings import GROUP_KEYS
 
 KEYS = GROUP_KEYS[1:]  # objective, attention, metric, split, annotation source
 FIT_COLUMNS = ["status", "reason", "significance", "p_value", "n_units"]

@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -38,7 +38,7 @@ import pandas as pd
 
 from rerank_scaling.laws import forms as laws
 from rerank_scaling.laws import registry
-from rerank_scaling.laws.converged import converged_split, explain_refusal
+from rerank_scaling.laws.fit_settings import GROUP_KEYS, PROTOCOLS, SIZE_COLUMNS, FitSettings
 from rerank_scaling.laws.fit_statistics import (
     Intervals,
     VarianceComponents,
@@ -49,76 +49,10 @@ from rerank_scaling.laws.fit_statistics import (
     variance_components,
 )
 from rerank_scaling.laws.fitting import FitResult, fit_law
-from rerank_scaling.laws.forecast_status import StatusRule, judge, validated_ratio
+from rerank_scaling.laws.forecast_status import StatusRule, judge
 from rerank_scaling.laws.identifiability import degenerate_reasons, too_few_levels
 
 log = logging.getLogger(__name__)
-GROUP_KEYS = ["family", "objective", "attention", "metric", "split", "annotations"]
-PROTOCOLS = ("model", "data", "joint_text", "joint_code")
-JOINT_PROTOCOLS = ("joint_text", "joint_code")
-SIZE_COLUMNS = {"non_embedding": "non_embedding_params", "total": "params"}
-DATA_AXES = ("checkpoints", "fractions")
-
-
-@dataclass(frozen=True)
-class FitSettings:
-    """Config ``fitting``."""
-
-    metrics: tuple[str, ...] = ("nDCG@10",)
-    splits: tuple[str, ...] | None = None
-    size_axis: str = "non_embedding"  # or "total"
-    step_axis: str = "step"  # or "examples"
-    last_k: int = 10
-    holdout_last: int = 5
-    bootstrap: int = 500
-    seed: int = 0
-    loss: str = "least_squares"  # or "huber_log"
-    huber_delta: float = 1e-3
-    bnsl_breaks: int = 1
-    equal_compute: tuple[str, ...] | None = None
-    uncertainty: str = "run"  # or "iid" (the paper's i.i.d. bootstrap)
-    joint_protocol: str = "code"  # or "text": which joint protocol planning uses
-    data_axis: str = "checkpoints"  # or "fractions": the points of the data and joint laws
-    run_sigma: float | None = None  # run-to-run sd when neither seeds nor spare sizes estimate it
-    backtest: bool = True  # rolling-origin backtests over sizes
-    validated_ratio: float | None = None  # extrapolation a forecast may make (null: the backtests')
-    usable_half_width: float = 0.0  # a 95% half-width always narrow enough to decide with
-    # (split, metric, oracle value of the reranked candidates): set by the fit stage from the BM25
-    # runs and qrels (:mod:`rerank_scaling.laws.ceiling`), not a config key
-    ceilings: tuple[tuple[str, str, float], ...] = ()
-
-    @property
-    def held_points(self) -> int:
-        """Points per size the data and joint_text protocols hold out: the largest fraction on the
-        fractions axis (a few runs, not a dozen checkpoints), else ``holdout_last``."""
-        return 1 if self.data_axis == "fractions" else self.holdout_last
-
-    @property
-    def size_points(self) -> int:
-        """Points per size the model protocol fits: the full-data run's end on the fractions axis."""
-        return 1 if self.data_axis == "fractions" else self.last_k
-
-    def __post_init__(self) -> None:
-        choices = {
-            "size_axis": tuple(SIZE_COLUMNS),
-            "step_axis": ("step", "examples"),
-            "loss": ("least_squares", "huber_log"),
-            "uncertainty": ("run", "iid"),
-            "joint_protocol": ("code", "text"),
-            "data_axis": DATA_AXES,
-        }
-        for key, allowed in choices.items():
-            if getattr(self, key) not in allowed:
-                raise ValueError(
-                    f"fitting.{key} = {getattr(self, key)!r}: choose one of {', '.join(allowed)}"
-                )
-
-
-@dataclass
-class ProtocolOutput:
-    fits: list[dict[str, Any]] = field(default_factory=list)
-    forecasts: list[pd.DataFrame] = field(default_factory=list)
-    backtests: list[pd.DataFrame] = field(default_factory=list)
 
 
 def _selected(table: pd.DataFrame, settings: FitSettings) -> pd.DataFrame:
@@ -207,11 +141,11 @@ def seed_spread(table: pd.DataFrame, settings: FitSettings) -> dict[str, tuple[f
     return result
 
 
-def _last(frame: pd.DataFrame, k: int) -> pd.DataFrame:
+def last_checkpoints(frame: pd.DataFrame, k: int) -> pd.DataFrame:
     return frame.sort_values(["model", "step"]).groupby("model").tail(k)
 
 
-def _but_last(frame: pd.DataFrame, k: int) -> pd.DataFrame:
+def but_last_checkpoints(frame: pd.DataFrame, k: int) -> pd.DataFrame:
     """Every checkpoint of each model but its last ``k`` (keeps every column, ``model`` included).
 
     ``groupby(...).apply`` drops the grouping column under pandas 3, which left Table 4's rows
@@ -227,13 +161,21 @@ def splits_for(
     """(label, fit rows, held-out rows) of a protocol on one group."""
     fit_sizes, held_sizes = group[group["role"] == "fit"], group[group["role"] == "held_out"]
     if protocol == "model":
-        yield "model", _last(fit_sizes, settings.size_points), _last(held_sizes, settings.size_points)
+        yield (
+            "model",
+            last_checkpoints(fit_sizes, settings.size_points),
+            last_checkpoints(held_sizes, settings.size_points),
+        )
     elif protocol == "data":
         for model, rows in group.groupby("model"):
-            yield f"data:{model}", _but_last(rows, settings.held_points), _last(rows, settings.held_points)
+            yield (
+                f"data:{model}",
+                but_last_checkpoints(rows, settings.held_points),
+                last_checkpoints(rows, settings.held_points),
+            )
     elif protocol == "joint_text":
-        held = pd.concat([_last(fit_sizes, settings.held_points), held_sizes])
-        yield "joint_text", _but_last(fit_sizes, settings.held_points), held
+        held = pd.concat([last_checkpoints(fit_sizes, settings.held_points), held_sizes])
+        yield "joint_text", but_last_checkpoints(fit_sizes, settings.held_points), held
     elif protocol == "joint_code":
         yield "joint_code", fit_sizes, held_sizes
     else:
@@ -431,116 +373,3 @@ def fit_one(
         }
     )
     return record, forecast
-
-
-def status_rule(settings: FitSettings, backtests: pd.DataFrame, group: pd.DataFrame) -> StatusRule:
-    """The forecast-status rule of a group: the configured validated ratio, else its backtests'."""
-    ratio = settings.validated_ratio
-    if ratio is None:
-        ratio = validated_ratio(backtests, group.groupby("model")["N"].first())
-    return StatusRule(ratio, settings.usable_half_width)
-
-
-def fit_group(
-    keys: dict[str, Any],
-    group: pd.DataFrame,
-    settings: FitSettings,
-    seed: int,
-    spread: tuple[float, float] = (0.0, 0.0),
-    losses: tuple[tuple[str, pd.DataFrame, tuple[float, float]], ...] = (),
-) -> ProtocolOutput:
-    """Every protocol and law on one (family, objective, attention, metric, split) group, and its
-    rolling-origin backtests (``settings.backtest``); with ``losses`` ((loss metric, its rows of the
-    same runs, its seed spread)), the two-step forecasts through each (:mod:`.two_step`)."""
-    from rerank_scaling.laws.backtests import backtest_group  # backtests build on this module
-    from rerank_scaling.laws.ensemble import fit_ensemble  # so does the ensemble
-    from rerank_scaling.laws.two_step import fit_two_step  # and the two-step forecast
-
-    output = ProtocolOutput()
-    if settings.backtest:
-        output.backtests.append(backtest_group(keys, group, settings, seed, spread))
-    rule = status_rule(settings, output.backtests[0] if output.backtests else pd.DataFrame(), group)
-    ceiling = ceiling_of(settings, keys)
-    done = []
-    for protocol in PROTOCOLS:
-        for label, fit_rows, held_rows in splits_for(protocol, group, settings):
-            for law in laws_for(protocol, keys["metric"], settings, ceiling):
-                law_fit, law_held = converged_split(law, group, fit_rows, held_rows)
-                record, forecast = fit_one(law, label, keys, law_fit, law_held, settings, seed, spread, rule)
-                done.append((explain_refusal(law, record), forecast))
-            if protocol == "model":  # the model-form ensemble (:mod:`.ensemble`)
-                args = (fit_rows, held_rows, settings, seed, spread, rule, ceiling)
-                done.append(fit_ensemble(keys, label, *args))
-    for loss_metric, loss_rows, loss_spread in losses:
-        done.append(fit_two_step(keys, loss_metric, loss_rows, group, settings, seed, loss_spread, rule))
-    for record, forecast in done:
-        # the bound every forecast of this group respects, planning's included (planning/forecast.py)
-        output.fits.append({**record, "ceiling": np.nan if ceiling is None else float(ceiling)})
-        if not forecast.empty:
-            output.forecasts.append(forecast)
-    return output
-
-
-def group_jobs(table: pd.DataFrame, settings: FitSettings) -> list[tuple[Any, ...]]:
-    """(keys, rows, settings, seed, seed spread, losses) of every group, in a fixed order; a rank
-    metric's group carries the same runs' rows of every fitted loss (:func:`two_step.loss_metrics`)."""
-    from rerank_scaling.laws.two_step import loss_metrics
-
-    data = prepare(table, settings)
-    spreads = seed_spread(table, settings)
-    groups = dict(iter(data.groupby(GROUP_KEYS)))
-    metric_at = GROUP_KEYS.index("metric")
-    losses = loss_metrics(settings.metrics)
-
-    def companions(values: tuple) -> tuple[tuple[str, pd.DataFrame, tuple[float, float]], ...]:
-        if values[metric_at] in losses:
-            return ()
-        found = []
-        for loss in losses:
-            key = (*values[:metric_at], loss, *values[metric_at + 1 :])
-            if key in groups:
-                found.append((loss, groups[key], spreads.get(loss, (0.0, 0.0))))
-        return tuple(found)
-
-    return [
-        (
-            dict(zip(GROUP_KEYS, values, strict=True)),
-            group,
-            settings,
-            settings.seed + index,
-            spreads.get(values[metric_at], (0.0, 0.0)),
-            companions(values),
-        )
-        for index, (values, group) in enumerate(groups.items())
-    ]
-
-
-def run_protocols(
-    table: pd.DataFrame, settings: FitSettings, workers: int = 1
-) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """All protocols on every group, ``workers`` groups at a time: (fits, forecasts, backtest points)."""
-    from concurrent.futures import ProcessPoolExecutor
-
-    jobs = group_jobs(table, settings)
-    outputs: list[ProtocolOutput] = []
-
-    def collect(results: Any) -> None:
-        for (keys, *_), output in zip(jobs, results, strict=True):
-            outputs.append(output)
-            log.info("fitted group %d/%d: %s", len(outputs), len(jobs), " ".join(map(str, keys.values())))
-
-    if workers > 1 and len(jobs) > 1:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            collect(pool.map(fit_group, *zip(*jobs, strict=True)))
-    else:
-        collect(fit_group(*job) for job in jobs)
-    fits = pd.DataFrame([record for out in outputs for record in out.fits])
-    # A table whose every fit failed still has the columns of a fitted record (NaN), for the tables.
-    fits = fits.reindex(columns=[*fits.columns, *(c for c in FITTED_COLUMNS if c not in fits.columns)])
-    frames = [frame for out in outputs for frame in out.forecasts]
-    tests = [frame for out in outputs for frame in out.backtests if len(frame)]
-    return (
-        fits,
-        pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(),
-        pd.concat(tests, ignore_index=True) if tests else pd.DataFrame(),
-    )

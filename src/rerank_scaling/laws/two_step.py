@@ -32,10 +32,11 @@ import numpy as np
 import pandas as pd
 
 from rerank_scaling.laws.ensemble import fit_members, pooled_draws, usable_members
+from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.laws.fit_statistics import forecast_errors
 from rerank_scaling.laws.fitting import FitResult
 from rerank_scaling.laws.forecast_status import StatusRule
-from rerank_scaling.laws.protocols import FitSettings, SplitFit, forecast_rows, splits_for
+from rerank_scaling.laws.protocols import SplitFit, forecast_rows, splits_for
 from rerank_scaling.records import metric_spec
 
 NAME = "two_step"

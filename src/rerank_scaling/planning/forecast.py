@@ -23,9 +23,10 @@ import pandas as pd
 from rerank_scaling.laws import forms as laws
 from rerank_scaling.laws import registry
 from rerank_scaling.laws.converged import converged_split
+from rerank_scaling.laws.fit_settings import GROUP_KEYS, FitSettings
 from rerank_scaling.laws.fitting import predict_batch
 from rerank_scaling.laws.forms import SCALES, Law
-from rerank_scaling.laws.protocols import GROUP_KEYS, FitSettings, prepare, splits_for
+from rerank_scaling.laws.protocols import prepare, splits_for
 from rerank_scaling.records import metric_direction
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from rerank_scaling.atomic import write_json, write_table, write_text
-from rerank_scaling.laws.protocols import FitSettings
+from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.planning.cost_model import collect_profiles
 from rerank_scaling.planning.forecast import joint_fits, run_stats
 from rerank_scaling.planning.plan_figures import budget_figure, roi_figure

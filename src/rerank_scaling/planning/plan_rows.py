@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rerank_scaling.laws.protocols import GROUP_KEYS, FitSettings
+from rerank_scaling.laws.fit_settings import GROUP_KEYS, FitSettings
 from rerank_scaling.planning.annotation_prices import data_price
 from rerank_scaling.planning.budget import budget_curve, optimal_allocation
 from rerank_scaling.planning.cost_model import COST_FIELDS, CostModel, cost_model, size_points

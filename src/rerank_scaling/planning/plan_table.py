@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from rerank_scaling.laws.protocols import GROUP_KEYS
+from rerank_scaling.laws.fit_settings import GROUP_KEYS
 from rerank_scaling.planning.cost_model import COST_FIELDS
 from rerank_scaling.planning.measured_profiles import CostProfile, flop_check
 from rerank_scaling.planning.plan_settings import PlanSettings

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rerank_scaling.laws.protocols import SIZE_COLUMNS
+from rerank_scaling.laws.fit_settings import SIZE_COLUMNS
 from rerank_scaling.report.answer import Question
 from rerank_scaling.report.held_out_check import planning_protocol
 

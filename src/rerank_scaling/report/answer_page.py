@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from rerank_scaling.atomic import write_text
-from rerank_scaling.laws.protocols import SIZE_COLUMNS, FitSettings
+from rerank_scaling.laws.fit_settings import SIZE_COLUMNS, FitSettings
 from rerank_scaling.plotting import save_figure
 from rerank_scaling.report import answer
 from rerank_scaling.report.answer_figure import forecast_figure

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rerank_scaling.laws.protocols import SIZE_COLUMNS
+from rerank_scaling.laws.fit_settings import SIZE_COLUMNS
 from rerank_scaling.report.answer import forecast_lines
 from rerank_scaling.report.answer_inputs import question, shown_forecasts, with_sizes
 from rerank_scaling.report.figures import size_column
