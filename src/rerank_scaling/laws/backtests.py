@@ -32,6 +32,7 @@ from rerank_scaling.laws.ensemble import NAME as ENSEMBLE
 from rerank_scaling.laws.ensemble import fit_members, forecast_draws, pooled_draws, usable_members
 from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.laws.forecast_status import log_linear_forecast
+from rerank_scaling.laws.identifiability import too_few_levels
 from rerank_scaling.laws.protocols import ceiling_of, fit_split, last_checkpoints
 
 #: Nominal levels of the calibration curve.
@@ -58,7 +59,6 @@ def backtest_group(
     spread: tuple[float, float] = (0.0, 0.0),
 ) -> pd.DataFrame:
     """Held-out points of every rolling origin of one group, with intervals at every level."""
-    from rerank_scaling.laws.identifiability import too_few_levels
 
     bounds = registry.bounds_for(keys["metric"], ceiling_of(settings, keys))
     candidates = (

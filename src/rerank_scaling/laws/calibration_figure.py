@@ -1,18 +1,13 @@
 """The laws stage's figure: calibration of the rolling-origin backtests' prediction intervals.
 
-``fit_laws`` draws it with :func:`calibration` and saves it with :func:`save_figure` (the shared
-helper of :mod:`rerank_scaling.plotting`, named here so the stage reaches its figure through one
-module); nothing of the report stage is imported.
+``fit_laws`` draws it with :func:`calibration` and saves it with
+:func:`rerank_scaling.plotting.save_figure`; nothing of the report stage is imported.
 """
 
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import pandas as pd
-
-from rerank_scaling.plotting import save_figure
-
-__all__ = ["calibration", "save_figure"]
 
 
 def calibration(table: pd.DataFrame) -> plt.Figure:

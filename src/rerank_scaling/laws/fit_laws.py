@@ -54,7 +54,8 @@ log = logging.getLogger(__name__)
 
 
 def fit_everything(table: pd.DataFrame, settings: FitSettings, out_dir: Path, workers: int = 1) -> None:
-    from rerank_scaling.laws import calibration_figure as figures  # matplotlib only where drawn
+    from rerank_scaling.laws.calibration_figure import calibration as calibration_figure  # matplotlib
+    from rerank_scaling.plotting import save_figure  # only where the figure is drawn
 
     result = forecast_metrics(table, settings, workers)
     fits, forecasts, points, calibration = result.fits, result.every, result.backtests, result.calibration
@@ -80,7 +81,7 @@ def fit_everything(table: pd.DataFrame, settings: FitSettings, out_dir: Path, wo
     )
     assert tuple(tables) == TABLES, "law_tables.all_tables and TABLES name the same tables"
     law_tables.write_all(tables, out_dir / "tables")
-    figures.save_figure(figures.calibration(calibration), out_dir / "figures" / "calibration")
+    save_figure(calibration_figure(calibration), out_dir / "figures" / "calibration")
     write_answer(result, prepared, out_dir, settings.size_axis)
 
 

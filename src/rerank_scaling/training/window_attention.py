@@ -16,12 +16,10 @@ cross-encoder restricts which keys each token sees (eqs. 2-3). The rooms, one jo
 
 This module holds the dispatch, :func:`window_attention`, and re-exports the names above, so
 ``from rerank_scaling.training.window_attention import window_layout, window_attention`` keeps
-working. ``python -m rerank_scaling.training.window_attention --build`` is kept for old commands.
+working.
 """
 
 from __future__ import annotations
-
-import sys
 
 import torch
 
@@ -70,14 +68,3 @@ def window_attention(
     if query.device.type == "cpu" and kernels_on("cpu"):
         return fused_window_attention(query, key, value, layout, scaling, dropout)
     return window_attention_reference(query, key, value, layout, scaling, dropout)
-
-
-def main(argv: list[str] | None = None) -> None:
-    """``--build``: the ahead-of-time build (:func:`.extension_build.main`), kept for old commands."""
-    from rerank_scaling.training.extension_build import main as build_main
-
-    build_main([arg for arg in (argv if argv is not None else sys.argv[1:]) if arg != "--build"])
-
-
-if __name__ == "__main__":
-    main()
