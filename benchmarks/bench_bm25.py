@@ -32,11 +32,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_eval_setup import cpu_name
 from benchmark_output import emit
 
 from rerank_scaling.data import bm25
 from rerank_scaling.data.collection import iter_corpus_lines
+from rerank_scaling.precision import cpu_name
 
 VOCABULARY = 50000
 #: The most frequent ranks of a Zipf vocabulary are stopwords, which Lucene's English analyzer drops:

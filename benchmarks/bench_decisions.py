@@ -26,6 +26,8 @@ import pandas as pd
 from benchmark_output import emit
 from scipy import stats
 
+from rerank_scaling.precision import cpu_name
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from decision_simulation import PLANNING_FORMS, equal_compute, simulate, tied  # noqa: E402
 
@@ -54,7 +56,7 @@ def report(result: pd.DataFrame, ties: pd.DataFrame, seed: int, forms: str) -> s
         f"--forms {forms}`; draws per decision: median {int(result['draws'].median())} (each form's "
         "converged refits of 100, cut to the fewest any form has, times the forms mixed); forms mixed: "
         + ", ".join(f"{name} in {count} of {len(result) + len(ties)}" for name, count in mixed.items())
-        + ".",
+        + f". CPU: {cpu_name()} (the outcomes are simulated; the CPU sets only the run time).",
         "",
         "## Four sizes at one compute: is the top candidate the true best?",
         "",

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import random
 import statistics
 import tempfile
@@ -29,6 +28,7 @@ from rerank_scaling.data.trec import write_run
 from rerank_scaling.evaluation.checkpoints import load_split
 from rerank_scaling.evaluation.rerank import candidate_pairs, read_split_tokens, tokenize_pairs, tokens_table
 from rerank_scaling.evaluation.split_texts import split_texts
+from rerank_scaling.precision import cpu_name
 from rerank_scaling.training.models import resolve_path
 
 WORDS = [f"w{i}" for i in range(20000)]
@@ -50,16 +50,6 @@ def synthetic_collection(root: Path, docs: int, queries: int, depth: int, seed: 
     run = {q: {f"d{c}": float(depth - r) for r, c in enumerate(cands)} for q, cands in candidates.items()}
     write_run(run, root / "dev.trec", tag="bm25")
     return root / "collection", root / "dev.trec"
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def main() -> None:

@@ -36,6 +36,7 @@ from rerank_scaling.laws.ceiling import split_ceilings
 from rerank_scaling.laws.fit_laws import fit_everything
 from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.laws.synthetic import synthetic_metrics_table
+from rerank_scaling.precision import cpu_name
 
 LADDER = {f"L{k}": (1.77e6 * k, 1.77e6 * k + 11.7e6, "fit" if k < 4 else "held_out") for k in range(1, 5)}
 
@@ -57,13 +58,6 @@ def _cpu_seconds() -> float:
     """User + system CPU time of this process and its finished worker processes."""
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
-
-
-def _cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown CPU"
 
 
 def _fitting(config: str | None, results: str | None) -> tuple[dict, tuple]:
@@ -97,7 +91,7 @@ def main() -> None:
     source = args.metrics or "synthetic default-like table"
     lines = [
         f"Fit stage wall time ({source}: {len(table)} rows), {args.threads} worker processes, "
-        f"uncertainty={args.uncertainty}, {platform.machine()} ({_cpu_name()}), "
+        f"uncertainty={args.uncertainty}, {platform.machine()} ({cpu_name()}), "
         f"{os.cpu_count()} CPUs visible, "
         f"fitting section: {args.config or 'FitSettings defaults'}, "
         f"ceilings: {', '.join(f'{s} {m} {v:.3f}' for s, m, v in ceilings) or 'none'}",
