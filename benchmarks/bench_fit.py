@@ -6,7 +6,7 @@ The default's metrics table is built by the workflow (results/default/metrics/al
 benchmark generates one of the same shape instead (rerank_scaling.laws.synthetic): 4 ladder sizes
 (L1-L3 fitted, L4 held out; 1.77M non-embedding parameters per MiniLM layer, 11.7M embedding),
 3 objectives x 15 checkpoints x 2 metrics (nDCG@10, CE@16) x 2 splits, L1 with a second seed,
-per-run offsets sd 0.004 and checkpoint noise sd 0.015 (tests/test_uncertainty.py says where these
+per-run offsets sd 0.004 and checkpoint noise sd 0.015 (tests/laws/test_fit_statistics.py says where these
 come from). Pass --metrics PATH to time a real table instead; --config config.yaml fits it with that
 config's fitting section (e.g. the default's last_k 1, dev split) and --results DIR adds the
 reranking ceilings from DIR's collection and BM25 runs, as the workflow does (the model-form

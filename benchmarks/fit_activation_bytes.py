@@ -15,7 +15,7 @@ With checkpointing each layer keeps only its input, the fp32 residual stream (c 
 unit, under autocast too): fixed, since a free c trades off against a' on shapes this small. Each is
 fitted by non-negative least squares on relative errors (every row divided by its
 measurement, so small shapes count as much as large ones) and rounded up to half a byte. The
-shapes of tests/test_memory.py's check are not among those fitted.
+shapes of tests/planning/test_memory.py's check are not among those fitted.
 """
 
 from __future__ import annotations

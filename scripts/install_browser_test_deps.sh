@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What the browser tests (tests/test_answer_browser.py, the report test of tests/test_workflow.py) and
+# What the browser tests (tests/report/test_browser.py, the report test of tests/workflow/test_workflow.py) and
 # scripts/readme_screenshot.py need: Debian's headless-capable Chromium (apt). Idempotent and quiet:
 # a second run installs nothing; output is shown only when a step fails. Without root or apt-get it
 # installs nothing and the browser tests are skipped, saying why.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What tests/test_slurm.py needs to start a real single-node SLURM cluster: Debian's SLURM daemons,
+# What tests/workflow/test_slurm.py needs to start a real single-node SLURM cluster: Debian's SLURM daemons,
 # client and munge (apt), and the SLURM executor plugin (the `slurm` extra of pyproject.toml).
 # Idempotent and quiet: a second run installs nothing; output is shown only when a step fails.
 #

@@ -40,6 +40,14 @@ def workflow_env() -> dict[str, str]:
     return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
 
 
+def painted(png: str | Path) -> float:
+    """Standard deviation of a screenshot's pixels (0 for a blank page)."""
+    import matplotlib.image
+    import numpy as np
+
+    return float(np.asarray(matplotlib.image.imread(png)).std())
+
+
 def job_table(output: str) -> Counter:
     """Rule -> number of jobs, from the table a dry run (``snakemake -n --quiet rules``) prints."""
     jobs: Counter = Counter()

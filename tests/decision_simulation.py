@@ -1,4 +1,4 @@
-"""Simulated ladders with known truth for planning's decisions (tests/test_decisions.py and
+"""Simulated ladders with known truth for planning's decisions (tests/planning/test_decisions.py and
 benchmarks/bench_decisions.py).
 
 The default's joint path: four fitted sizes (L1-L4 of MiniLM, 1.77 M non-embedding parameters per

@@ -42,7 +42,7 @@ def high_water_bytes() -> int:
 
 def measure(shape: dict) -> dict:
     """Run this probe on ``shape`` in a fresh process (glibc's mmap threshold set, one thread) and
-    return its {"peak_bytes", "params"}: what tests/test_memory.py and
+    return its {"peak_bytes", "params"}: what tests/planning/test_memory.py and
     benchmarks/fit_activation_bytes.py both call."""
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "OMP_NUM_THREADS": "1"}
     result = subprocess.run(

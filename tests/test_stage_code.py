@@ -1,6 +1,6 @@
 """The code inputs of each stage, derived from the imports: what they hold and what they leave out.
 
-tests/test_workflow.py checks the same on Snakemake's own plan of the real DAG (slow); these check
+tests/workflow/test_workflow.py checks the same on Snakemake's own plan of the real DAG (slow); these check
 the derivation itself, on the library and on a small made-up package.
 """
 

@@ -13,7 +13,7 @@ A law whose asymptote ends on its bound gives one-sided draws: resamples cannot 
 above the bound, so the free power law's interval leans low at a bound (every miss of the
 single-form interval lies above it in the default-path simulation). The ceiling member covers the
 bound's side exactly and log-linear the unsaturated one; the mixture spans both. Measured on the
-default's path (``tests/test_default_path_calibration.py``, 200 simulated ladders, truth on its
+default's path (``tests/laws/test_default_path_calibration.py``, 200 simulated ladders, truth on its
 bound): the bounded power law alone covers 0.915 with misses 16 above / 1 below (bias -0.008), the
 ensemble 0.925 with 12 above / 3 below (bias -0.004) at 1.22x the oracle's median width: it leans
 less, not yet evenly.

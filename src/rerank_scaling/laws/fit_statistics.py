@@ -33,7 +33,7 @@
   the simulated predictive distribution, [f + q_lo(d*), f + q_hi(d*)] (D&H §5.3.1, §6.3.3 with
   model-based errors): a forecast is a nonlinear, bounded function of the exponent, and the
   percentile interval respects that transformation where the basic (pivot) interval reflects
-  its skew the wrong way (tests/test_uncertainty.py: basic 0.85-0.88, percentile >= 0.90 at
+  its skew the wrong way (tests/laws/test_fit_statistics.py: basic 0.85-0.88, percentile >= 0.90 at
   nominal 0.95 with 3 fitted sizes).
 
   ``iid`` (the paper's, kept for like-for-like comparison): every point independent; residual

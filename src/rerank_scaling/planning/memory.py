@@ -19,7 +19,7 @@ Large Transformer Models", §4, count the same terms for a decoder) is
 The constants were measured on CPU (the slope of a fresh process's peak RSS in the batch's tokens,
 ``benchmarks/fit_activation_bytes.py``) for ModernBERT with SDPA attention, which stores no
 s x s score matrix (FlashAttention and the memory-efficient CUDA kernel store none either);
-``tests/test_memory.py`` checks the formula against such measurements within 15%. On a GPU, the
+``tests/planning/test_memory.py`` checks the formula against such measurements within 15%. On a GPU, the
 CUDA context and the caching allocator's fragmentation come on top: :func:`usable_bytes` keeps
 :data:`GPU_RESERVE_BYTES` and :data:`GPU_USABLE_SHARE` of the card for them.
 

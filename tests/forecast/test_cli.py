@@ -15,8 +15,8 @@ import pytest
 
 from rerank_scaling.forecast.run import FORECAST_COLUMNS, forecast_runs
 
-REPO = Path(__file__).resolve().parents[1]
-#: The README's example, verbatim (tests/test_forecast_cli.py checks the README holds it).
+REPO = Path(__file__).resolve().parents[2]
+#: The README's example, verbatim (tests/forecast/test_cli.py checks the README holds it).
 README_CSV = """model,size,value
 S1,17e6,0.231
 S2,32e6,0.262

@@ -8,12 +8,12 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy.optimize import minimize_scalar
+from synthetic_runs import synthetic_metrics_table
 
 from rerank_scaling.laws import forms as laws
 from rerank_scaling.laws.allocation import allocation_exponents, optimal_size
 from rerank_scaling.laws.fit_statistics import forecast_errors, goodness_of_fit, iid_bootstrap
 from rerank_scaling.laws.fitting import fit_law
-from rerank_scaling.laws.synthetic import synthetic_metrics_table as synthetic_table
 
 RNG = np.random.default_rng(0)
 N = np.array([2.0, 4.0, 8.0, 16.0, 32.0, 64.0])  # millions
@@ -72,7 +72,7 @@ def test_goodness_of_fit_by_hand():
 
 def test_iid_bootstrap_intervals_cover_independent_points_near_nominal():
     """Simulation with independent points (no run offsets): the i.i.d. bootstrap's 95% prediction
-    intervals cover 90-99% of held-out points. (With run offsets it fails: tests/test_uncertainty.py.)
+    intervals cover 90-99% of held-out points. (With run offsets it fails: tests/laws/test_fit_statistics.py.)
 
     300 replicate data sets (20 fitted points, 5 extrapolated ones each): the coverage estimate's
     Monte Carlo standard error is ~0.01, so the 90-99% band tests the method, not the draw.
@@ -105,18 +105,6 @@ def test_closed_form_allocation_matches_a_numerical_optimum():
         assert optimal_size(b, gamma, c, delta, compute) == pytest.approx(numeric, rel=1e-3)
     alpha, beta = allocation_exponents(gamma, delta)
     assert (alpha, beta) == (pytest.approx(0.6), pytest.approx(0.4))
-
-
-def synthetic_metrics_table(noise: float = 0.002) -> pd.DataFrame:
-    """A long metrics table from the additive law: 5 sizes (2 held out), 15 checkpoints, 2 splits."""
-    sizes = {
-        "s1": (2e6, 12e6, "fit"),
-        "s2": (4e6, 14e6, "fit"),
-        "s3": (8e6, 18e6, "fit"),
-        "s4": (16e6, 26e6, "held_out"),
-        "s5": (32e6, 42e6, "held_out"),
-    }
-    return synthetic_table(sizes, checkpoint_sigma=noise)
 
 
 @pytest.mark.slow

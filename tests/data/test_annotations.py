@@ -210,8 +210,8 @@ def test_the_budget_buys_more_examples_of_the_cheaper_source():
     """Eq. 11 per source: one joint law, two sources; with priced human pairs and free ICT pairs
     the same budget affords about 140x more ICT examples here, and only the human plan pays for data
     (the synthetic law's compute is cheap: a budget both can spend inside the validated range)."""
-    from test_laws import synthetic_metrics_table as metrics_table
-    from test_planning import SCRATCH, joint_fit_rows
+    from synthetic_runs import SCRATCH, joint_fit_rows
+    from synthetic_runs import synthetic_metrics_table as metrics_table
 
     from rerank_scaling.planning.forecast import run_stats
     from rerank_scaling.planning.plan_rows import make_plan

@@ -28,7 +28,7 @@ def synthetic_run(path, queries: int, depth: int) -> dict:
 
 def measure(path) -> dict:
     """Peak traced memory of building the pools from the whole run and from the stream, in this
-    process (tests/test_examples_memory.py runs it in a fresh one: in a long pytest process other
+    process (tests/data/test_training_examples.py runs it in a fresh one: in a long pytest process other
     tests' threads and garbage are traced too, and the comparison failed there once)."""
     qrels = synthetic_run(path, 3000, 100)
     settings = ExampleSettings(negative_depth=100)  # the paper config's: every candidate is kept
@@ -51,7 +51,7 @@ def measure(path) -> dict:
 def test_streamed_pools_equal_the_whole_run_and_take_a_fraction_of_its_memory(tmp_path):
     """300k lines over 130k documents: ~2.3 lines per document, as MS MARCO's 20M over 8.8M."""
     script = (
-        "import json, sys; sys.path.insert(0, sys.argv[2]); import test_examples_memory as t; "
+        "import json, sys; sys.path.insert(0, sys.argv[2]); import test_training_examples as t; "
         "print(json.dumps(t.measure(sys.argv[1])))"
     )
     tests = Path(__file__).resolve().parent
@@ -59,7 +59,7 @@ def test_streamed_pools_equal_the_whole_run_and_take_a_fraction_of_its_memory(tm
         [sys.executable, "-c", script, str(tmp_path / "train.trec"), str(tests)],
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tests.parent / "src"), str(tests)])},
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tests.parents[1] / "src"), str(tests)])},
     )
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])

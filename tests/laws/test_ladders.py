@@ -1,4 +1,4 @@
-"""The forecasting engine against a real ladder: the OLMo ladder's final losses (tests/data/ladders,
+"""The forecasting engine against a real ladder: the OLMo ladder's final losses (tests/fixtures/ladders,
 provenance there), 190M-1B fitted, 3B held out, as benchmarks/bench_ladders.py does on all ladders."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from rerank_scaling.forecast.run import forecast_runs
 from rerank_scaling.records import MetricSpec
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks"))
 from bench_ladders import olmo_size  # noqa: E402
 
@@ -21,7 +21,7 @@ LOSS = MetricSpec("CrossEntropyLoss", -1, (0.0, 10.0))
 
 
 def olmo_runs() -> pd.DataFrame:
-    table = pd.read_csv(REPO / "tests" / "data" / "ladders" / "olmo_ladder_final_loss.csv")
+    table = pd.read_csv(REPO / "tests" / "fixtures" / "ladders" / "olmo_ladder_final_loss.csv")
     size = table["N_params"].fillna(olmo_size(table).groupby(table["size"]).transform("median"))
     return pd.DataFrame(
         {

@@ -238,9 +238,9 @@ def test_the_report_is_one_self_contained_page(report_page):
 def test_the_report_landing_page_answers_without_a_click(report_page, tmp_path):
     """Snakemake's report (a JavaScript app) opened in headless Chromium: its landing page holds the
     answer (question, forecasts, verdicts, figure). The tiny grid's one fitted size forecasts
-    nothing, and the page says so in place of the table (tests/test_answer_browser.py checks the
+    nothing, and the page says so in place of the table (tests/report/test_browser.py checks the
     table itself)."""
-    from test_answer_browser import painted
+    from conftest import painted
 
     from rerank_scaling.report.answer import NO_FORECAST
 

@@ -80,7 +80,7 @@ def test_candidates_beyond_the_validated_range_are_listed_not_compared():
 
 
 def test_the_budget_optimum_stays_inside_the_validated_range_and_says_it_hit_its_edge():
-    from test_planning import synthetic_costs, synthetic_forecast
+    from synthetic_runs import synthetic_costs, synthetic_forecast
 
     from rerank_scaling.planning.budget import optimal_allocation
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from test_laws import synthetic_metrics_table
+from synthetic_runs import synthetic_metrics_table
 
 from rerank_scaling.records import PER_QUERY_COLUMNS
 from rerank_scaling.report.scaling_evidence import (

@@ -7,6 +7,14 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from synthetic_runs import (
+    ADDITIVE,
+    SCRATCH,
+    joint_fit_rows,
+    synthetic_costs,
+    synthetic_forecast,
+    synthetic_metrics_table,
+)
 
 from rerank_scaling.laws import forms as laws
 from rerank_scaling.laws.allocation import optimal_size
@@ -16,38 +24,6 @@ from rerank_scaling.planning.encoder_flops import EncoderShape, flops_per_token,
 from rerank_scaling.planning.forecast import MetricForecast
 from rerank_scaling.planning.measured_profiles import cached_profile, measure_profile, measured_flops
 from rerank_scaling.planning.roi import roi_choice, roi_frontier
-
-SCRATCH = {
-    "name": "tiny",
-    "family": "scratch",
-    "layers": 2,
-    "hidden": 64,
-    "heads": 2,
-    "intermediate": 256,
-    "vocab_size": 300,
-    "role": "fit",
-}
-ADDITIVE = np.array([0.7, 0.2, 0.5, 0.05, 0.4])  # a, b, alpha, c, beta of M = a - b N^-alpha - c S^-beta
-
-
-def synthetic_costs(z_data: float = 1e-4, pairs: float = 1e6) -> CostModel:
-    """Training FLOPs ~ N^1.05, inference ~ N, achieved FLOP/s growing slowly with N."""
-    return CostModel(
-        train_flops=PowerLaw(6e8, 1.05),
-        infer_flops=PowerLaw(2e8, 1.0),
-        train_rate=PowerLaw(2e10, 0.1),
-        infer_rate=PowerLaw(4e10, 0.1),
-        price_per_hour=2.0,
-        z_data=z_data,
-        pairs_served=pairs,
-    )
-
-
-def synthetic_forecast() -> MetricForecast:
-    return MetricForecast(
-        laws.additive_law(+1), ADDITIVE, +1, examples_per_step=16.0, tokens_per_example=60.0
-    )
-
 
 # --- FLOPs -------------------------------------------------------------------------------------------
 
@@ -208,30 +184,7 @@ def test_bnsl_forecasts_use_training_flops():
 # --- the plan from fits: degenerate fits and the missing value map ------------------------------------
 
 
-def joint_fit_rows(status: dict[str, tuple[str, str]], validated_ratio: float = 2.0) -> pd.DataFrame:
-    """Joint additive fits of dev nDCG@10 per objective (the synthetic table's law), with given
-    (status, reason) per objective, 200 bootstrap draws around the truth and a validated ratio;
-    protocol "joint" as :func:`planning.forecast.joint_fits` selects it."""
-    params = json.dumps(dict(zip(laws.additive_law(+1).params, ADDITIVE.tolist(), strict=True)))
-    draws = ADDITIVE * np.exp(np.random.default_rng(0).normal(0, 0.02, (200, len(ADDITIVE))))
-    rows = [
-        {"family": "ladder", "objective": objective, "attention": "full", "metric": "nDCG@10", "split": "dev"}
-        | {
-            "annotations": "human",
-            "protocol": "joint",
-            "law": "additive",
-            "status": st,
-            "reason": reason,
-            "params": params,
-        }
-        | {"params_draws": json.dumps(draws.tolist()), "validated_ratio": validated_ratio}
-        for objective, (st, reason) in status.items()
-    ]
-    return pd.DataFrame(rows)
-
-
 def plan_of(fits: pd.DataFrame, value_per_point: float | None):
-    from test_laws import synthetic_metrics_table
 
     from rerank_scaling.laws.fit_settings import FitSettings
     from rerank_scaling.planning.forecast import run_stats
@@ -314,7 +267,6 @@ def test_without_a_value_per_metric_point_no_roi_choice_is_made():
 
 @pytest.mark.slow
 def test_plan_stage_end_to_end(tmp_path):
-    from test_laws import synthetic_metrics_table
 
     from rerank_scaling.laws import fit_laws
     from rerank_scaling.planning import plan
@@ -426,7 +378,6 @@ def test_plan_stage_end_to_end(tmp_path):
 
 def test_plan_stage_without_fits_or_profiles(tmp_path):
     """No fits at all (a tiny run) and profiling off: rows say why, figures still appear."""
-    from test_laws import synthetic_metrics_table
 
     from rerank_scaling.planning import plan
 

@@ -166,7 +166,7 @@ def test_patched_model_saves_a_plain_checkpoint(tiny_path: Path, head: str, tmp_
 
 
 def _config_with(model_path: Path, attention: list[str]) -> dict:
-    config = yaml.safe_load((Path(__file__).parent / "configs" / "tiny.yaml").read_text())
+    config = yaml.safe_load((Path(__file__).resolve().parents[1] / "configs" / "tiny.yaml").read_text())
     config["models"] = [{"name": "m", "family": "hf", "path": str(model_path), "head": "mean", "role": "fit"}]
     config["training"]["attention"] = attention
     return config

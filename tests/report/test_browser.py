@@ -1,14 +1,13 @@
 """answer.html in a real browser (headless Chromium): the forecast table and the figure are on the
 page as opened from disk, without a server, and the page paints them (a screenshot).
 
-The Snakemake report's landing page gets the same check in tests/test_workflow.py (it needs a
+The Snakemake report's landing page gets the same check in tests/workflow/test_workflow.py (it needs a
 finished workflow)."""
 
 from __future__ import annotations
 
-import matplotlib.image
-import numpy as np
 import pytest
+from conftest import painted
 from test_answer import build, write_results
 
 from rerank_scaling.report.browser import (
@@ -23,11 +22,6 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(find_chromium() is None, reason=f"no Chromium: {INSTALL_HINT}"),
 ]
-
-
-def painted(png) -> float:
-    """Standard deviation of the screenshot's pixels (0 for a blank page)."""
-    return float(np.asarray(matplotlib.image.imread(png)).std())
 
 
 def test_answer_html_opens_from_disk_with_table_and_figure(tmp_path):

@@ -22,7 +22,7 @@ from rerank_scaling.planning.memory import (
     usable_bytes,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def measured_peak(shape: dict) -> dict:
