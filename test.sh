@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Install, then run the whole test suite (slow end-to-end tests included).
-# Quick subset: .venv/bin/python -m pytest -m "not slow"
+# Quick subset: .venv/bin/python -m pytest -m "not slow". Test files run on TEST_WORKERS processes
+# (pytest-xdist, default 2; each file stays on one, so a module's shared workflow run is made once):
+# the end-to-end tests spend much of their time in process start-up and SLURM's polling back-off.
 set -euo pipefail
 cd "$(dirname "$0")"
 BUILD_EXTENSION=1 scripts/install.sh  # the kernel tests load the compiled extension
@@ -11,4 +13,4 @@ scripts/install_browser_test_deps.sh
 # Rules call the interpreter that runs Snakemake by its absolute path (rules/common.smk); the venv on
 # PATH is for the commands the tests and tools run by name.
 export PATH="$PWD/.venv/bin:$PATH" HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-.venv/bin/python -m pytest -p no:cacheprovider "$@"
+.venv/bin/python -m pytest -p no:cacheprovider -n "${TEST_WORKERS:-2}" --dist loadfile "$@"
