@@ -25,6 +25,16 @@ from typing import Any
 
 
 @dataclass(frozen=True)
+class BuildInputs:
+    """What a build may use besides the entry: the sequence length, and for a family that trains
+    on the collection (:attr:`ModelFamily.needs_corpus`) its texts and a work directory."""
+
+    max_length: int
+    corpus_texts: Iterable[str] | None = None
+    work_dir: str | os.PathLike[str] | None = None
+
+
+@dataclass(frozen=True)
 class EncoderSource:
     """What a cross-encoder is built from: a directory transformers loads, and config overrides."""
 
@@ -45,13 +55,7 @@ class ModelFamily(ABC):
     path_is_local: bool = False
 
     @abstractmethod
-    def encoder_source(
-        self,
-        spec: dict[str, Any],
-        max_length: int,
-        corpus_texts: Iterable[str] | None = None,
-        work_dir: str | os.PathLike[str] | None = None,
-    ) -> EncoderSource:
+    def encoder_source(self, spec: dict[str, Any], inputs: BuildInputs) -> EncoderSource:
         """The encoder an entry's cross-encoder is built from (the caller has seeded torch)."""
 
     @abstractmethod

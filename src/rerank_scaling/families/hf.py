@@ -4,11 +4,9 @@ prefetch step fills, :mod:`rerank_scaling.hub`)."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable
 from typing import Any
 
-from rerank_scaling.families.family import EncoderSource, ModelFamily
+from rerank_scaling.families.family import BuildInputs, EncoderSource, ModelFamily
 from rerank_scaling.families.paths import config_at, resolve_path
 
 
@@ -18,13 +16,7 @@ class HfFamily(ModelFamily):
     name = "hf"
     required = ("path",)
 
-    def encoder_source(
-        self,
-        spec: dict[str, Any],
-        max_length: int,
-        corpus_texts: Iterable[str] | None = None,
-        work_dir: str | os.PathLike[str] | None = None,
-    ) -> EncoderSource:
+    def encoder_source(self, spec: dict[str, Any], inputs: BuildInputs) -> EncoderSource:
         return EncoderSource(resolve_path(spec["path"]))
 
     def config_json(self, spec: dict[str, Any]) -> dict[str, Any] | None:

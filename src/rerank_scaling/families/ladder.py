@@ -4,11 +4,9 @@ sizes; transformers drops the weights of the layers beyond ``num_hidden_layers``
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable
 from typing import Any
 
-from rerank_scaling.families.family import EncoderSource, ModelFamily
+from rerank_scaling.families.family import BuildInputs, EncoderSource, ModelFamily
 from rerank_scaling.families.paths import config_at, resolve_path
 
 #: keys of a ``config.json`` that give the depth, by architecture
@@ -22,13 +20,7 @@ class LadderFamily(ModelFamily):
     required = ("path", "layers")
     path_is_local = True
 
-    def encoder_source(
-        self,
-        spec: dict[str, Any],
-        max_length: int,
-        corpus_texts: Iterable[str] | None = None,
-        work_dir: str | os.PathLike[str] | None = None,
-    ) -> EncoderSource:
+    def encoder_source(self, spec: dict[str, Any], inputs: BuildInputs) -> EncoderSource:
         return EncoderSource(resolve_path(spec["path"]), {"num_hidden_layers": int(spec["layers"])})
 
     def config_json(self, spec: dict[str, Any]) -> dict[str, Any] | None:

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from rerank_scaling.families.family import EncoderSource, ModelFamily
+from rerank_scaling.families.family import BuildInputs, EncoderSource, ModelFamily
 
 #: WordPiece vocabulary when ``models[].vocab_size`` is not given
 DEFAULT_VOCAB = 8000
@@ -35,28 +35,22 @@ class ScratchFamily(ModelFamily):
     required = ("layers", "hidden", "heads", "intermediate")
     needs_corpus = True
 
-    def encoder_source(
-        self,
-        spec: dict[str, Any],
-        max_length: int,
-        corpus_texts: Iterable[str] | None = None,
-        work_dir: str | os.PathLike[str] | None = None,
-    ) -> EncoderSource:
+    def encoder_source(self, spec: dict[str, Any], inputs: BuildInputs) -> EncoderSource:
         """Train the tokenizer, save a fresh BERT (initialised from torch's current seed) in
         ``work_dir/scratch-base``."""
         from transformers import BertConfig, BertForSequenceClassification
 
-        if corpus_texts is None or work_dir is None:
+        if inputs.corpus_texts is None or inputs.work_dir is None:
             raise ValueError("the scratch family needs the corpus texts and a work directory")
-        base = Path(work_dir) / "scratch-base"
-        tokenizer = train_wordpiece(corpus_texts, int(spec.get("vocab_size", DEFAULT_VOCAB)), base)
+        base = Path(inputs.work_dir) / "scratch-base"
+        tokenizer = train_wordpiece(inputs.corpus_texts, int(spec.get("vocab_size", DEFAULT_VOCAB)), base)
         config = BertConfig(
             vocab_size=tokenizer.vocab_size,
             hidden_size=spec["hidden"],
             num_hidden_layers=spec["layers"],
             num_attention_heads=spec["heads"],
             intermediate_size=spec["intermediate"],
-            max_position_embeddings=max(512, max_length),
+            max_position_embeddings=max(512, inputs.max_length),
             num_labels=1,
         )
         BertForSequenceClassification(config).save_pretrained(str(base))

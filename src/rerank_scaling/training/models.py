@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from rerank_scaling.families.family import BuildInputs
 from rerank_scaling.families.paths import resolve_path
 from rerank_scaling.families.registry import family_of
 
@@ -112,5 +113,5 @@ def build_cross_encoder(
     import torch
 
     torch.manual_seed(seed)
-    source = family_of(spec).encoder_source(spec, max_length, corpus_texts, work_dir)
+    source = family_of(spec).encoder_source(spec, BuildInputs(max_length, corpus_texts, work_dir))
     return _with_head(source.directory, spec.get("head", "cls"), max_length, source.config_kwargs, kwargs)
