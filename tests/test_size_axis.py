@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_laws import synthetic_metrics_table
-from test_planning import SCRATCH, joint_fit_rows
+from synthetic_runs import SCRATCH, joint_fit_rows, synthetic_metrics_table
 
 from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.laws.protocols import prepare
