@@ -106,7 +106,9 @@ def encoder_shape(spec: dict[str, Any], config: dict[str, Any]) -> EncoderShape:
     """The cost model's shape of a ``models[]`` entry from its ``config.json`` (or the Ettin table;
     planning.memory.model_config): a ladder keeps its first ``layers``, ModernBERT's gated FFN and
     local-attention layers (every ``global_attn_every_n_layers``-th layer is global) counted."""
-    layers = spec.get("layers") if spec["family"] == "ladder" else None
+    from rerank_scaling.families.registry import family_of
+
+    layers = family_of(spec).layers_kept(spec)
     depth = int(layers or config["num_hidden_layers"])
     modernbert = config.get("model_type") == "modernbert"
     every = int(config.get("global_attn_every_n_layers", 3)) if modernbert else 1

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rerank_scaling.size_axis import SIZE_COLUMNS
+
 GROUP_KEYS = ["family", "objective", "attention", "metric", "split", "annotations"]
 PROTOCOLS = ("model", "data", "joint_text", "joint_code")
 JOINT_PROTOCOLS = ("joint_text", "joint_code")
-SIZE_COLUMNS = {"non_embedding": "non_embedding_params", "total": "params"}
 DATA_AXES = ("checkpoints", "fractions")
 
 

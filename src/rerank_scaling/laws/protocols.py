@@ -38,7 +38,7 @@ import pandas as pd
 
 from rerank_scaling.laws import forms as laws
 from rerank_scaling.laws import registry
-from rerank_scaling.laws.fit_settings import GROUP_KEYS, PROTOCOLS, SIZE_COLUMNS, FitSettings
+from rerank_scaling.laws.fit_settings import GROUP_KEYS, PROTOCOLS, FitSettings
 from rerank_scaling.laws.fit_statistics import (
     Intervals,
     VarianceComponents,
@@ -51,6 +51,7 @@ from rerank_scaling.laws.fit_statistics import (
 from rerank_scaling.laws.fitting import FitResult, fit_law
 from rerank_scaling.laws.forecast_status import StatusRule, judge
 from rerank_scaling.laws.identifiability import degenerate_reasons, too_few_levels
+from rerank_scaling.size_axis import size_column
 
 log = logging.getLogger(__name__)
 
@@ -90,17 +91,17 @@ def prepare(table: pd.DataFrame, settings: FitSettings) -> pd.DataFrame:
     """Points of the chosen metrics/splits along ``settings.data_axis`` (:func:`on_data_axis`),
     seeds averaged, with scaled N, S and C."""
     rows = on_data_axis(_selected(table, settings), settings.data_axis)
-    size_column = SIZE_COLUMNS[settings.size_axis]
+    column = size_column(settings.size_axis)
     keys = [*GROUP_KEYS, "model", "role", "checkpoint"]
     averaged = (
         rows.assign(
             # training FLOPs on the chosen size axis: the table's are 6 * non-embedding params * tokens
-            flops=rows["flops"] * rows[size_column] / rows["non_embedding_params"]
+            flops=rows["flops"] * rows[column] / rows["non_embedding_params"]
         )
         .groupby(keys, as_index=False)
         .agg(
             value=("value", "mean"),
-            size=(size_column, "first"),
+            size=(column, "first"),
             step=("step", "mean"),
             examples=("examples", "mean"),
             flops=("flops", "mean"),

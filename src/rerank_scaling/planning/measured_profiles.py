@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from rerank_scaling.atomic import write_json
+from rerank_scaling.families.registry import family_of
 from rerank_scaling.planning.encoder_flops import EncoderShape
 
 log = logging.getLogger(__name__)
@@ -223,9 +224,10 @@ def _proc_status_mb(field_name: str) -> float:
 
 
 @contextlib.contextmanager
-def _scratch_inputs(spec: dict[str, Any]) -> Iterator[tuple[list[str] | None, str | None]]:
-    """A synthetic corpus and a work directory for the scratch family's tokenizer (cost only)."""
-    if spec["family"] != "scratch":
+def _corpus_inputs(spec: dict[str, Any]) -> Iterator[tuple[list[str] | None, str | None]]:
+    """A synthetic corpus and a work directory for a family that trains on the corpus (scratch's
+    tokenizer; cost only)."""
+    if not family_of(spec).needs_corpus:
         yield None, None
         return
     words = [f"w{a}{b}" for a in "abcdefghij" for b in "klmnopqrst"]
@@ -283,7 +285,7 @@ def measure_profile(
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
     baseline_mb = _peak_rss_reset() if device == "cpu" else 0.0
-    with _scratch_inputs(spec) as (corpus, work):
+    with _corpus_inputs(spec) as (corpus, work):
         model = build_cross_encoder(spec, max_length, seed, corpus, work).to(device)
     if freeze_embeddings:
         model.model.get_input_embeddings().weight.requires_grad_(False)

@@ -35,6 +35,7 @@ from rerank_scaling.planning.forecast import (
 from rerank_scaling.planning.measured_profiles import CostProfile
 from rerank_scaling.planning.plan_settings import PlanSettings
 from rerank_scaling.planning.roi import reference_metric, roi_choice, roi_frontier
+from rerank_scaling.size_axis import model_size, size_column
 
 BUDGET_MULTIPLES = (0.25, 1.0, 4.0, 16.0)
 NO_VALUE = (
@@ -73,10 +74,10 @@ def make_plan(
     stats: RunStats,
 ) -> Plan:
     """Profile rows, then per fitted group: optimal size per budget (eq. 11) and ROI choice (eqs. 5-6)."""
-    size_column = "non_embedding_params" if fitting.size_axis == "non_embedding" else "params"
+    column = size_column(fitting.size_axis)
     price = settings.gpu_hour_price if device_kind == "cuda" else settings.cpu_hour_price
     pairs = settings.inference_queries * (settings.candidates_per_query or rerank_depth)
-    points = size_points(models, profiles, metrics, size_column, settings.nominal_flops_per_second)
+    points = size_points(models, profiles, metrics, column, settings.nominal_flops_per_second)
     rows: list[dict[str, Any]] = []
     for profile in profiles:
         rows.append(
@@ -84,9 +85,7 @@ def make_plan(
                 "kind": "profile",
                 "model": profile.model,
                 "status": "cached" if profile.cached else "measured",
-                "size": float(
-                    profile.non_embedding_params if size_column == "non_embedding_params" else profile.params
-                ),
+                "size": model_size(profile, fitting.size_axis),
                 "device": profile.device,
                 "precision": f"train {profile.train_precision}, inference {profile.infer_precision}",
                 "currency": settings.currency,
@@ -104,7 +103,7 @@ def make_plan(
                 "cached": profile.cached,
             }
         )
-    empty = Plan(rows, pd.DataFrame(), pd.DataFrame(), settings, np.array([]), {}, size_column)
+    empty = Plan(rows, pd.DataFrame(), pd.DataFrame(), settings, np.array([]), {}, column)
     if not points:
         rows.append(_missing("budget", {}, "additive", "failed", "no model size could be profiled or found"))
         return empty
@@ -197,7 +196,7 @@ def make_plan(
         settings,
         sizes,
         configured,
-        size_column,
+        column,
     )
 
 

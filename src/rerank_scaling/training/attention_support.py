@@ -5,36 +5,18 @@ registry, so a family supports the pattern when (1) its attention modules call t
 registered in ``ALL_ATTENTION_FUNCTIONS`` (transformers' own test,
 ``PreTrainedModel._can_set_attn_implementation``: BERT, ModernBERT, ...; not e.g. MPNet or
 DeBERTa-v2, which compute attention inline), and (2) the query/document boundary is known: token
-type embeddings (``type_vocab_size`` >= 2) or a separator token (``sep_token_id``).
+type embeddings (``type_vocab_size`` >= 2) or a separator token (``sep_token_id``). The
+architecture is read from the entry's ``config.json`` as its family gives it
+(:meth:`~rerank_scaling.families.family.ModelFamily.config_json`).
 """
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
-from rerank_scaling.hub import cached_model, is_hub_id
-from rerank_scaling.training.models import resolve_path
+from rerank_scaling.families.registry import family_of
 
 VERIFIED = {"bert", "modernbert"}  # covered by the equivalence tests; no transformers import needed
-
-
-def _model_config(spec: dict[str, Any]) -> dict[str, Any] | None:
-    """The ``config.json`` of a models[] entry; None where it cannot be read yet (hub id not prefetched)."""
-    if spec["family"] == "scratch":
-        return {"model_type": "bert", "type_vocab_size": 2}
-    path = spec["path"]
-    if is_hub_id(path):
-        directory = cached_model(path)
-    else:
-        try:
-            directory = Path(resolve_path(path))
-        except FileNotFoundError:  # a package that is not installed: reported where it is loaded
-            return None
-    if directory is None or not (directory / "config.json").exists():
-        return None
-    return json.loads((directory / "config.json").read_text())
 
 
 def _family_problem(model_config: dict[str, Any]) -> str | None:
@@ -67,7 +49,7 @@ def check_attention_support(config: dict[str, Any]) -> list[str]:
         return []
     problems = []
     for index, spec in enumerate(config["models"]):
-        model_config = _model_config(spec)
+        model_config = family_of(spec).config_json(spec)
         problem = None if model_config is None else _family_problem(model_config)
         if problem:
             problems.append(

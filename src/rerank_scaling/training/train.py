@@ -12,6 +12,7 @@ import dataclasses
 import logging
 
 from rerank_scaling.data.collection import iter_corpus
+from rerank_scaling.families.registry import family_of
 from rerank_scaling.grid import RunSpec
 from rerank_scaling.settings import parse_json_arg, settings_from_dict
 from rerank_scaling.training.train_settings import TrainSettings
@@ -32,7 +33,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pointwise", required=True)
     parser.add_argument("--groups", required=True)
     parser.add_argument(
-        "--corpus", required=True, help="corpus.jsonl (tokenizer training for scratch models)"
+        "--corpus", required=True, help="corpus.jsonl (for a family that trains on it: scratch's tokenizer)"
     )
     parser.add_argument("--checkpoints", required=True)
     parser.add_argument("--work", required=True)
@@ -44,7 +45,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.threads:
         settings = dataclasses.replace(settings, threads=args.threads)
     die_with_parent()  # a killed job leaves no trainer behind (the rule's shell execs this process)
-    texts = [text for _, text in iter_corpus(args.corpus)] if model["family"] == "scratch" else None
+    texts = [text for _, text in iter_corpus(args.corpus)] if family_of(model).needs_corpus else None
     try:
         with work_lock(args.work):
             train_run(

@@ -1,0 +1,16 @@
+"""The ``scratch`` family (:mod:`rerank_scaling.families.scratch`): the one that trains on the
+corpus (its tokenizer), end to end in ``tests/training/test_train.py``."""
+
+from __future__ import annotations
+
+import pytest
+
+from rerank_scaling.families.registry import REGISTRY
+from rerank_scaling.training.models import build_cross_encoder
+
+
+def test_only_scratch_trains_on_the_corpus_and_it_refuses_to_build_without_it():
+    assert [name for name, entry in REGISTRY.items() if entry.needs_corpus] == ["scratch"]
+    spec = {"name": "S", "family": "scratch", "role": "fit", "layers": 1, "hidden": 32, "heads": 2}
+    with pytest.raises(ValueError, match="needs the corpus texts and a work directory"):
+        build_cross_encoder({**spec, "intermediate": 64}, 32, 0)
