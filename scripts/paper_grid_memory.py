@@ -52,13 +52,13 @@ def _plan_text(plan: MemoryPlan | Exception) -> str:
 def block(configfile: str) -> str:
     config = merged_config(REPO / configfile)
     training, examples = config["training"], config["examples"]
-    gpu = config.get("gpu_memory_gb")
+    gpu = config["gpu_memory_gb"]
     plans = config_memory_plans(config)
     runs: dict[str, int] = {}
     for run in Grid.from_config(config).runs():
         runs[run.model] = runs.get(run.model, 0) + 1
     checkpoints = int(training["checkpoints"])
-    group = 1 + int(examples.get("group_negatives", 10))
+    group = 1 + int(examples["group_negatives"])
     sequences = {
         "pointwise": int(training["pointwise_batch_size"]),
         "pairwise": int(training["group_queries_per_batch"]) * group,
@@ -100,7 +100,7 @@ def block(configfile: str) -> str:
             if gpu
             else "GPU of `gpu_memory_gb` (not set: nothing checked)"
         )
-        + f", training.gradient_checkpointing `{training.get('gradient_checkpointing', 'auto')}`. Disk: "
+        + f", training.gradient_checkpointing `{training['gradient_checkpointing']}`. Disk: "
         f"{checkpoints} fp32 checkpoints per run, and the latest trainer state per run.",
         "",
         "| model | parameters (M) | peak as configured (GB) | planned peak (GB) | checkpoints (GB) "

@@ -65,13 +65,14 @@ def main(argv: list[str] | None = None) -> None:
         torch.set_num_threads(args.threads)
     settings = settings_from_dict(PlanSettings, parse_json_arg(args.planning), "planning")
     fitting = settings_from_dict(FitSettings, parse_json_arg(args.fitting), "fitting")
-    models = with_defaults("models", parse_json_arg(args.models))
+    written_models = parse_json_arg(args.models)  # the profile cache is keyed by the specs as written
+    models = with_defaults("models", written_models)
     training = with_defaults("training", parse_json_arg(args.training))
     evaluation = with_defaults("evaluation", parse_json_arg(args.evaluation))
     device = resolve_device(args.device)
     metrics, fits = pd.read_parquet(args.metrics), pd.read_parquet(args.fits)
 
-    profiles = collect_profiles(models, settings, training, device, args.cache, evaluation)
+    profiles = collect_profiles(written_models, settings, training, device, args.cache, evaluation)
     plan = make_plan(
         metrics,
         fits,
