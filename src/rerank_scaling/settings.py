@@ -16,6 +16,8 @@ import dataclasses
 import json
 from typing import Any, ClassVar, TypeVar
 
+import jsonschema
+
 from rerank_scaling.config_schema import fill_defaults, section_defaults, section_schema
 
 T = TypeVar("T")
@@ -47,12 +49,35 @@ def settings_from_dict(cls: type[T], values: dict[str, Any] | None, section: str
     unknown = sorted(set(values) - known)
     if unknown:
         raise ValueError(f"config section '{section}': unknown key(s) {unknown}; known: {sorted(known)}")
+    _check_values(getattr(cls, "SECTION", section), values)
     defaults = section_defaults(getattr(cls, "SECTION", section))
     values = {**{key: value for key, value in defaults.items() if key in known}, **values}
     for field in dataclasses.fields(cls):  # type: ignore[arg-type]
         if field.name in values and isinstance(values[field.name], list):
             values[field.name] = tuple(values[field.name])
     return cls(**values)
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as the config's YAML would give it: tuples as lists, numpy scalars as Python's."""
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    return value.item() if hasattr(value, "item") else value
+
+
+def _check_values(section: str, values: dict[str, Any]) -> None:
+    """Each given value against its key's schema (types, ranges, enums): the schema is the one check,
+    for a library caller's values as for the config's."""
+    properties = section_schema(section).get("properties", {})
+    for key, value in values.items():
+        if key in properties:
+            error = jsonschema.exceptions.best_match(
+                jsonschema.Draft202012Validator(properties[key]).iter_errors(_plain(value))
+            )
+            if error is not None:
+                raise ValueError(f"config field '{section}.{key}': {error.message}")
 
 
 def settings_of(cls: type[T], section: dict[str, Any]) -> T:
