@@ -21,6 +21,7 @@ the search job's memory (its pages are mapped into the process).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import json
 import os
@@ -97,7 +98,7 @@ def main() -> None:
     parser.add_argument("--memory-mb", type=int, default=2048, help="the JVM heap (retrieval.memory_mb)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
-    settings = bm25.Bm25Settings(threads=1, memory_mb=args.memory_mb)
+    settings = dataclasses.replace(bm25.ANSERINI_DEFAULTS, threads=1, memory_mb=args.memory_mb)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         corpus = root / "corpus.jsonl"

@@ -101,7 +101,7 @@ def main() -> None:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for resamples in args.resamples:
-        settings = FitSettings(
+        settings = FitSettings.of(
             **{"metrics": ("nDCG@10", "CE@16"), **fitting},
             bootstrap=resamples,
             uncertainty=args.uncertainty,

@@ -37,7 +37,9 @@ def main() -> None:
     args = parser.parse_args()
     device = "cuda" if torch.cuda.is_available() else "cpu"
 
-    docs, queries, _ = build_ict_collection(IctSettings(train_queries=200, dev_queries=10, test_queries=10))
+    docs, queries, _ = build_ict_collection(
+        IctSettings.of(train_queries=200, dev_queries=10, test_queries=10)
+    )
     texts, query_texts = dict(docs), queries["train"]
     rng = random.Random(0)
     qids, docids = sorted(query_texts), sorted(texts)

@@ -1,4 +1,5 @@
 # Helpers shared by the rule files (config validation, paths, target lists, JSON params).
+import copy
 import json
 import shlex
 import sys
@@ -6,17 +7,27 @@ from pathlib import Path
 
 from rerank_scaling import workflow_time
 from rerank_scaling.config import validate_config, validate_config_files
-from rerank_scaling.grid import GRID_KEYS, RESOURCE_KEYS, Grid, RunSpec, without
+from rerank_scaling.evaluation.checkpoints import EvalSettings
+from rerank_scaling.grid import Grid, RunSpec
 from rerank_scaling.job_resources import JobSizes, resources_for
 from rerank_scaling.laws.fit_laws import TABLES as LAW_TABLES
-from rerank_scaling.config_checks import memory_plans
+from rerank_scaling.config_resource_checks import memory_plans
 from rerank_scaling.data.annotation_files import annotation_files
 from rerank_scaling.data.source_digests import part_section, record_source_digests
 from rerank_scaling.report.write_report import PER_METRIC as FIGURE_KINDS, slug
+from rerank_scaling.settings import without
 from rerank_scaling.stage_code import stage_code
+from rerank_scaling.training.train_settings import GRID_KEYS, StepSettings, TrainSettings
 from rerank_scaling.workload import config_workload
 
-# Fails at parse time, before any job runs, naming the field (or file:line) and the fix.
+# What the config files say, before the schema's defaults: the JSON params that decide re-runs
+# (Snakemake re-runs a job when its params change) carry these, so where a default lives (schema or
+# code) re-runs nothing. Each job fills the schema's defaults into the sections it is passed
+# (rerank_scaling.settings.settings_from_dict), as validate_config does for `config` here.
+WRITTEN = copy.deepcopy(config)
+
+# Fails at parse time, before any job runs, naming the field (or file:line) and the fix; then every
+# section of `config` has every key (the schema's defaults, applied once: rerank_scaling.config).
 validate_config_files(workflow.configfiles)
 validate_config(config)
 
@@ -75,9 +86,10 @@ def directory_of(kind, key, levels=1):
 
 
 def section_json(name, *ignored):
-    """A config section as JSON, passed to stage entry points as a param (changes re-run the rule),
-    without the keys of the ``ignored`` groups (e.g. ``RESOURCE_KEYS``)."""
-    section = config.get(name, {})
+    """A config section as written (WRITTEN) as JSON, passed to stage entry points as a param
+    (changes re-run the rule), without the keys of the ``ignored`` groups (e.g. a settings class's
+    ``RESOURCE_KEYS``). A section the files leave out is ``{}``: all the schema's defaults."""
+    section = WRITTEN[name] if name in WRITTEN else {}
     return json.dumps(without(section, *ignored) if ignored else section, sort_keys=True)
 
 
@@ -86,15 +98,15 @@ def evaluation_json(model_free=False):
     and what each job gets change no result, so switching them re-runs no finished job (Snakemake
     re-runs a rule when its params change; threads reach the job as `--threads {threads}`).
     ``model_free`` (BM25's evaluation) also drops what only concerns scoring checkpoints."""
-    ignored = ("unit", "precision", "final_only_splits") if model_free else ("unit",)
-    return json.dumps(without(config["evaluation"], ignored, RESOURCE_KEYS), sort_keys=True)
+    ignored = (*EvalSettings.JOB_KEYS, *(EvalSettings.SCORING_KEYS if model_free else ()))
+    return json.dumps(without(WRITTEN["evaluation"], ignored, EvalSettings.RESOURCE_KEYS), sort_keys=True)
 
 
 def candidate_selection_json():
     """The evaluation keys that choose a split's candidate pairs (depth, query subset): all the
     tokenization jobs read, so that changing how pairs are scored re-tokenizes nothing."""
-    keys = ("rerank_depth", "max_queries", "seed")
-    return json.dumps({key: config["evaluation"][key] for key in keys if key in config["evaluation"]}, sort_keys=True)
+    written = WRITTEN["evaluation"]
+    return json.dumps({key: written[key] for key in EvalSettings.CANDIDATE_KEYS if key in written}, sort_keys=True)
 
 
 def run_dir(stage, wildcards):
@@ -127,13 +139,13 @@ def checkpoint_sidecars(wildcards):
 
 def eval_unit():
     """evaluation.unit: what one evaluation job covers (run | checkpoint | checkpoint_split)."""
-    return config["evaluation"].get("unit", "run")
+    return config["evaluation"]["unit"]
 
 
 def eval_parts():
     """A run's evaluation jobs below unit run: ckpt-XX, or ckpt-XX.<split>; a split of
     evaluation.final_only_splits only at the final checkpoint."""
-    final_only = config["evaluation"].get("final_only_splits", [])
+    final_only = config["evaluation"]["final_only_splits"]
     last = GRID.checkpoint_indices()[-1]
     if eval_unit() == "checkpoint":
         return [f"ckpt-{k:02d}" for k in GRID.checkpoint_indices()]
@@ -199,11 +211,11 @@ def run_per_query_tables(wildcards=None):
 
 
 def fitted_metrics():
-    return config["fitting"].get("metrics", ["nDCG@10"])
+    return config["fitting"]["metrics"]
 
 
 def fitted_splits():
-    return config["fitting"].get("splits") or eval_splits()
+    return config["fitting"]["splits"] or eval_splits()
 
 
 def final_targets():
@@ -243,9 +255,15 @@ def law_table_files():
     return [report(path, caption=caption, category="Tables", subcategory="scaling laws") for path in csv] + other
 
 
+def model_spec_json(name):
+    """The models[] entry of model ``name`` as written (WRITTEN), as JSON."""
+    (spec,) = [spec for spec in WRITTEN["models"] if spec["name"] == name]
+    return json.dumps(spec, sort_keys=True)
+
+
 def model_json(wildcards):
-    """The models[] entry of a run, as JSON."""
-    return json.dumps(GRID.model(RunSpec.parse(wildcards.run).model), sort_keys=True)
+    """The models[] entry of a run, as written, as JSON."""
+    return model_spec_json(RunSpec.parse(wildcards.run).model)
 
 
 def examples_path(source, kind):
@@ -291,8 +309,8 @@ def run_training_json():
     """What one training run needs of the training section: not the grid keys (its id says which
     run it is) nor the job resources, so that adding a seed or changing threads re-trains no
     finished run (Snakemake re-runs a job when its params change). A new objective still does,
-    through the examples job (STEP_KEYS below)."""
-    return json.dumps(without(config["training"], GRID_KEYS, RESOURCE_KEYS), sort_keys=True)
+    through the examples job (training_steps_json below)."""
+    return json.dumps(without(WRITTEN["training"], GRID_KEYS, TrainSettings.RESOURCE_KEYS), sort_keys=True)
 
 
 # The memory preflight (rerank_scaling.planning.memory): how each (model, objective) trains on a GPU
@@ -342,7 +360,7 @@ def evaluation_resources(rule_name, checkpoints_per_split):
 
 def run_checkpoints_per_split(wildcards):
     """An evaluate_run job: every checkpoint of each split, the final one only of final_only_splits."""
-    final_only = config["evaluation"].get("final_only_splits", [])
+    final_only = config["evaluation"]["final_only_splits"]
     every = len(GRID.checkpoint_indices())
     return {split: 1 if split in final_only else every for split in eval_splits()}
 
@@ -360,24 +378,22 @@ def memory_plan_json(wildcards):
     plan = MEMORY_PLANS[run.model, run.objective]
     how = {"gradient_checkpointing": plan.gradient_checkpointing, "micro_batches": plan.micro_batches}
     if not plan.micro_batches:
-        how["gpu_memory_gb"] = config.get("gpu_memory_gb")
+        how["gpu_memory_gb"] = config["gpu_memory_gb"]
     return json.dumps(how, sort_keys=True)
 
 
-# The training keys that set how many optimizer steps a run has: the examples job checks them
-# against the examples it builds (only these, so that other training changes do not re-run it).
-STEP_KEYS = ("objectives", "checkpoints", "max_steps", "epochs", "pointwise_batch_size", "group_queries_per_batch")
-
-
 def training_steps_json():
-    training = config["training"]
-    return json.dumps({key: training[key] for key in STEP_KEYS if key in training}, sort_keys=True)
+    """The training keys that set how many optimizer steps a run has (StepSettings), as written: the
+    examples job checks them against the examples it builds (only these, so that other training
+    changes do not re-run it)."""
+    written = WRITTEN["training"]
+    return json.dumps({key: written[key] for key in StepSettings.__dataclass_fields__ if key in written}, sort_keys=True)
 
 
 # The data as inputs (rerank_scaling.data.source_digests): each file of a local collection has a
 # digest file, rewritten at parse time only when the file's content changes, which the job reading
 # the file lists as input; every source's part jobs get the dataset keys that set their content.
-SOURCE_DIGESTS = record_source_digests(config["dataset"], f"{RESULTS}/data/sources")
+SOURCE_DIGESTS = record_source_digests(WRITTEN["dataset"], f"{RESULTS}/data/sources")
 
 
 def source_digest(name):
@@ -395,7 +411,7 @@ def dataset_part_json(part):
     """A params function: the dataset keys that set ``part``'s content (source_digests.part_section)."""
 
     def keys(wildcards):
-        section = part_section(config["dataset"], part, wildcards.get("split"))
+        section = part_section(WRITTEN["dataset"], part, wildcards.get("split"))
         return json.dumps(section, sort_keys=True)
 
     return keys

@@ -62,13 +62,13 @@ rule split_tokens:
     output:
         tokens=f"{RESULTS}/eval/tokens/{{model}}/{{split}}.parquet",
     params:
-        model=lambda wildcards: json.dumps(GRID.model(wildcards.model), sort_keys=True),
+        model=lambda wildcards: model_spec_json(wildcards.model),
         evaluation=candidate_selection_json(),
         collection=directory_of("input", "qrels", levels=2),
         max_length=config["training"]["max_length"],
     resources:
         # what an evaluation job needed to tokenize
-        **job_resources("split_tokens", mem_mb=config["evaluation"].get("mem_mb", 8000), runtime=120),
+        **job_resources("split_tokens", mem_mb=config["evaluation"]["mem_mb"], runtime=120),
     log:
         log_path("eval", "tokens/{model}/{split}"),
     benchmark:
@@ -105,7 +105,7 @@ rule evaluate_run:
         device=config["device"],
         checkpoints=lambda wildcards: run_dir("checkpoints", wildcards),
         work=lambda wildcards: run_dir("work/eval", wildcards),
-    threads: config["evaluation"].get("threads", 1)
+    threads: config["evaluation"]["threads"]
     resources:
         **evaluation_resources("evaluate_run", run_checkpoints_per_split),
     log:

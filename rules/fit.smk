@@ -27,7 +27,7 @@ rule fit_laws:
         out=directory_of("output", "fits"),
         collection=directory_of("input", "qrels", levels=2),
         evaluation=evaluation_json(model_free=True),
-    threads: config.get("threads", 1)
+    threads: config["threads"]
     resources:
         **job_resources("fit_laws", mem_mb=4000, runtime=120),
     log:

@@ -23,13 +23,13 @@ rule plan:
         planning=section_json("planning"),
         fitting=section_json("fitting"),
         models=section_json("models"),
-        training=section_json("training", RESOURCE_KEYS),
-        evaluation=section_json("evaluation", RESOURCE_KEYS),
+        training=section_json("training", TrainSettings.RESOURCE_KEYS),
+        evaluation=section_json("evaluation", EvalSettings.RESOURCE_KEYS),
         device=config["device"],
         cache="results/profiles",  # per device, shared by runs; not an output, so re-runs keep it
         out=directory_of("output", "parquet"),
         figures=directory_of("output", "budget_curves"),
-    threads: config.get("threads", 1)
+    threads: config["threads"]
     resources:
         **job_resources("plan", mem_mb=8000, runtime=30),
     log:

@@ -6,7 +6,7 @@ rule bm25_index:
         index=directory(f"{RESULTS}/bm25/index"),
     params:
         retrieval=section_json("retrieval"),
-    threads: config["retrieval"].get("threads", 1)
+    threads: config["retrieval"]["threads"]
     resources:
         # sized from the corpus's documents (rerank_scaling.job_resources, BM25 rates measured on CPU)
         **job_resources("bm25_index", mem_mb=SIZES.bm25_mem_mb(), runtime=SIZES.bm25_index_runtime()),
@@ -30,7 +30,7 @@ rule bm25_search:
         run=f"{RESULTS}/bm25/runs/{{split}}.trec",
     params:
         retrieval=section_json("retrieval"),
-    threads: config["retrieval"].get("threads", 1)
+    threads: config["retrieval"]["threads"]
     resources:
         # sized from the split's queries and the corpus's documents (rerank_scaling.job_resources)
         **job_resources(

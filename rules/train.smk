@@ -17,7 +17,7 @@ rule train:
         device=config["device"],
         checkpoints=lambda wildcards: run_dir("checkpoints", wildcards),
         work=lambda wildcards: run_dir("work/train", wildcards),
-    threads: config["training"].get("threads", 1)
+    threads: config["training"]["threads"]
     resources:
         **train_resources(),
     log:

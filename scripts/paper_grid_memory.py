@@ -6,7 +6,7 @@ Per model of the config (``config.yaml`` with ``--configfile`` merged over it, a
 its parameters and shape (:func:`rerank_scaling.planning.memory.model_shape`: the cached
 ``config.json``, else the Ettin table), the peak training memory of each objective as configured
 and what the preflight makes of it on ``gpu_memory_gb``
-(:func:`rerank_scaling.config_checks.config_memory_plans`), and the disk its runs take:
+(:func:`rerank_scaling.config_resource_checks.config_memory_plans`), and the disk its runs take:
 checkpoints exported as fp32 safetensors (4 bytes per parameter, ``training.checkpoints`` per run;
 publishing hard-links them, so the copy in the work directory costs nothing) and the latest
 trainer state per run (fp32 weights 4 + AdamW moments 8 = 12 bytes per parameter; two states for
@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from paper_grid_cost import merged_config  # noqa: E402
 
-from rerank_scaling.config_checks import config_memory_plans  # noqa: E402
+from rerank_scaling.config_resource_checks import config_memory_plans  # noqa: E402
 from rerank_scaling.grid import Grid  # noqa: E402
 from rerank_scaling.planning.memory import GB, MemoryPlan, model_shape, training_peak, usable_bytes  # noqa: E402
 
@@ -52,13 +52,13 @@ def _plan_text(plan: MemoryPlan | Exception) -> str:
 def block(configfile: str) -> str:
     config = merged_config(REPO / configfile)
     training, examples = config["training"], config["examples"]
-    gpu = config.get("gpu_memory_gb")
+    gpu = config["gpu_memory_gb"]
     plans = config_memory_plans(config)
     runs: dict[str, int] = {}
     for run in Grid.from_config(config).runs():
         runs[run.model] = runs.get(run.model, 0) + 1
     checkpoints = int(training["checkpoints"])
-    group = 1 + int(examples.get("group_negatives", 10))
+    group = 1 + int(examples["group_negatives"])
     sequences = {
         "pointwise": int(training["pointwise_batch_size"]),
         "pairwise": int(training["group_queries_per_batch"]) * group,
@@ -100,7 +100,7 @@ def block(configfile: str) -> str:
             if gpu
             else "GPU of `gpu_memory_gb` (not set: nothing checked)"
         )
-        + f", training.gradient_checkpointing `{training.get('gradient_checkpointing', 'auto')}`. Disk: "
+        + f", training.gradient_checkpointing `{training['gradient_checkpointing']}`. Disk: "
         f"{checkpoints} fp32 checkpoints per run, and the latest trainer state per run.",
         "",
         "| model | parameters (M) | peak as configured (GB) | planned peak (GB) | checkpoints (GB) "

@@ -200,7 +200,7 @@ def _second_trainer(work: Path) -> None:
         "--model",
         json.dumps({"family": "ladder"}),
         "--training",
-        "{}",
+        json.dumps({"lr": 2e-5, "max_length": 32, "checkpoints": 2}),  # the keys the schema requires
     ]
     argv += ["--pointwise", "p", "--groups", "g", "--corpus", "c", "--checkpoints", str(work / "ckpt")]
     with work_lock(work / "work"):

@@ -119,7 +119,7 @@ def small_collection(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
     root = tmp_path_factory.mktemp("ict")
     docs, queries, qrels = build_ict_collection(
-        IctSettings(train_queries=80, dev_queries=20, test_queries=40)
+        IctSettings.of(train_queries=80, dev_queries=20, test_queries=40)
     )
     collection = write_collection(root / "collection", docs, queries, qrels)
     bm25.build_index(collection.corpus, root / "index")

@@ -70,7 +70,7 @@ def form_draws(
 ) -> tuple[np.ndarray, tuple[str, ...]]:
     """(B, m) draws at the candidates ``x`` (law scale) of the mixture of ``forms`` fitted to the
     ladder (the fit stage's run bootstrap, 100 refits each), and the forms mixed."""
-    settings = FitSettings(bootstrap=100, last_k=1)
+    settings = FitSettings.of(bootstrap=100, last_k=1)
     members, names = [], []
     for name in forms:
         law = LAW if name == "additive" else JOINT[name]

@@ -75,7 +75,7 @@ def simulate(replicates: int, bootstrap: int = 200, seed: int = 0, ensemble: boo
     bounded power law alone or (``ensemble``) of the model-form ensemble (:mod:`rerank_scaling.laws.ensemble`)
     with the bound as its ceiling."""
     rng = np.random.default_rng(seed)
-    settings = FitSettings(bootstrap=bootstrap, last_k=1, uncertainty="run")
+    settings = FitSettings.of(bootstrap=bootstrap, last_k=1, uncertainty="run")
     rows = []
     for index in range(replicates):
         sample = replicate(rng)

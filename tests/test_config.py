@@ -160,7 +160,7 @@ def test_a_local_collection_that_does_not_exist_is_named(default_config, tmp_pat
 
 
 def test_fitted_metrics_follow_the_evaluation_settings(default_config):
-    from rerank_scaling.config_checks import evaluation_metrics
+    from rerank_scaling.config_result_checks import evaluation_metrics
 
     produced = evaluation_metrics({"rerank_depth": 10, "ce_sizes": [4, 8], "rbp_k": [2], "rr_m": [3]})
     assert produced == ["nDCG@10", "AP", "RR@10", "R@10", "P@10", "CE@4", "CE@8", "RBP@2", "RRstar@3"]

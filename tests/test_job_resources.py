@@ -124,7 +124,7 @@ def test_bm25_jobs_are_sized_from_the_collection_and_each_splits_queries(paper_j
     config = load_config(REPO / "config.paper.yaml")
     workload = config_workload(config)
     assert workload.documents == 8_841_823 and workload.split_queries["train"] == 200_000
-    retrieval, cluster = config["retrieval"], ClusterSettings()  # the config's cluster: its defaults
+    retrieval, cluster = config["retrieval"], ClusterSettings.of()  # the config's cluster: its defaults
     jobs = {(job["rule"], job["wildcards"].get("split")): job["resources"] for job in paper_jobs}
 
     def minutes(seconds: float) -> int:
@@ -157,7 +157,7 @@ def test_bm25_limits_grow_with_the_collection_and_stop_at_the_cap():
 
     def sizes(documents: int | None, queries: int) -> JobSizes:
         workload = Workload(None, {}, documents, {"train": queries})
-        return JobSizes(config, ClusterSettings(max_runtime=600), workload, {}, {})
+        return JobSizes(config, ClusterSettings.of(max_runtime=600), workload, {}, {})
 
     small, large, huge = sizes(10**6, 10**4), sizes(10**7, 10**5), sizes(10**10, 10**7)
     assert small.bm25_index_runtime() < large.bm25_index_runtime() < huge.bm25_index_runtime() == 600

@@ -1,15 +1,16 @@
 """Load and validate the workflow configuration before any job runs.
 
-Two layers: the JSON schema (``schemas/config.schema.yaml``: types, enums, closed objects) and
-cross-field checks the schema cannot express (:mod:`.config_checks`: depths, steps for the
-checkpoints, model and collection directories, fitted metrics, ...). Every error names the
-offending field and says how to fix it.
+Two layers: the JSON schema (``schemas/config.schema.yaml``: types, enums, closed objects, and every
+default) and cross-field checks the schema cannot express (:mod:`.config_checks`: depths, steps for
+the checkpoints, model and collection directories, fitted metrics, ...). Every error names the
+offending field and says how to fix it. A valid config gets the schema's defaults once, here
+(:func:`rerank_scaling.config_schema.fill_defaults`): after :func:`validate_config` every section
+has every key, and no stage reads a key with a default of its own.
 """
 
 from __future__ import annotations
 
 import os
-from importlib import resources
 from typing import Any
 
 import jsonschema
@@ -17,6 +18,7 @@ import yaml
 
 from rerank_scaling.config_checks import cross_field_problems
 from rerank_scaling.config_meaning import duplicate_key_problems, meaning_problems
+from rerank_scaling.config_schema import fill_defaults, schema
 
 # One rule for integers: an integer field takes a whole number written without a decimal point.
 # JSON Schema counts 3.0 as an integer, and Python then passes a float to range() or a tensor shape
@@ -29,17 +31,6 @@ StrictValidator = jsonschema.validators.extend(jsonschema.Draft202012Validator, 
 
 class ConfigError(ValueError):
     """A configuration value is wrong; the message names the field and the fix."""
-
-
-def schema() -> dict[str, Any]:
-    """The JSON schema of the workflow config."""
-    text = resources.files("rerank_scaling").joinpath("schemas/config.schema.yaml").read_text()
-    return yaml.safe_load(text)
-
-
-def schema_path() -> str:
-    """Filesystem path of the schema (for ``snakemake.utils.validate``)."""
-    return str(resources.files("rerank_scaling").joinpath("schemas/config.schema.yaml"))
 
 
 def _field(path: Any) -> str:
@@ -74,12 +65,16 @@ def validate_config_files(paths: list[str | os.PathLike[str]]) -> None:
 
 
 def validate_config(config: dict[str, Any]) -> dict[str, Any]:
-    """Validate ``config``; raise :class:`ConfigError` listing every problem, else return it."""
-    validator = StrictValidator(schema())
+    """Validate ``config`` and give it the schema's defaults, in place (as Snakemake's
+    ``validate(config, schema, set_default=True)`` does); raise :class:`ConfigError` listing every
+    problem, else return it. The cross-field checks see the config with its defaults."""
+    the_schema = schema()
+    validator = StrictValidator(the_schema)
     problems = [
         _describe(e) for e in sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
     ]
     if not problems:
+        fill_defaults(config, the_schema)
         problems = cross_field_problems(config) + meaning_problems(config)
     if problems:
         raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(problems))

@@ -19,11 +19,7 @@ from typing import Any
 
 import yaml
 
-Problems = list[str]
-
-
-def _problem(field: str, text: str) -> str:
-    return f"config field '{field}': {text}"
+from rerank_scaling.config_problems import Problems, problem
 
 
 class _DuplicateKeyLoader(yaml.SafeLoader):
@@ -65,7 +61,7 @@ def run_name_problems(config: dict[str, Any]) -> Problems:
     name = config["run_name"]
     if set(name) == {"."}:
         return [
-            _problem(
+            problem(
                 "run_name",
                 f"{name!r} is not a directory name of its own; outputs would go to "
                 f"results/{name}/. Use a plain name such as 'default'",
@@ -81,24 +77,24 @@ def split_role_problems(config: dict[str, Any]) -> Problems:
     problems = []
     if train in evaluated:
         problems.append(
-            _problem(
+            problem(
                 "dataset.eval_splits",
                 f"lists the train split {train!r}: scores on the queries a model was trained on measure "
                 "memorisation, not the reranking quality the laws forecast. Evaluate on held-out splits only",
             )
         )
-    split = (config.get("planning") or {}).get("split")
+    split = config["planning"]["split"]
     if split is not None and split not in evaluated:
-        problems.append(_problem("planning.split", f"{split!r} is not evaluated; use one of {evaluated}"))
+        problems.append(problem("planning.split", f"{split!r} is not evaluated; use one of {evaluated}"))
     return problems
 
 
 def equal_compute_problems(config: dict[str, Any]) -> Problems:
     """``fitting.equal_compute`` names two different models."""
-    pair = config["fitting"].get("equal_compute")
+    pair = config["fitting"]["equal_compute"]
     if pair and len(set(pair)) != len(pair):
         return [
-            _problem(
+            problem(
                 "fitting.equal_compute", f"{pair} compares a model with itself; name two different models"
             )
         ]

@@ -18,19 +18,6 @@ from typing import Any
 # The training objectives (Section 3 of the paper): pointwise BCE, pairwise RankNet, listwise ListNet.
 OBJECTIVES = ("pointwise", "pairwise", "listwise")
 
-# Keys of the `training` section that say which runs exist, not how one run trains (a run's id
-# carries its objective, attention variant and seed): adding a seed must not re-train, or discard
-# the saved state of, the runs that were there.
-GRID_KEYS = (
-    "objectives",
-    "attention",
-    "seeds",
-    "extra_seeds",
-    "data_fractions",
-    "annotations",
-    "annotation_files",  # the files of the generated-query sources (data.annotation_files)
-)
-
 #: The built-in annotation sources a run can train on (seed 001 §4.3), built by
 #: :mod:`rerank_scaling.data.annotations`: ``human`` the collection's own training qrels, ``ict``
 #: Inverse-Cloze pseudo-queries built from their relevant passages. A generated-query source is
@@ -39,20 +26,6 @@ ANNOTATIONS = ("human", "ict")
 
 #: A data-fraction part of a run id (``d0.25``); any other last part names the annotation source.
 FRACTION_PART = re.compile(r"d[0-9.e-]+")
-DEFAULT_ANNOTATIONS = ("human",)
-
-#: ``training.data_fractions`` when the config gives none: every run sees all training queries.
-FULL_DATA = (1.0,)
-
-# Keys of a `training` or `evaluation` section that say how a job runs (threads, memory, time
-# limit), not what it computes: changing them re-runs nothing.
-RESOURCE_KEYS = ("threads", "mem_mb", "runtime")
-
-
-def without(section: dict[str, Any], *keys: tuple[str, ...]) -> dict[str, Any]:
-    """``section`` without the keys of the ``keys`` groups (e.g. :data:`GRID_KEYS`)."""
-    dropped = {key for group in keys for key in group}
-    return {key: value for key, value in section.items() if key not in dropped}
 
 
 @dataclass(frozen=True)
@@ -88,23 +61,23 @@ class Grid:
     extra_seed_models: tuple[str, ...]
     extra_seeds: tuple[int, ...]
     checkpoints: int
-    data_fractions: tuple[float, ...] = FULL_DATA
-    annotations: tuple[str, ...] = DEFAULT_ANNOTATIONS
+    data_fractions: tuple[float, ...]
+    annotations: tuple[str, ...]
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> Grid:
+        """The grid of a validated config (defaults filled: :func:`rerank_scaling.config.validate_config`)."""
         training = config["training"]
-        extra = training.get("extra_seeds", {})
         return cls(
             models=tuple(config["models"]),
             objectives=tuple(training["objectives"]),
             attention=tuple(training["attention"]),
             seeds=tuple(training["seeds"]),
-            extra_seed_models=tuple(extra.get("models", [])),
-            extra_seeds=tuple(extra.get("seeds", [])),
+            extra_seed_models=tuple(training["extra_seeds"]["models"]),
+            extra_seeds=tuple(training["extra_seeds"]["seeds"]),
             checkpoints=int(training["checkpoints"]),
-            data_fractions=tuple(float(f) for f in training.get("data_fractions", FULL_DATA)),
-            annotations=tuple(training.get("annotations", DEFAULT_ANNOTATIONS)),
+            data_fractions=tuple(float(f) for f in training["data_fractions"]),
+            annotations=tuple(training["annotations"]),
         )
 
     def runs(self) -> list[RunSpec]:

@@ -74,13 +74,13 @@ def split_revision(path: str) -> tuple[str, str | None]:
 
 def hub_model_ids(config: dict[str, Any]) -> list[str]:
     """Hub ids among the config's ``models[].path`` (families ``hf`` and ``ladder``), sorted."""
-    return sorted({m["path"] for m in config.get("models", []) if "path" in m and is_hub_id(m["path"])})
+    return sorted({m["path"] for m in config["models"] if "path" in m and is_hub_id(m["path"])})
 
 
 def ir_dataset_ids(config: dict[str, Any]) -> list[str]:
     """ir_datasets ids the config names: the corpus and every split's queries/qrels."""
-    dataset = config.get("dataset", {})
-    if dataset.get("source") != "ir_datasets":
+    dataset = config["dataset"]
+    if dataset["source"] != "ir_datasets":
         return []
     section = dataset["ir_datasets"]
     return sorted({section["corpus"], *section["splits"].values()})

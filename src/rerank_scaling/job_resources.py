@@ -38,10 +38,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rerank_scaling.grid import RunSpec
 from rerank_scaling.planning.encoder_flops import EncoderShape
+from rerank_scaling.settings import SectionSettings
 from rerank_scaling.workload import Workload
 
 if TYPE_CHECKING:
@@ -88,18 +89,20 @@ BM25_FALLBACK_MINUTES = 60
 
 
 @dataclass(frozen=True)
-class ClusterSettings:
-    """Config section ``cluster`` (defaults here; the schema documents each key)."""
+class ClusterSettings(SectionSettings):
+    """Config section ``cluster`` (defaults: the schema's, which documents each key)."""
 
-    account: str | None = None
-    gpu_partition: str | None = None
-    cpu_partition: str | None = None
-    runtime_margin: float = 3.0
-    startup_minutes: int = 10
-    min_runtime: int = 10
-    max_runtime: int = 2880
-    min_mem_mb: int = 1000
-    max_mem_mb: int = 500000
+    SECTION: ClassVar[str] = "cluster"
+
+    account: str | None
+    gpu_partition: str | None
+    cpu_partition: str | None
+    runtime_margin: float
+    startup_minutes: int
+    min_runtime: int
+    max_runtime: int
+    min_mem_mb: int
+    max_mem_mb: int
 
 
 def encoder_shape(spec: dict[str, Any], config: dict[str, Any]) -> EncoderShape:
@@ -118,7 +121,7 @@ def encoder_shape(spec: dict[str, Any], config: dict[str, Any]) -> EncoderShape:
         hidden=int(config["hidden_size"]),
         intermediate=int(config["intermediate_size"]),
         ffn_matrices=3 if modernbert else 2,
-        head=spec.get("head", "cls"),
+        head=spec["head"],
         local_layers=local,
         local_reach=int(config.get("local_attention", 128)) // 2 if local else None,
     )
@@ -155,7 +158,7 @@ class JobSizes:
             models[spec["name"]] = (
                 ModelCost(encoder_shape(spec, values), memory.params) if values and memory else None
             )
-        cluster = settings_from_dict(ClusterSettings, config.get("cluster"), "cluster")
+        cluster = settings_from_dict(ClusterSettings, config["cluster"])
         return cls(config, cluster, workload, models, checkpointing)
 
     # --- placement -------------------------------------------------------------------------------
@@ -185,10 +188,10 @@ class JobSizes:
     @property
     def flops_per_second(self) -> float | None:
         """Achieved FLOP/s of the jobs' device: planning.peak_flops x planning.mfu (None: not given)."""
-        planning = self.config.get("planning") or {}
-        if not planning.get("peak_flops"):
+        planning = self.config["planning"]
+        if not planning["peak_flops"]:
             return None
-        return float(planning["peak_flops"]) * float(planning.get("mfu", 0.4))
+        return float(planning["peak_flops"]) * float(planning["mfu"])
 
     def _minutes(self, flops: float | None, fallback: float) -> int:
         rate = self.flops_per_second
@@ -201,11 +204,11 @@ class JobSizes:
         step x sequences per row (:func:`rerank_scaling.planning.memory.rows_per_step`)."""
         from rerank_scaling.data.training_examples import ExampleSettings
         from rerank_scaling.planning.memory import rows_per_step
-        from rerank_scaling.settings import settings_from_dict
+        from rerank_scaling.settings import settings_from_dict, settings_of
         from rerank_scaling.training.train_settings import TrainSettings
 
-        training = settings_from_dict(TrainSettings, self.config["training"], "training")
-        examples = settings_from_dict(ExampleSettings, self.config["examples"], "examples")
+        training = settings_of(TrainSettings, self.config["training"])
+        examples = settings_from_dict(ExampleSettings, self.config["examples"])
         batch, per_row = rows_per_step(
             objective,
             training.pointwise_batch_size,
@@ -229,7 +232,7 @@ class JobSizes:
         if cost is not None and sequences is not None:
             recompute = 4 / 3 if self.checkpointing.get((run.model, run.objective)) else 1.0
             flops = sequences * cost.shape.train_flops(self.config["training"]["max_length"]) * recompute
-        return self._minutes(flops, self.config["training"].get("runtime", 60))
+        return self._minutes(flops, self.config["training"]["runtime"])
 
     def evaluation_runtime(self, run_id: str, checkpoints_per_split: dict[str, int]) -> int:
         """Time of one evaluation job of ``run_id`` scoring ``checkpoints_per_split[split]``
@@ -241,14 +244,14 @@ class JobSizes:
             depth = int(self.config["evaluation"]["rerank_depth"])
             pairs = sum(queries[split] * depth * n for split, n in checkpoints_per_split.items())
             flops = pairs * cost.shape.forward_flops(self.config["training"]["max_length"])
-        return self._minutes(flops, self.config["evaluation"].get("runtime", 60))
+        return self._minutes(flops, self.config["evaluation"]["runtime"])
 
     def model_mem_mb(self, stage: str, run_id: str, attempt: int = 1) -> int:
         """Host memory of a ``stage`` (train | evaluate) job of ``run_id``."""
         section = self.config["training" if stage == "train" else "evaluation"]
         cost = self.models[RunSpec.parse(run_id).model]
         weights = HOST_BYTES_PER_PARAM[stage] * cost.params / MB if cost is not None else 0.0
-        return self.mem_mb(section.get("mem_mb", 4000) + weights, attempt)
+        return self.mem_mb(section["mem_mb"] + weights, attempt)
 
     # --- BM25 -------------------------------------------------------------------------------------
 
@@ -258,7 +261,7 @@ class JobSizes:
         from rerank_scaling.data.bm25 import Bm25Settings
         from rerank_scaling.settings import settings_from_dict
 
-        return settings_from_dict(Bm25Settings, self.config["retrieval"], "retrieval")
+        return settings_from_dict(Bm25Settings, self.config["retrieval"])
 
     def _bm25_minutes(self, seconds: float | None) -> int:
         if seconds is None:

@@ -46,14 +46,12 @@ def _capped(count: int | None, *limits: int | None) -> int | None:
 
 
 def _builtin(config: dict[str, Any]) -> Workload:
-    from rerank_scaling.data.ict import IctSettings
-
-    section = {**IctSettings().__dict__, **config["dataset"].get("builtin", {})}
+    section = config["dataset"]["builtin"]
     train = config["dataset"]["train_split"]
     counts = {split: section.get(f"{split}_queries") for split in _splits(config)}
     known = {split: count for split, count in counts.items() if count is not None}
     return Workload(
-        _capped(section.get(f"{train}_queries"), config["examples"].get("max_queries")),
+        _capped(section.get(f"{train}_queries"), config["examples"]["max_queries"]),
         {split: count for split, count in known.items() if split in config["dataset"]["eval_splits"]},
         None,
         known,
@@ -74,7 +72,7 @@ def _lines(path: Path) -> int | None:
 
 def _local(config: dict[str, Any]) -> Workload:
     root = Path(config["dataset"]["local"]["path"]).expanduser()
-    threshold = int(config["examples"].get("positive_threshold", 1))
+    threshold = int(config["examples"]["positive_threshold"])
     qrels = root / "qrels" / f"{config['dataset']['train_split']}.txt"
     positives = None
     if qrels.is_file():
@@ -97,7 +95,7 @@ def _ir_datasets(config: dict[str, Any]) -> Workload:
     import ir_datasets
 
     section = config["dataset"]["ir_datasets"]
-    limits = section.get("max_queries") or {}
+    limits = section["max_queries"]
 
     def counts(split: str) -> tuple[int, int] | None:
         try:
@@ -109,7 +107,7 @@ def _ir_datasets(config: dict[str, Any]) -> Workload:
     train = config["dataset"]["train_split"]
     positives = None
     if (found := counts(train)) is not None and found[0]:
-        queries = _capped(found[0], limits.get(train), config["examples"].get("max_queries"))
+        queries = _capped(found[0], limits.get(train), config["examples"]["max_queries"])
         positives = round(queries * found[1] / found[0])
     known = {}
     for split in _splits(config):
@@ -127,8 +125,8 @@ SOURCES = {"builtin": _builtin, "local": _local, "ir_datasets": _ir_datasets}
 
 
 def config_workload(config: dict[str, Any]) -> Workload:
-    """The :class:`Workload` of a validated config (module docstring)."""
+    """The :class:`Workload` of a validated config, its defaults filled (module docstring)."""
     found = SOURCES[config["dataset"]["source"]](config)
-    limits = config["evaluation"].get("max_queries") or {}
+    limits = config["evaluation"]["max_queries"] or {}  # null: every split's queries
     queries = {split: _capped(n, limits.get(split)) for split, n in found.eval_queries.items()}
     return Workload(found.train_positives, queries, found.documents, found.split_queries)

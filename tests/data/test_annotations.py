@@ -19,7 +19,8 @@ from rerank_scaling.laws.protocols import prepare, splits_for
 from rerank_scaling.laws.synthetic import synthetic_metrics_table
 from rerank_scaling.planning.annotation_prices import data_price
 from rerank_scaling.planning.plan_settings import PlanSettings
-from rerank_scaling.training.train_settings import TrainSettings, total_steps
+from rerank_scaling.settings import with_defaults
+from rerank_scaling.training.train_settings import StepSettings, total_steps
 
 QIDS = [f"q{i:03d}" for i in range(200)]
 
@@ -69,10 +70,15 @@ def test_adding_a_fraction_only_adds_runs(default_config):
     assert {RunSpec.parse(r).data_fraction for r in set(after) - set(before)} == {0.5}
 
 
+def _training(**values: object) -> StepSettings:
+    """The step keys of a training section: ``values``, the schema's defaults for the rest."""
+    return StepSettings.of(**{"objectives": ("pointwise",), "checkpoints": 5, **values})
+
+
 def test_each_fraction_has_a_complete_schedule_of_its_own_length():
-    epochs = TrainSettings(epochs=2.0)
+    epochs = _training(epochs=2.0)
     assert [total_steps(epochs, rows, 16, 1.0) for rows in (160, 80, 17)] == [20, 10, 4]
-    fixed = TrainSettings(max_steps=10)
+    fixed = _training(max_steps=10)
     assert [total_steps(fixed, 1000, 16, f) for f in (1.0, 0.5, 0.25)] == [10, 5, 3]
 
 
@@ -113,11 +119,11 @@ def fraction_table(fractions=(0.25, 0.5, 1.0)) -> pd.DataFrame:
 
 def test_the_data_law_fits_on_fraction_ends_or_on_checkpoints():
     table = fraction_table()
-    checkpoints = prepare(table, FitSettings())
+    checkpoints = prepare(table, FitSettings.of())
     assert sorted(checkpoints["step"].unique()) == sorted(
         table[table["data_fraction"] == 1.0]["step"].unique()
     )
-    fractions = FitSettings(data_axis="fractions")
+    fractions = FitSettings.of(data_axis="fractions")
     ends = prepare(table, fractions)
     assert sorted(ends["step"].unique()) == [250.0, 500.0, 1000.0]
     group = ends[(ends["objective"] == "listwise") & (ends["split"] == "dev")]
@@ -188,10 +194,10 @@ def test_annotation_prices_become_a_price_per_example_per_source():
             "annotated_pairs": [20, 20, 20],
         }
     )
-    priced = PlanSettings(z_data=1e-5, annotation_cost_per_pair={"human": 0.6, "ict": 0.0})
+    priced = PlanSettings.of(z_data=1e-5, annotation_cost_per_pair={"human": 0.6, "ict": 0.0})
     assert data_price(priced, metrics, "human", "listwise") == pytest.approx(0.6 * 20 / 80)
     assert data_price(priced, metrics, "ict", "listwise") == 0.0
-    assert data_price(PlanSettings(z_data=1e-5), metrics, "human", "listwise") == 1e-5
+    assert data_price(PlanSettings.of(z_data=1e-5), metrics, "human", "listwise") == 1e-5
 
 
 def test_the_data_figure_draws_checkpoints_and_fraction_ends_on_one_axis():
@@ -223,9 +229,19 @@ def test_the_budget_buys_more_examples_of_the_cheaper_source():
     fits = joint_fit_rows({"pointwise": ("ok", "")})
     fits = pd.concat([fits, fits.assign(annotations="ict")], ignore_index=True)
     prices = {"human": 1e-6, "ict": 0.0}
-    settings = PlanSettings(profile=False, budgets=(3.16e-5,), annotation_cost_per_pair=prices)
-    models = [{**SCRATCH, "name": name} for name in ("s1", "s3", "s5")]
-    plan = make_plan(metrics, fits, models, [], settings, FitSettings(), "cpu", 20, run_stats(metrics, {}))
+    settings = PlanSettings.of(profile=False, budgets=(3.16e-5,), annotation_cost_per_pair=prices)
+    models = with_defaults("models", [{**SCRATCH, "name": name} for name in ("s1", "s3", "s5")])
+    plan = make_plan(
+        metrics,
+        fits,
+        models,
+        [],
+        settings,
+        FitSettings.of(),
+        "cpu",
+        20,
+        run_stats(metrics, with_defaults("training", {"max_length": 256})),
+    )
     budget = plan_table(plan.rows).query("kind == 'budget' and status == 'ok'")
     cost = budget.groupby("annotations")[["cost_data", "examples"]].max()
     assert cost.loc["ict", "cost_data"] == 0.0 and cost.loc["human", "cost_data"] > 0
@@ -238,7 +254,7 @@ def test_the_fraction_check_fails_only_when_no_draw_has_the_steps():
     # 8 queries: one with 9 groups, seven with 1; a quarter keeps 2 queries: at most 10 rows
     groups = pd.DataFrame({"qid": ["big"] * 9 + [f"q{i}" for i in range(7)], "labels": [[1.0]] * 16})
     assert most_rows(groups, 0.25) == 10 and most_rows(groups, 0.5) == 12
-    settings = TrainSettings(objectives=("listwise",), group_queries_per_batch=2, checkpoints=6)
+    settings = _training(objectives=("listwise",), group_queries_per_batch=2, checkpoints=6)
     # a half: 6 steps if "big" is drawn (a draw without it: the train job names its own shortfall)
     assert fraction_problems(0.5, {"groups": groups}, settings) == []
     (problem,) = fraction_problems(0.25, {"groups": groups}, settings)  # at most 10 rows: 5 steps

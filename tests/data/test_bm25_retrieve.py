@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 
@@ -17,7 +18,7 @@ def test_bm25_runs_cover_every_query_with_ranked_hits(small_collection):
     run = read_run(small_collection["runs"] / "test.trec")
     queries = small_collection["queries"]["test"]
     assert set(run) == set(queries)
-    assert max(len(docs) for docs in run.values()) == bm25.Bm25Settings().depth
+    assert max(len(docs) for docs in run.values()) == bm25.ANSERINI_DEFAULTS.depth
     lines = (small_collection["runs"] / "test.trec").read_text().splitlines()
     first = lines[0].split()
     assert first[1] == "Q0" and first[3] == "1" and first[5] == "bm25"
@@ -36,13 +37,23 @@ def test_bm25_on_ict_is_clearly_imperfect_but_informative(small_collection):
 
 def test_bm25_parameters_change_the_ranking(small_collection, tmp_path):
     queries = small_collection["queries"]["dev"]
-    bm25.search(small_collection["index"], queries, tmp_path / "b0.trec", bm25.Bm25Settings(b=0.0, depth=10))
-    bm25.search(small_collection["index"], queries, tmp_path / "b1.trec", bm25.Bm25Settings(b=1.0, depth=10))
+    bm25.search(
+        small_collection["index"],
+        queries,
+        tmp_path / "b0.trec",
+        bm25.Bm25Settings.of(k1=0.9, b=0.0, depth=10),
+    )
+    bm25.search(
+        small_collection["index"],
+        queries,
+        tmp_path / "b1.trec",
+        bm25.Bm25Settings.of(k1=0.9, b=1.0, depth=10),
+    )
     assert (tmp_path / "b0.trec").read_text() != (tmp_path / "b1.trec").read_text()
 
 
 def test_ict_collection_is_deterministic_and_splits_are_disjoint():
-    settings = IctSettings(train_queries=50, dev_queries=10, test_queries=10)
+    settings = IctSettings.of(train_queries=50, dev_queries=10, test_queries=10)
     first, second = build_ict_collection(settings), build_ict_collection(settings)
     assert first == second
     _, queries, qrels = first
@@ -53,7 +64,7 @@ def test_ict_collection_is_deterministic_and_splits_are_disjoint():
     for qid, text in queries["test"].items():
         passage = max(qrels["test"][qid], key=qrels["test"][qid].get)
         assert text not in docs[passage]
-    changed = build_ict_collection(IctSettings(train_queries=50, dev_queries=10, test_queries=10, seed=8))
+    changed = build_ict_collection(IctSettings.of(train_queries=50, dev_queries=10, test_queries=10, seed=8))
     assert changed[1] != first[1]
 
 
@@ -75,7 +86,7 @@ def test_indexing_uses_one_file_per_thread_and_the_run_does_not_depend_on_it(sma
     runs = {}
     for threads in (1, 3):
         log = tmp_path / f"index-{threads}.log"
-        settings = bm25.Bm25Settings(threads=threads)
+        settings = dataclasses.replace(bm25.ANSERINI_DEFAULTS, threads=threads)
         corpus = small_collection["collection"].corpus
         bm25.build_index(corpus, tmp_path / f"index-{threads}", settings, log=log)
         assert re.search(rf"\b{threads} files? found", log.read_text()), log.read_text()[-2000:]

@@ -31,7 +31,7 @@ def measure(path) -> dict:
     process (tests/data/test_training_examples.py runs it in a fresh one: in a long pytest process other
     tests' threads and garbage are traced too, and the comparison failed there once)."""
     qrels = synthetic_run(path, 3000, 100)
-    settings = ExampleSettings(negative_depth=100)  # the paper config's: every candidate is kept
+    settings = ExampleSettings.of(negative_depth=100)  # the paper config's: every candidate is kept
     tracemalloc.start()
     whole = negative_pools(read_run(path).items(), qrels, settings)
     whole_peak = tracemalloc.get_traced_memory()[1]

@@ -259,7 +259,7 @@ def test_settings_from_dict():
 def test_the_evaluation_table_reports_and_logs_the_queries_ce_drops(caplog):
     from rerank_scaling.evaluation.checkpoints import EvalSettings, metric_rows
 
-    settings = EvalSettings(ce_sizes=(3,), rbp_k=(1,), rr_m=(2,))
+    settings = EvalSettings.of(rerank_depth=100, ce_sizes=(3,), rbp_k=(1,), rr_m=(2,))
     scored = {q: docs for q, docs in CANDIDATES.items() if q != "q4"}
     per_query = evaluate_per_query(RUN, QRELS, scored, settings.metric_settings())
     fields = {"run": "L1__pointwise__full__s1", "checkpoint": 7}

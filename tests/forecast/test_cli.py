@@ -152,7 +152,7 @@ def test_the_fit_stage_writes_what_forecast_runs_gives_on_the_same_runs(tmp_path
     table = synthetic_metrics_table(
         sizes, objectives=("pointwise",), checkpoints=4, splits=("dev",), seeds={"s4": 2}, run_sigma=0.004
     )
-    settings = FitSettings(metrics=("nDCG@10", "CE@16"), last_k=1, holdout_last=1, bootstrap=20, seed=3)
+    settings = FitSettings.of(metrics=("nDCG@10", "CE@16"), last_k=1, holdout_last=1, bootstrap=20, seed=3)
     fit_everything(table, settings, tmp_path / "laws")
     runs = table.rename(columns={"non_embedding_params": "size"})[
         ["model", "size", "value", "step", "seed", "metric", "split", "objective", "role"]
@@ -184,7 +184,7 @@ def test_forecasts_of_two_attention_variants_say_which_is_which():
         sizes, objectives=("pointwise",), checkpoints=2, splits=("dev",), metrics=("nDCG@10",)
     )
     table = pd.concat([full, full.assign(attention="window4", value=full["value"] - 0.02)], ignore_index=True)
-    settings = FitSettings(metrics=("nDCG@10",), last_k=1, holdout_last=1, bootstrap=10, backtest=False)
+    settings = FitSettings.of(metrics=("nDCG@10",), last_k=1, holdout_last=1, bootstrap=10, backtest=False)
     result = forecast_metrics(table, settings)
     assert result.forecasts.columns.tolist() == ["attention", *FORECAST_COLUMNS]
     by_variant = result.forecasts[result.forecasts["law"] == "ensemble"].set_index("attention")["forecast"]

@@ -92,12 +92,12 @@ def _group(checkpoints: int = 6) -> pd.DataFrame:
     table = synthetic_metrics_table(
         objectives=("pointwise",), checkpoints=checkpoints, splits=("dev",), metrics=("nDCG@10",)
     )
-    return prepare(table, FitSettings())
+    return prepare(table, FitSettings.of())
 
 
 def test_joint_protocols_split_as_the_paper_text_and_code_do():
     group = _group()
-    settings = FitSettings(holdout_last=2)
+    settings = FitSettings.of(holdout_last=2)
     ((_, text_fit, text_held),) = splits_for("joint_text", group, settings)
     ((_, code_fit, code_held),) = splits_for("joint_code", group, settings)
     # text: checkpoints 1-4 of s1-s3 fitted; 5-6 of s1-s3 and all 6 of s4 held out
@@ -129,7 +129,7 @@ def _joint_fit(status: str, reason: str, params: str) -> pd.DataFrame:
 
 def test_table4_keeps_one_row_per_model():
     group = _group()
-    settings = FitSettings(bootstrap=20)
+    settings = FitSettings.of(bootstrap=20)
     ((_, fit_rows, held_rows),) = splits_for("joint_code", group, settings)
     done = fit_split(laws.additive_law(+1, (0.0, 1.0)), fit_rows, held_rows, settings, 0)
     both = done.rows.assign(law="additive", split_label="joint_code", protocol="joint_code")
@@ -156,7 +156,7 @@ def test_rolling_origin_reproduces_a_hand_computed_split():
     assert rolling_origins(group) == [(2, ["s1", "s2"], "s3")]
     group = group.assign(role="fit")
     assert rolling_origins(group) == [(2, ["s1", "s2"], "s3"), (3, ["s1", "s2", "s3"], "s4")]
-    settings = FitSettings(bootstrap=20, last_k=3)
+    settings = FitSettings.of(bootstrap=20, last_k=3)
     keys = {
         "family": "ladder",
         "objective": "pointwise",
@@ -189,7 +189,7 @@ def test_size_axis_sets_n_and_training_flops_together():
         objectives=("pointwise",), checkpoints=3, splits=("dev",), metrics=("nDCG@10",)
     )
     for axis, column in (("non_embedding", "non_embedding_params"), ("total", "params")):
-        rows = prepare(table, FitSettings(size_axis=axis)).merge(
+        rows = prepare(table, FitSettings.of(size_axis=axis)).merge(
             table[["model", "checkpoint", column, "tokens"]].drop_duplicates(), on=["model", "checkpoint"]
         )
         assert np.allclose(rows["N"], rows[column] / 1e6)
@@ -202,7 +202,7 @@ def test_a_table_whose_every_fit_fails_still_writes_every_table(tmp_path):
     # two sizes, two checkpoints: too few points for every law (as in a tiny smoke run)
     sizes = {"A": (1e6, 2e6, "fit"), "B": (2e6, 3e6, "held_out")}
     table = synthetic_metrics_table(sizes, objectives=("pointwise",), checkpoints=2, metrics=("nDCG@10",))
-    settings = FitSettings(metrics=("nDCG@10",), last_k=1, holdout_last=1, bootstrap=5)
+    settings = FitSettings.of(metrics=("nDCG@10",), last_k=1, holdout_last=1, bootstrap=5)
     fit_everything(table, settings, tmp_path)
     fits = pd.read_parquet(tmp_path / "fits.parquet")
     assert len(fits) and (fits["status"] != "ok").all() and fits["params"].isna().all()
@@ -220,7 +220,7 @@ def test_the_ensemble_is_backtested_where_its_members_are_identified():
     table = synthetic_metrics_table(
         spec, objectives=("pointwise",), checkpoints=4, splits=("dev",), metrics=("nDCG@10",)
     )
-    settings = FitSettings(bootstrap=20, last_k=1, backtest=True)
+    settings = FitSettings.of(bootstrap=20, last_k=1, backtest=True)
     group = prepare(table, settings)
     keys = {k: group[k].iloc[0] for k in ("family", "objective", "attention", "metric", "split")}
     points = backtest_group(keys, group, settings, 0)

@@ -29,7 +29,7 @@ def ensemble_on(sizes: list[str]) -> tuple[dict, object]:
         return rows.assign(**columns, size=rows["N"] * 1e6, flops=rows["N"] * 1e12)
 
     fit_rows = table(sample.fit_rows[sample.fit_rows["model"].isin(sizes)])
-    settings = FitSettings(bootstrap=50, last_k=3, uncertainty="run")
+    settings = FitSettings.of(bootstrap=50, last_k=3, uncertainty="run")
     return fit_ensemble(
         KEYS, "model", fit_rows, table(sample.held_rows), settings, 0, sample.spread, StatusRule(4.0, 0.05)
     )

@@ -61,7 +61,7 @@ def _seed_spread(rng: np.random.Generator, tau: float, sigma: float, pairs: int 
 def coverage(method: str, tau: float, sigma: float, seed: int = 0) -> float:
     """Share of held-out checkpoints (size L4) inside their nominal 95% prediction interval."""
     rng = np.random.default_rng(seed)
-    settings = FitSettings(bootstrap=200, uncertainty=method)
+    settings = FitSettings.of(bootstrap=200, uncertainty=method)
     covered = total = 0
     for replicate in range(REPLICATES):
         runs = _runs(rng, tau, sigma)

@@ -44,7 +44,7 @@ SPREAD = (0.004**2, 6.0)
 
 
 def _status(fit_rows, held_rows, ratio: float = 2.0, half_width: float = 0.0) -> pd.Series:
-    settings = FitSettings(bootstrap=200, last_k=1)
+    settings = FitSettings.of(bootstrap=200, last_k=1)
     _, forecast = fit_one(
         LAW, "model", KEYS, fit_rows, held_rows, settings, 0, SPREAD, StatusRule(ratio, half_width)
     )
@@ -66,7 +66,7 @@ def test_a_log_linear_truth_is_usable_at_1_5x_and_beyond_the_validated_range_at_
 def test_an_interval_wider_than_the_predicted_change_is_too_wide_unless_a_tolerance_accepts_it():
     fit_rows, held_rows = _log_linear_ladder(np.random.default_rng(1), {"S6": 6.0}, 0.004)
     noisy = (0.05**2, 6.0)  # run sd far larger than the 0.02 change from S4 to S6
-    settings = FitSettings(bootstrap=200, last_k=1)
+    settings = FitSettings.of(bootstrap=200, last_k=1)
     _, forecast = fit_one(LAW, "model", KEYS, fit_rows, held_rows, settings, 0, noisy, StatusRule(2.0))
     held = forecast[forecast["held_out"]].iloc[0]
     assert held["forecast_status"] == "too_wide", held["reason"]

@@ -54,7 +54,7 @@ def ladder(rng: np.random.Generator) -> tuple[pd.DataFrame, pd.DataFrame, tuple[
 
 def simulate(replicates: int, bootstrap: int) -> pd.DataFrame:
     rng = np.random.default_rng(11)
-    settings = FitSettings(metrics=("nDCG@10", "CE@16"), bootstrap=bootstrap, last_k=1, uncertainty="run")
+    settings = FitSettings.of(metrics=("nDCG@10", "CE@16"), bootstrap=bootstrap, last_k=1, uncertainty="run")
     rows = []
     for index in range(replicates):
         ce, ndcg, spread = ladder(rng)
@@ -95,6 +95,6 @@ def test_a_map_the_wrong_way_is_refused():
     """If nDCG rose with CE on the fitted runs, the map would not be a ranking's loss: no forecast."""
     ce, ndcg, spread = ladder(np.random.default_rng(0))
     ndcg["value"] = 2 * U - ndcg["value"]
-    settings = FitSettings(metrics=("nDCG@10", "CE@16"), bootstrap=20, last_k=1)
+    settings = FitSettings.of(metrics=("nDCG@10", "CE@16"), bootstrap=20, last_k=1)
     record, forecast = fit_two_step(KEYS, "CE@16", ce, ndcg, settings, 0, spread, StatusRule(2.0, 0.0))
     assert record["status"] == "failed" and "not monotone" in record["reason"] and forecast.empty

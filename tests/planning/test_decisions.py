@@ -18,6 +18,7 @@ from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.laws.runner import run_protocols
 from rerank_scaling.planning.decisions import argmax_statistics, decide
 from rerank_scaling.planning.forecast import MetricForecast, ValidatedRange
+from rerank_scaling.settings import with_defaults
 
 LABELS = ["L1", "L2", "L3"]
 
@@ -160,7 +161,7 @@ def ladder_table(sizes: int):
 
 
 def bnsl_fits(sizes: int) -> pd.DataFrame:
-    settings = FitSettings(bootstrap=3, backtest=False)
+    settings = FitSettings.of(bootstrap=3, backtest=False)
     fits, _, _ = run_protocols(ladder_table(sizes), settings)
     return fits[fits["law"] == "bnsl1"]
 
@@ -224,14 +225,14 @@ def test_the_validated_range_spans_the_fitted_points_of_the_planning_protocol():
     from rerank_scaling.planning.forecast import fit_points, law_for, validated_range
 
     table = ladder_table(4)  # s0-s3 fitted (2 M x 1.6^i), s_held held out; 6 checkpoints over 10-1000 steps
-    points = fit_points(table, FitSettings())
+    points = fit_points(table, FitSettings.of())
     group = next(iter(points.values()))
     fit = pd.Series({"validated_ratio": 1.4})
-    additive = validated_range(fit, law_for("additive", "nDCG@10"), group, FitSettings())
+    additive = validated_range(fit, law_for("additive", "nDCG@10"), group, FitSettings.of())
     assert additive.ratio == 1.4
     assert additive.low["N"] == pytest.approx(2.0) and additive.high["N"] == pytest.approx(2.0 * 1.6**3)
     assert additive.low["S"] == pytest.approx(0.01) and additive.high["S"] == pytest.approx(1.0)
-    bnsl = validated_range(fit, law_for("bnsl1", "nDCG@10"), group, FitSettings())
+    bnsl = validated_range(fit, law_for("bnsl1", "nDCG@10"), group, FitSettings.of())
     final = group[group["final"] & group["fitted"]]
     assert bnsl.low["C"] == pytest.approx(final["C"].min()) and bnsl.high["C"] == pytest.approx(
         final["C"].max()
@@ -239,10 +240,12 @@ def test_the_validated_range_spans_the_fitted_points_of_the_planning_protocol():
     assert bnsl.low["C"] > group[group["fitted"]]["C"].min()  # earlier checkpoints are not converged models
     # without a ratio in the fits table: fitting.validated_ratio, else 1
     assert (
-        validated_range(pd.Series(dtype=object), law_for("additive", "nDCG@10"), group, FitSettings()).ratio
+        validated_range(
+            pd.Series(dtype=object), law_for("additive", "nDCG@10"), group, FitSettings.of()
+        ).ratio
         == 1.0
     )
-    configured = FitSettings(validated_ratio=2.0)
+    configured = FitSettings.of(validated_ratio=2.0)
     assert (
         validated_range(pd.Series(dtype=object), law_for("additive", "nDCG@10"), group, configured).ratio
         == 2.0
@@ -253,7 +256,7 @@ def test_the_p_best_threshold_is_a_checked_config_key(default_config):
     from rerank_scaling.config import ConfigError, validate_config
     from rerank_scaling.planning.plan_settings import PlanSettings
 
-    assert PlanSettings().decision_p_best == 0.8
+    assert PlanSettings.of().decision_p_best == 0.8
     validate_config({**default_config, "planning": {"decision_p_best": 0.9}})
     with pytest.raises(ConfigError, match=r"planning\.decision_p_best.*0\.4"):
         validate_config({**default_config, "planning": {"decision_p_best": 0.4}})
@@ -265,7 +268,7 @@ def test_planning_clips_forecasts_at_the_reranking_ceiling_not_at_one():
     from rerank_scaling.planning.forecast import fit_forecast, run_stats
 
     table = ladder_table(4)
-    settings = FitSettings(bootstrap=5, backtest=False, ceilings=(("dev", "nDCG@10", 0.3),))
+    settings = FitSettings.of(bootstrap=5, backtest=False, ceilings=(("dev", "nDCG@10", 0.3),))
     fits, _, _ = run_protocols(table, settings)
     additive = fits[(fits["law"] == "additive") & (fits["protocol"] == "joint_code")].iloc[0]
     assert additive["ceiling"] == 0.3
@@ -274,11 +277,12 @@ def test_planning_clips_forecasts_at_the_reranking_ceiling_not_at_one():
     # a law whose curve passes the ceiling (as the BNSL's, with no asymptote parameter, can)
     above = additive.copy()
     above["params"] = json.dumps({**params, "a": 0.9})
-    forecast = fit_forecast(above, run_stats(table, {}), settings)
+    stats = run_stats(table, with_defaults("training", {"max_length": 256}))
+    forecast = fit_forecast(above, stats, settings)
     assert forecast.valid == (0.0, 0.3)
     assert forecast.law.predict(forecast.params, forecast.variables(1e12, 1e12)) > 0.3
     assert float(forecast(1e12, 1e12)) == 0.3
-    without = fit_forecast(above.drop("ceiling"), run_stats(table, {}), settings)
+    without = fit_forecast(above.drop("ceiling"), stats, settings)
     assert without.valid == (0.0, 1.0)
 
 

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from rerank_scaling.config import ConfigError, load_config, validate_config
-from rerank_scaling.config_checks import config_memory_plans
+from rerank_scaling.config_resource_checks import config_memory_plans
 from rerank_scaling.planning.memory import (
     GB,
     MemoryRefused,

@@ -24,6 +24,7 @@ from rerank_scaling.planning.encoder_flops import EncoderShape, flops_per_token,
 from rerank_scaling.planning.forecast import MetricForecast
 from rerank_scaling.planning.measured_profiles import cached_profile, measure_profile, measured_flops
 from rerank_scaling.planning.roi import roi_choice, roi_frontier
+from rerank_scaling.settings import with_defaults
 
 # --- FLOPs -------------------------------------------------------------------------------------------
 
@@ -192,10 +193,10 @@ def plan_of(fits: pd.DataFrame, value_per_point: float | None):
     from rerank_scaling.planning.plan_settings import PlanSettings
 
     metrics = synthetic_metrics_table(noise=0.0)
-    settings = PlanSettings(profile=False, value_per_metric_point=value_per_point, value_reference=0.3)
-    models = [{**SCRATCH, "name": name} for name in ("s1", "s3", "s5")]
-    stats = run_stats(metrics, {})
-    return make_plan(metrics, fits, models, [], settings, FitSettings(), "cpu", 20, stats)
+    settings = PlanSettings.of(profile=False, value_per_metric_point=value_per_point, value_reference=0.3)
+    models = with_defaults("models", [{**SCRATCH, "name": name} for name in ("s1", "s3", "s5")])
+    stats = run_stats(metrics, with_defaults("training", {"max_length": 256}))
+    return make_plan(metrics, fits, models, [], settings, FitSettings.of(), "cpu", 20, stats)
 
 
 def test_a_failed_joint_fit_cannot_decide_and_a_degenerate_one_is_judged_on_its_draws():
@@ -389,6 +390,8 @@ def test_plan_stage_without_fits_or_profiles(tmp_path):
             "--fits", str(tmp_path / "fits.parquet"),
             "--models", json.dumps([{**SCRATCH, "name": "s1"}]),
             "--planning", json.dumps({"profile": False}),
+            "--training", json.dumps({"max_length": 256}),
+            "--evaluation", json.dumps({"rerank_depth": 100}),
             "--cache", str(tmp_path / "profiles"),
             "--out-dir", str(tmp_path / "planning"),
             "--figures", str(tmp_path / "figures"),

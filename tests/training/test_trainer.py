@@ -135,7 +135,8 @@ def test_a_job_plans_like_the_workflow_when_the_shape_was_unknown_at_parse_time(
     config = ModernBertConfig(
         hidden_size=1792, num_hidden_layers=28, intermediate_size=3840, vocab_size=50368
     )
-    settings = settings_from_dict(TrainSettings, {"max_length": 256, "pointwise_batch_size": 128}, "training")
+    section = {"lr": 2e-5, "max_length": 256, "checkpoints": 15, "pointwise_batch_size": 128}
+    settings = settings_from_dict(TrainSettings, section, "training")
     unknown = {"gradient_checkpointing": False, "micro_batches": 0, "gpu_memory_gb": 80}
     plan = run_memory_plan(unknown, config, None, "pointwise", 128, settings, True, "ettin-1b__pointwise")
     assert (plan.micro_batches, plan.gradient_checkpointing) == (2, False)  # as config_memory_plans says

@@ -166,7 +166,7 @@ def test_the_planner_prices_annotations_per_source(workflow):
 
     results = workflow / "results" / "axes"
     metrics = pd.read_parquet(results / "metrics" / "all.parquet")
-    settings = PlanSettings(annotation_cost_per_pair=PRICES)
+    settings = PlanSettings.of(annotation_cost_per_pair=PRICES)
     human = data_price(settings, metrics, "human", "listwise")
     assert 0 < human < 0.6  # a pair is behind fewer than one example seen (negatives, passes)
     assert data_price(settings, metrics, "ict", "listwise") == 0.0

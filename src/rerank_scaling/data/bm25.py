@@ -19,20 +19,30 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from rerank_scaling.atomic import atomic_path
 from rerank_scaling.data.collection import Queries, iter_corpus_lines, write_queries
+from rerank_scaling.settings import SectionSettings
 
 
 @dataclass(frozen=True)
-class Bm25Settings:
-    """BM25 parameters (config ``retrieval``); Anserini's MS MARCO defaults k1=0.9, b=0.4."""
+class Bm25Settings(SectionSettings):
+    """BM25 parameters (config ``retrieval``; defaults: the schema's)."""
 
-    k1: float = 0.9
-    b: float = 0.4
-    depth: int = 100
-    threads: int = 2
-    memory_mb: int = 2048
+    SECTION: ClassVar[str] = "retrieval"
+    RESOURCE_KEYS: ClassVar[tuple[str, ...]] = ("threads", "memory_mb")
+
+    k1: float
+    b: float
+    depth: int
+    threads: int
+    memory_mb: int
+
+
+#: Anserini's MS MARCO parameters (k1 0.9, b 0.4), the top 100, the schema's threads and memory:
+#: for callers of the library; the workflow passes the config's ``retrieval`` section.
+ANSERINI_DEFAULTS = Bm25Settings.of(k1=0.9, b=0.4, depth=100)
 
 
 def java_executable() -> str:
@@ -144,7 +154,7 @@ def shard_corpus(corpus_jsonl: str | os.PathLike[str], docs_dir: Path, shards: i
 def build_index(
     corpus_jsonl: str | os.PathLike[str],
     index_dir: str | os.PathLike[str],
-    settings: Bm25Settings = Bm25Settings(),
+    settings: Bm25Settings = ANSERINI_DEFAULTS,
     log: Path | None = None,
 ) -> None:
     """Index a JSONL corpus (``{"id","contents"}`` lines) with Lucene; the index appears atomically."""
@@ -183,7 +193,7 @@ def search(
     index_dir: str | os.PathLike[str],
     queries: Queries,
     run_path: str | os.PathLike[str],
-    settings: Bm25Settings = Bm25Settings(),
+    settings: Bm25Settings = ANSERINI_DEFAULTS,
     log: Path | None = None,
     tag: str = "bm25",
 ) -> None:

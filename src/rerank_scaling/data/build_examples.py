@@ -14,7 +14,7 @@ import argparse
 import logging
 
 from rerank_scaling.atomic import write_table
-from rerank_scaling.config_checks import training_steps_problems
+from rerank_scaling.config_training_checks import training_steps_problems
 from rerank_scaling.data.collection import CollectionDir, load_texts, read_split
 from rerank_scaling.data.training_examples import (
     ExampleSettings,
@@ -28,6 +28,7 @@ from rerank_scaling.data.training_examples import (
 from rerank_scaling.data.trec import iter_run_queries
 from rerank_scaling.grid import OBJECTIVES
 from rerank_scaling.settings import parse_json_arg, settings_from_dict
+from rerank_scaling.training.train_settings import StepSettings
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ def main(argv: list[str] | None = None) -> None:
         if count == 0:
             raise SystemExit(f"build_examples: {no_examples_reason(qrels, selected, settings, objective)}")
     if "checkpoints" in training:
-        problems = training_steps_problems(training, rows, exact=True)
+        problems = training_steps_problems(settings_from_dict(StepSettings, training), rows, exact=True)
         if problems:
             raise SystemExit("build_examples: " + "; ".join(problems))
     write_table(pointwise, args.pointwise)

@@ -21,7 +21,7 @@ import pandas as pd
 from rerank_scaling.atomic import write_json
 from rerank_scaling.data.subsets import subset_size
 from rerank_scaling.settings import parse_json_arg, settings_from_dict
-from rerank_scaling.training.train_settings import TrainSettings, total_steps
+from rerank_scaling.training.train_settings import StepSettings, total_steps
 
 
 def most_rows(frame: pd.DataFrame, fraction: float) -> int:
@@ -30,7 +30,7 @@ def most_rows(frame: pd.DataFrame, fraction: float) -> int:
     return int(per_query.iloc[: subset_size(len(per_query), fraction)].sum())
 
 
-def fraction_problems(fraction: float, frames: dict[str, pd.DataFrame], settings: TrainSettings) -> list[str]:
+def fraction_problems(fraction: float, frames: dict[str, pd.DataFrame], settings: StepSettings) -> list[str]:
     """Objectives whose every run on ``fraction`` has fewer steps than ``settings.checkpoints``."""
     problems = []
     for objective in settings.objectives:
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--training", required=True, help="JSON: the training keys that set the steps")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
-    settings = settings_from_dict(TrainSettings, parse_json_arg(args.training), "training")
+    settings = settings_from_dict(StepSettings, parse_json_arg(args.training))
     frames = {"pointwise": pd.read_parquet(args.pointwise), "groups": pd.read_parquet(args.groups)}
     problems = fraction_problems(args.fraction, frames, settings)
     if problems:

@@ -18,9 +18,11 @@ import random
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from rerank_scaling.data.collection import Queries
 from rerank_scaling.data.trec import Qrels
+from rerank_scaling.settings import SectionSettings
 
 #: Text sources shipped inside installed packages, one document per line.
 SHIPPED_TEXTS: dict[str, tuple[str, str]] = {
@@ -32,17 +34,19 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 
 
 @dataclass(frozen=True)
-class IctSettings:
-    """Settings of the built-in collection (config ``dataset.builtin``)."""
+class IctSettings(SectionSettings):
+    """Settings of the built-in collection (config ``dataset.builtin``; defaults: the schema's)."""
 
-    text: str = "lee_background"
-    passage_sentences: int = 3
-    min_query_words: int = 6
-    same_article_grade: int = 1
-    seed: int = 7
-    train_queries: int = 600
-    dev_queries: int = 40
-    test_queries: int = 40
+    SECTION: ClassVar[str] = "dataset.builtin"
+
+    text: str
+    passage_sentences: int
+    min_query_words: int
+    same_article_grade: int
+    seed: int
+    train_queries: int
+    dev_queries: int
+    test_queries: int
 
 
 def shipped_text_path(name: str) -> Path:

@@ -20,24 +20,28 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import ClassVar
 
 import pandas as pd
 
 from rerank_scaling.data.collection import Queries
 from rerank_scaling.data.trec import Qrels, ranked
+from rerank_scaling.settings import SectionSettings
 
 
 @dataclass(frozen=True)
-class ExampleSettings:
-    """Config ``examples``."""
+class ExampleSettings(SectionSettings):
+    """Config ``examples``; defaults: the schema's."""
 
-    positive_threshold: int = 1
-    relevance_threshold: int = 1
-    negative_depth: int = 100
-    pointwise_negatives: int = 4
-    group_negatives: int = 10
-    max_queries: int | None = None
-    seed: int = 0
+    SECTION: ClassVar[str] = "examples"
+
+    positive_threshold: int
+    relevance_threshold: int
+    negative_depth: int
+    pointwise_negatives: int
+    group_negatives: int
+    max_queries: int | None
+    seed: int
 
 
 @dataclass(frozen=True)

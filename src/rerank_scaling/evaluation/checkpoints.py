@@ -26,7 +26,7 @@ import logging
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pandas as pd
 
@@ -50,29 +50,39 @@ from rerank_scaling.evaluation.rerank import (
 from rerank_scaling.evaluation.split_texts import read_split_texts
 from rerank_scaling.precision import resolve_precision
 from rerank_scaling.records import METRIC_COLUMNS, PER_QUERY_COLUMNS
+from rerank_scaling.settings import RESOURCE_KEYS, SectionSettings
 from rerank_scaling.training.models import attention_implementation
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class EvalSettings:
-    """Config ``evaluation``."""
+class EvalSettings(SectionSettings):
+    """Config ``evaluation``; defaults: the schema's."""
 
-    rerank_depth: int = 100
-    relevance_threshold: int = 1
-    ce_sizes: tuple[int, ...] = (64,)
-    rbp_k: tuple[int, ...] = (1, 3, 10)
-    rr_m: tuple[int, ...] = (2, 10)
-    batch_size: int = 64
-    seed: int = 0
-    threads: int | None = None
-    mem_mb: int | None = None
-    runtime: int | None = None
-    unit: str = "run"  # "run" | "checkpoint" | "checkpoint_split": one evaluation job per ...
-    max_queries: dict[str, int | None] | None = None  # split -> queries evaluated (None: all)
-    precision: str = "auto"  # auto | fp32 | bf16 (precision.resolve_precision)
-    final_only_splits: tuple[str, ...] = ()  # splits scored at the final checkpoint only
+    SECTION: ClassVar[str] = "evaluation"
+    RESOURCE_KEYS: ClassVar[tuple[str, ...]] = RESOURCE_KEYS
+    #: How the work is cut into jobs: changes no result.
+    JOB_KEYS: ClassVar[tuple[str, ...]] = ("unit",)
+    #: What only concerns scoring checkpoints (BM25's evaluation ignores them).
+    SCORING_KEYS: ClassVar[tuple[str, ...]] = ("precision", "final_only_splits")
+    #: What chooses a split's candidate pairs (depth, query subset): all the tokenization reads.
+    CANDIDATE_KEYS: ClassVar[tuple[str, ...]] = ("rerank_depth", "max_queries", "seed")
+
+    rerank_depth: int
+    relevance_threshold: int
+    ce_sizes: tuple[int, ...]
+    rbp_k: tuple[int, ...]
+    rr_m: tuple[int, ...]
+    batch_size: int
+    seed: int
+    threads: int
+    mem_mb: int
+    runtime: int
+    unit: str  # "run" | "checkpoint" | "checkpoint_split": one evaluation job per ...
+    max_queries: dict[str, int | None] | None  # split -> queries evaluated (None: all)
+    precision: str  # auto | fp32 | bf16 (precision.resolve_precision)
+    final_only_splits: tuple[str, ...]  # splits scored at the final checkpoint only
 
     def splits_at(self, splits: list[SplitData], final: bool) -> list[SplitData]:
         """The splits a checkpoint is scored on: all at the final one, the others without
@@ -242,6 +252,8 @@ def _cache_key(
     # by its digest, not its name
     ignored = ("unit", "final_only_splits", *(METRIC_ONLY if kind == "scores" else ()))
     relevant = {k: v for k, v in settings.__dict__.items() if k not in ignored}
+    # the job's size is not what it scores: keyed as null, as every job passed them before issue 31
+    relevant.update(dict.fromkeys(EvalSettings.RESOURCE_KEYS))
     relevant["precision"] = precision
     data = [split.name, split_digest(split, with_qrels=kind != "scores")]
     blob = json.dumps([sidecar, data, relevant, max_length, kind], sort_keys=True, default=str)

@@ -109,7 +109,7 @@ def forecast_runs(
         register_metric(metric)
     checked: Runs = to_metrics(frame, source, run_sigma, metric.name if metric else "value")
     _check_range(checked.metrics, source)
-    settings = FitSettings(
+    settings = FitSettings.of(
         metrics=tuple(checked.metrics["metric"].unique()),
         last_k=1,
         holdout_last=1,

@@ -67,10 +67,11 @@ ORACLE_METRICS = ("nDCG@10", "AP", "RR@10", "R@10", "P@10")
 
 def split_ceilings(collection: str, runs: dict[str, str], evaluation: dict[str, Any]) -> Ceilings:
     """(split, metric, ceiling) of every split in ``runs`` (split -> BM25 run file), with the
-    evaluation section's ``rerank_depth``, ``max_queries``, ``seed`` and ``relevance_threshold``."""
-    depth = int(evaluation.get("rerank_depth", 100))
-    limits = evaluation.get("max_queries") or {}
-    seed, threshold = int(evaluation.get("seed", 0)), int(evaluation.get("relevance_threshold", 1))
+    evaluation section's ``rerank_depth``, ``max_queries``, ``seed`` and ``relevance_threshold`` (the
+    section with the schema's defaults: :func:`rerank_scaling.settings.with_defaults`)."""
+    depth = int(evaluation["rerank_depth"])
+    limits = evaluation["max_queries"] or {}
+    seed, threshold = int(evaluation["seed"]), int(evaluation["relevance_threshold"])
     out = []
     for split, run in sorted(runs.items()):
         queries, qrels = read_split(collection, split)

@@ -33,7 +33,7 @@ from rerank_scaling.laws.allocation import allocation_table, equal_compute
 from rerank_scaling.laws.ceiling import split_ceilings
 from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.laws.protocols import prepare
-from rerank_scaling.settings import parse_json_arg, settings_from_dict
+from rerank_scaling.settings import parse_json_arg, settings_from_dict, with_defaults
 
 TABLES = (
     "forecast_errors",
@@ -99,7 +99,8 @@ def main(argv: list[str] | None = None) -> None:
     settings = settings_from_dict(FitSettings, parse_json_arg(args.settings), "fitting")
     if args.collection and args.bm25_runs:
         runs = {Path(run).name.removesuffix(".trec"): run for run in args.bm25_runs}
-        ceilings = split_ceilings(args.collection, runs, parse_json_arg(args.evaluation))
+        evaluation = with_defaults("evaluation", parse_json_arg(args.evaluation))
+        ceilings = split_ceilings(args.collection, runs, evaluation)
         log.info("reranking ceilings: %s", ", ".join(f"{s} {m} {v:.3f}" for s, m, v in ceilings))
         settings = dataclasses.replace(settings, ceilings=ceilings)
     fit_everything(pd.read_parquet(args.metrics), settings, Path(args.out_dir), args.threads)

@@ -5,6 +5,9 @@ data axes. The lowest floor of :mod:`rerank_scaling.laws`: it imports none of it
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
+
+from rerank_scaling.settings import SectionSettings
 
 from rerank_scaling.size_axis import SIZE_COLUMNS
 
@@ -15,28 +18,30 @@ DATA_AXES = ("checkpoints", "fractions")
 
 
 @dataclass(frozen=True)
-class FitSettings:
-    """Config ``fitting``."""
+class FitSettings(SectionSettings):
+    """Config ``fitting``; defaults and allowed values: the schema's."""
 
-    metrics: tuple[str, ...] = ("nDCG@10",)
-    splits: tuple[str, ...] | None = None
-    size_axis: str = "non_embedding"  # or "total"
-    step_axis: str = "step"  # or "examples"
-    last_k: int = 10
-    holdout_last: int = 5
-    bootstrap: int = 500
-    seed: int = 0
-    loss: str = "least_squares"  # or "huber_log"
-    huber_delta: float = 1e-3
-    bnsl_breaks: int = 1
-    equal_compute: tuple[str, ...] | None = None
-    uncertainty: str = "run"  # or "iid" (the paper's i.i.d. bootstrap)
-    joint_protocol: str = "code"  # or "text": which joint protocol planning uses
-    data_axis: str = "checkpoints"  # or "fractions": the points of the data and joint laws
-    run_sigma: float | None = None  # run-to-run sd when neither seeds nor spare sizes estimate it
-    backtest: bool = True  # rolling-origin backtests over sizes
-    validated_ratio: float | None = None  # extrapolation a forecast may make (null: the backtests')
-    usable_half_width: float = 0.0  # a 95% half-width always narrow enough to decide with
+    SECTION: ClassVar[str] = "fitting"
+
+    metrics: tuple[str, ...]
+    splits: tuple[str, ...] | None
+    size_axis: str  # or "total"
+    step_axis: str  # or "examples"
+    last_k: int
+    holdout_last: int
+    bootstrap: int
+    seed: int
+    loss: str  # or "huber_log"
+    huber_delta: float
+    bnsl_breaks: int
+    equal_compute: tuple[str, ...] | None
+    uncertainty: str  # or "iid" (the paper's i.i.d. bootstrap)
+    joint_protocol: str  # or "text": which joint protocol planning uses
+    data_axis: str  # or "fractions": the points of the data and joint laws
+    run_sigma: float | None  # run-to-run sd when neither seeds nor spare sizes estimate it
+    backtest: bool  # rolling-origin backtests over sizes
+    validated_ratio: float | None  # extrapolation a forecast may make (null: the backtests')
+    usable_half_width: float  # a 95% half-width always narrow enough to decide with
     # (split, metric, oracle value of the reranked candidates): set by the fit stage from the BM25
     # runs and qrels (:mod:`rerank_scaling.laws.ceiling`), not a config key
     ceilings: tuple[tuple[str, str, float], ...] = ()
@@ -51,18 +56,3 @@ class FitSettings:
     def size_points(self) -> int:
         """Points per size the model protocol fits: the full-data run's end on the fractions axis."""
         return 1 if self.data_axis == "fractions" else self.last_k
-
-    def __post_init__(self) -> None:
-        choices = {
-            "size_axis": tuple(SIZE_COLUMNS),
-            "step_axis": ("step", "examples"),
-            "loss": ("least_squares", "huber_log"),
-            "uncertainty": ("run", "iid"),
-            "joint_protocol": ("code", "text"),
-            "data_axis": DATA_AXES,
-        }
-        for key, allowed in choices.items():
-            if getattr(self, key) not in allowed:
-                raise ValueError(
-                    f"fitting.{key} = {getattr(self, key)!r}: choose one of {', '.join(allowed)}"
-                )

@@ -169,8 +169,8 @@ def collect_profiles(
     if not settings.profile:
         return []
     precisions = (
-        resolve_precision(training.get("precision", "auto"), device, "training.precision"),
-        resolve_precision((evaluation or {}).get("precision", "auto"), device, "evaluation.precision"),
+        resolve_precision(training["precision"], device, "training.precision"),
+        resolve_precision(evaluation["precision"], device, "evaluation.precision"),
     )
     profiles = []
     for spec in models:
@@ -178,12 +178,12 @@ def collect_profiles(
             profiles.append(
                 cached_profile(
                     spec,
-                    int(training.get("max_length", 256)),
+                    int(training["max_length"]),
                     settings.profile_batch,
                     settings.profile_steps,
                     device,
                     cache,
-                    bool(training.get("freeze_embeddings", False)),
+                    bool(training["freeze_embeddings"]),
                     precisions=precisions,
                 )
             )
@@ -203,7 +203,7 @@ def size_points(
     points = []
     profiled = {p.model: p for p in profiles}
     runs = metrics[metrics["family"] != "bm25"].drop_duplicates("model")
-    heads = {m["name"]: m.get("head", "cls") for m in models}
+    heads = {m["name"]: m["head"] for m in models}
     for spec in models:
         profile = profiled.get(spec["name"])
         if profile is not None:

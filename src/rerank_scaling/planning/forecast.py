@@ -208,8 +208,8 @@ def run_stats(metrics: pd.DataFrame, training: dict[str, Any]) -> RunStats:
     for (objective, attention), rows in runs.groupby(["objective", "attention"]):
         tokens[(objective, attention)] = float((rows["tokens"] / rows["examples"]).median())
         per_step[(objective, attention)] = float((rows["examples"] / rows["step"]).median())
-    max_length = float(training.get("max_length", 256))
-    batch = float(training.get("pointwise_batch_size", 16))
+    max_length = float(training["max_length"])
+    batch = float(training["pointwise_batch_size"])
     return RunStats(
         tokens,
         per_step,

@@ -330,7 +330,7 @@ def measure_profile(
         key=profile_key(name, spec, max_length, batch, precisions),
         device=name,
         device_kind=device,
-        model=spec.get("name", ""),
+        model=spec["name"],
         spec=dict(spec),
         max_length=max_length,
         batch=batch,
@@ -377,7 +377,7 @@ def cached_profile(
             if record.get("key") == key:
                 profile = CostProfile.from_record(record)
                 profile.cached = True
-                profile.model = spec.get("name", profile.model)
+                profile.model = spec["name"]
                 log.info("profile of %s on %s: cached (%s)", spec.get("name"), name, path)
                 return profile
     start = time.perf_counter()

@@ -150,7 +150,7 @@ def model_config(spec: dict[str, Any]) -> dict[str, Any] | None:
             "hidden_size": spec["hidden"],
             "num_hidden_layers": spec["layers"],
             "intermediate_size": spec["intermediate"],
-            "vocab_size": spec.get("vocab_size", 8000),
+            "vocab_size": spec["vocab_size"],  # the schema's default for the scratch family
         }
     path = spec["path"]
     if is_hub_id(path):

@@ -34,7 +34,7 @@ from rerank_scaling.planning.plan_rows import make_plan
 from rerank_scaling.planning.plan_settings import PlanSettings
 from rerank_scaling.planning.plan_table import decisions_table, plan_markdown, plan_table
 from rerank_scaling.plotting import save_figure
-from rerank_scaling.settings import parse_json_arg, settings_from_dict
+from rerank_scaling.settings import parse_json_arg, settings_from_dict, with_defaults
 
 log = logging.getLogger(__name__)
 
@@ -65,12 +65,14 @@ def main(argv: list[str] | None = None) -> None:
         torch.set_num_threads(args.threads)
     settings = settings_from_dict(PlanSettings, parse_json_arg(args.planning), "planning")
     fitting = settings_from_dict(FitSettings, parse_json_arg(args.fitting), "fitting")
-    models = parse_json_arg(args.models)
-    training, evaluation = parse_json_arg(args.training), parse_json_arg(args.evaluation)
+    written_models = parse_json_arg(args.models)  # the profile cache is keyed by the specs as written
+    models = with_defaults("models", written_models)
+    training = with_defaults("training", parse_json_arg(args.training))
+    evaluation = with_defaults("evaluation", parse_json_arg(args.evaluation))
     device = resolve_device(args.device)
     metrics, fits = pd.read_parquet(args.metrics), pd.read_parquet(args.fits)
 
-    profiles = collect_profiles(models, settings, training, device, args.cache, evaluation)
+    profiles = collect_profiles(written_models, settings, training, device, args.cache, evaluation)
     plan = make_plan(
         metrics,
         fits,
@@ -79,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
         settings,
         fitting,
         device,
-        int(evaluation.get("rerank_depth", 100)),
+        int(evaluation["rerank_depth"]),
         run_stats(metrics, training),
     )
     table = plan_table(plan.rows)

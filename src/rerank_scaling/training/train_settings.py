@@ -1,47 +1,84 @@
 """The config's ``training`` section as settings, and a run's step count: torch-free, so the workflow's
-parse (job resources, config checks) reads them without importing the trainer's torch stack."""
+parse (job resources, config checks) reads them without importing the trainer's torch stack.
+
+The section holds three kinds of key: which runs exist (:data:`GRID_KEYS`, read by
+:class:`rerank_scaling.grid.Grid`; a run's id carries its own), how one run trains
+(:class:`TrainSettings`), and what sizes its job (``RESOURCE_KEYS``). :class:`StepSettings` is the
+part that sets how many optimizer steps a run has. Defaults: the schema's.
+"""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import ClassVar
 
-from rerank_scaling.grid import OBJECTIVES
+from rerank_scaling.settings import RESOURCE_KEYS, SectionSettings
+
+#: Keys of ``training`` that say which runs exist, not how one run trains (a run's id carries its
+#: objective, attention variant, seed, data fraction and annotation source): adding a seed must not
+#: re-train, or discard the saved state of, the runs that were there.
+GRID_KEYS = (
+    "objectives",
+    "attention",
+    "seeds",
+    "extra_seeds",
+    "data_fractions",
+    "annotations",
+    "annotation_files",  # the files of the generated-query sources (data.annotation_files)
+)
 
 
 @dataclass(frozen=True)
-class TrainSettings:
-    """Config ``training`` (the grid keys are read by the workflow, not here)."""
+class TrainSettings(SectionSettings):
+    """How one run trains: config ``training`` without its :data:`GRID_KEYS` (its run id says which
+    run it is)."""
 
-    objectives: tuple[str, ...] = OBJECTIVES
-    attention: tuple[str, ...] = ("full",)
-    seeds: tuple[int, ...] = (13,)
-    extra_seeds: Any = None
-    data_fractions: tuple[float, ...] = (1.0,)  # grid keys: the run's own fraction and source come
-    annotations: tuple[str, ...] = ("human",)  # with its id
-    annotation_files: Any = None  # grid key: the generated-query sources' files (data.annotation_files)
-    lr: float = 2e-5
-    warmup_ratio: float = 0.1
-    weight_decay: float = 0.01
-    max_length: int = 256
-    epochs: float = 1.0
-    max_steps: int | None = None
-    freeze_embeddings: bool = False
-    gradient_checkpointing: str | bool = "auto"  # auto | true | false (planning.memory.plan_memory)
-    length_bucketing: bool = False  # length-bucketed steps (.batching); changes what a step sees
-    pointwise_batch_size: int = 128
-    group_queries_per_batch: int = 16
-    listnet_label_scale: float = 10.0
-    checkpoints: int = 15
-    checkpoint_spacing: str = "geometric"
-    precision: str = "auto"  # auto | fp32 | bf16 (precision.resolve_precision)
-    threads: int | None = None
-    mem_mb: int | None = None
-    runtime: int | None = None
+    SECTION: ClassVar[str] = "training"
+    RESOURCE_KEYS: ClassVar[tuple[str, ...]] = RESOURCE_KEYS
+
+    lr: float
+    warmup_ratio: float
+    weight_decay: float
+    max_length: int
+    epochs: float
+    max_steps: int | None
+    freeze_embeddings: bool
+    gradient_checkpointing: str | bool  # auto | true | false (planning.memory.plan_memory)
+    length_bucketing: bool  # length-bucketed steps (.batching); changes what a step sees
+    pointwise_batch_size: int
+    group_queries_per_batch: int
+    listnet_label_scale: float
+    checkpoints: int
+    checkpoint_spacing: str
+    precision: str  # auto | fp32 | bf16 (precision.resolve_precision)
+    threads: int
+    mem_mb: int
+    runtime: int
 
 
-def total_steps(settings: TrainSettings, rows: int, batch: int, fraction: float) -> int:
+@dataclass(frozen=True)
+class StepSettings(SectionSettings):
+    """The ``training`` keys that set how many optimizer steps a run has: the examples and fraction
+    jobs check them against the examples they see (only these, so that other training changes do
+    not re-run those jobs)."""
+
+    SECTION: ClassVar[str] = "training"
+
+    objectives: tuple[str, ...]
+    checkpoints: int
+    max_steps: int | None
+    epochs: float
+    pointwise_batch_size: int
+    group_queries_per_batch: int
+
+    def batch(self, objective: str) -> tuple[str, int]:
+        """The batch key of ``objective`` and its value: pairs for pointwise, queries otherwise."""
+        key = "pointwise_batch_size" if objective == "pointwise" else "group_queries_per_batch"
+        return key, getattr(self, key)
+
+
+def total_steps(settings: TrainSettings | StepSettings, rows: int, batch: int, fraction: float) -> int:
     """Optimizer steps of a run, the length its warm-up and linear decay are scaled to: its epochs
     over its own rows; with ``training.max_steps``, that many times its data fraction (the same
     passes over the data as the full run), so every fraction ends its own complete schedule."""

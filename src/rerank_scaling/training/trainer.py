@@ -40,9 +40,10 @@ from pathlib import Path
 from typing import Any
 
 from rerank_scaling.device import resolve_device
-from rerank_scaling.grid import GRID_KEYS, RESOURCE_KEYS, RunSpec, without
+from rerank_scaling.grid import RunSpec
 from rerank_scaling.planning.memory import MemoryPlan, MemoryShape, plan_memory
 from rerank_scaling.precision import fp32_score_layer, resolve_precision
+from rerank_scaling.settings import without
 from rerank_scaling.training.batching import LengthBucketBatchSampler, row_lengths
 from rerank_scaling.training.checkpoint_store import (
     PROGRESS,
@@ -135,7 +136,7 @@ def run_fingerprint(
 
     Only the settings that change what this run trains count: not the grid keys (a seed added to
     the grid) nor the job's resources, which may change between attempts without discarding it."""
-    trained = without(dataclasses.asdict(settings), GRID_KEYS, RESOURCE_KEYS)
+    trained = without(dataclasses.asdict(settings), settings.RESOURCE_KEYS)
     return {
         "run": run,
         "model": spec,

@@ -1,0 +1,113 @@
+"""Cross-field checks of the data sections (``dataset``, ``retrieval``, ``examples``, the annotation
+sources): what the JSON schema cannot express. Each returns problems naming the field and the fix."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from rerank_scaling.config_problems import Problems, problem
+
+
+def dataset_problems(config: dict[str, Any]) -> Problems:
+    """The chosen source has its section; every split exists; a local collection is complete."""
+    from rerank_scaling.data.collection import CollectionDir
+
+    problems = []
+    dataset = config["dataset"]
+    source = dataset["source"]
+    splits = [dataset["train_split"], *dataset["eval_splits"]]
+    if source not in dataset:
+        return [
+            problem(
+                f"dataset.{source}",
+                f"missing; dataset.source is {source!r}, so the 'dataset.{source}' section must "
+                "describe the dataset (see README, 'Datasets')",
+            )
+        ]
+    if source == "ir_datasets":
+        known = set(dataset["ir_datasets"]["splits"])
+        for split in splits:
+            if split not in known:
+                problems.append(problem("dataset.ir_datasets.splits", f"no entry for split {split!r}"))
+    elif source == "builtin":
+        for split in splits:
+            if split not in ("train", "dev", "test"):
+                problems.append(
+                    problem(
+                        "dataset.eval_splits", f"the builtin dataset has splits train/dev/test, not {split!r}"
+                    )
+                )
+    elif source == "local":
+        root = Path(os.path.expanduser(dataset["local"]["path"]))
+        if not root.is_dir():
+            problems.append(
+                problem(
+                    "dataset.local.path",
+                    f"{root} is not a directory; point it to a collection in the local format",
+                )
+            )
+        else:
+            try:
+                CollectionDir(root).check(splits)
+            except FileNotFoundError as err:
+                problems.append(problem("dataset.local.path", f"{err}"))
+    return problems
+
+
+def depth_problems(config: dict[str, Any]) -> Problems:
+    """BM25 retrieves ``retrieval.depth`` candidates: nothing may ask for more."""
+    depth = config["retrieval"]["depth"]
+    problems = []
+    rerank = config["evaluation"]["rerank_depth"]
+    if rerank > depth:
+        problems.append(
+            problem(
+                "evaluation.rerank_depth",
+                f"{rerank} is more than retrieval.depth {depth}, the candidates BM25 retrieves; "
+                f"raise retrieval.depth to at least {rerank} or lower evaluation.rerank_depth",
+            )
+        )
+    for i, size in enumerate(config["evaluation"]["ce_sizes"]):
+        if size > rerank:
+            problems.append(
+                problem(
+                    f"evaluation.ce_sizes[{i}]",
+                    f"CE@{size} needs {size - 1} non-relevant candidates per relevant one, but only "
+                    f"evaluation.rerank_depth = {rerank} candidates are reranked, so every query would be "
+                    f"dropped; use a size of at most {rerank} or raise evaluation.rerank_depth",
+                )
+            )
+    negative = config["examples"]["negative_depth"]
+    if negative > depth:
+        problems.append(
+            problem(
+                "examples.negative_depth",
+                f"{negative} is more than retrieval.depth {depth}, the BM25 ranking negatives are drawn "
+                f"from; raise retrieval.depth to at least {negative} or lower examples.negative_depth",
+            )
+        )
+    return problems
+
+
+def estimated_rows(config: dict[str, Any]) -> dict[str, int] | None:
+    """Upper bound of the training rows per objective, where the config alone tells (builtin data)."""
+    dataset = config["dataset"]
+    if dataset["source"] != "builtin" or "builtin" not in dataset:  # no section: dataset_problems
+        return None
+    queries = dataset["builtin"]["train_queries"]
+    examples = config["examples"]
+    if examples["max_queries"] is not None:
+        queries = min(queries, examples["max_queries"])
+    negatives = examples["pointwise_negatives"]
+    # one positive per ICT query: its own passage
+    return {"pointwise": queries * (1 + negatives), "pairwise": queries, "listwise": queries}
+
+
+def annotation_problems(config: dict[str, Any]) -> Problems:
+    """``training.annotations`` names built-in or file sources whose files exist, are priced when
+    prices are given, and judge passages of the corpus (:mod:`rerank_scaling.data.annotation_files`)."""
+    from rerank_scaling.data.annotation_files import config_problems
+
+    return config_problems(config)

@@ -1,0 +1,207 @@
+"""Cross-field checks of ``models`` and ``training``: names, paths and ladders, attention support,
+and room for ``training.checkpoints`` in every run (full data and each data fraction). Each returns
+problems naming the field and the fix; :func:`training_steps_problems` runs again in the examples
+job, with the real row counts."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from rerank_scaling.config_data_checks import estimated_rows
+from rerank_scaling.config_problems import Problems, problem
+from rerank_scaling.settings import settings_of
+from rerank_scaling.training.train_settings import StepSettings
+
+
+def training_steps_problems(training: StepSettings, rows: dict[str, int], exact: bool) -> Problems:
+    """Every objective has at least ``training.checkpoints`` optimizer steps.
+
+    ``rows``: objective -> training rows (pointwise pairs, or groups); ``exact`` False when they are
+    an upper bound estimated from the config, so only a sure shortfall is reported.
+    """
+    wanted = training.checkpoints
+    if training.max_steps is not None:
+        if training.max_steps < wanted:
+            return [
+                problem(
+                    "training.max_steps",
+                    f"{training.max_steps} steps cannot hold training.checkpoints = {wanted} checkpoints; "
+                    f"raise training.max_steps to at least {wanted} or lower training.checkpoints",
+                )
+            ]
+        return []
+    problems = []
+    for objective in training.objectives:
+        if objective not in rows:
+            continue
+        key, batch = training.batch(objective)
+        steps = math.ceil(math.ceil(rows[objective] / batch) * training.epochs)
+        if steps < wanted:
+            bound = "at most " if not exact else ""
+            problems.append(
+                problem(
+                    "training.checkpoints",
+                    f"{objective} training has {bound}{steps} optimizer steps ({bound}{rows[objective]} "
+                    f"rows / training.{key} {batch} x training.epochs), fewer than the {wanted} "
+                    f"checkpoints asked for; lower training.checkpoints or training.{key}, raise "
+                    "training.epochs, or set training.max_steps",
+                )
+            )
+    return problems
+
+
+def training_problems(config: dict[str, Any]) -> Problems:
+    """:func:`training_steps_problems` on the rows the config alone bounds (builtin data)."""
+    rows = estimated_rows(config)
+    return training_steps_problems(settings_of(StepSettings, config["training"]), rows or {}, exact=False)
+
+
+def _fraction_steps(config: dict[str, Any], fraction: float) -> dict[str, int]:
+    """Optimizer steps per objective of a run on ``fraction`` of the training queries: exact with
+    ``training.max_steps`` (train_settings.total_steps), an upper bound for builtin data, else unknown
+    (the train job checks the real count, naming the fraction)."""
+    from rerank_scaling.data.subsets import subset_size
+
+    training = settings_of(StepSettings, config["training"])
+    if training.max_steps is not None:
+        steps = max(1, math.ceil(training.max_steps * fraction - 1e-9))
+        return dict.fromkeys(training.objectives, steps)
+    rows = estimated_rows(config)
+    if not rows:
+        return {}
+    queries = rows["listwise"]  # builtin: one group per query
+    kept = subset_size(queries, fraction)
+    steps = {}
+    for objective in training.objectives:
+        _, batch = training.batch(objective)
+        fraction_rows = rows[objective] // queries * kept
+        steps[objective] = math.ceil(math.ceil(fraction_rows / batch) * training.epochs)
+    return steps
+
+
+def data_axis_problems(config: dict[str, Any]) -> Problems:
+    """``training.data_fractions`` (the schema keeps each in (0, 1]) gives every run room for its
+    checkpoints, and ``fitting.data_axis`` has the points it fits on."""
+    training = config["training"]
+    fractions = training["data_fractions"]
+    wanted = training["checkpoints"]
+    problems = []
+    for i, fraction in enumerate(fractions):
+        if not 0.0 < fraction <= 1.0:
+            problems.append(
+                problem(
+                    f"training.data_fractions[{i}]",
+                    f"{fraction} is not a fraction of the training queries in (0, 1]; use e.g. 0.25 "
+                    "(a quarter of the queries), and 1.0 for all of them",
+                )
+            )
+            continue
+        if fraction == 1.0:  # the full-data runs: training_problems
+            continue
+        for objective, steps in _fraction_steps(config, fraction).items():
+            if steps < wanted:
+                bound = "" if training["max_steps"] is not None else "at most "
+                problems.append(
+                    problem(
+                        f"training.data_fractions[{i}]",
+                        f"fraction {fraction} gives {objective} runs {bound}{steps} optimizer steps, fewer "
+                        f"than the training.checkpoints = {wanted} each run keeps; raise the fraction, "
+                        f"lower training.checkpoints to at most {steps}, or raise training.max_steps/epochs",
+                    )
+                )
+                break
+    axis = config["fitting"]["data_axis"]
+    if axis == "checkpoints" and 1.0 not in fractions:
+        problems.append(
+            problem(
+                "training.data_fractions",
+                f"{fractions} has no 1.0, but fitting.data_axis 'checkpoints' fits the checkpoints of the "
+                "full-data runs; add 1.0 or set fitting.data_axis: fractions",
+            )
+        )
+    if axis == "fractions" and len(fractions) < 2:
+        problems.append(
+            problem(
+                "fitting.data_axis",
+                f"'fractions' fits the data law on one point per training.data_fractions entry, and "
+                f"{fractions} has {len(fractions)}; list at least two fractions (e.g. [0.5, 1.0]) or "
+                "set fitting.data_axis: checkpoints",
+            )
+        )
+    return problems
+
+
+def _base_layers(path: str) -> int | None:
+    from rerank_scaling.training.models import resolve_path
+
+    config = Path(resolve_path(path)) / "config.json"
+    if not config.exists():
+        return None
+    values = json.loads(config.read_text())
+    for key in ("num_hidden_layers", "n_layer", "num_layers"):
+        if key in values:
+            return int(values[key])
+    return None
+
+
+def _looks_local(path: str) -> bool:
+    return path.startswith(("/", "./", "../", "~")) or os.path.isdir(os.path.expanduser(path))
+
+
+def model_problems(config: dict[str, Any]) -> Problems:
+    """Unique names, a model to fit; local and packaged model paths exist; ladders fit their base."""
+    from rerank_scaling.hub import is_hub_id
+    from rerank_scaling.training.models import resolve_path
+
+    problems = []
+    models = config["models"]
+    names = [m["name"] for m in models]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        problems.append(problem("models", f"duplicate model names {duplicates}; names must be unique"))
+    if not any(m["role"] == "fit" for m in models):
+        problems.append(problem("models", "no model has role 'fit'; the laws need sizes to fit on"))
+    for i, model in enumerate(models):
+        if "path" not in model:  # scratch models have none (the schema's if/then)
+            continue
+        path = model["path"]
+        field = f"models[{i}].path"
+        if is_hub_id(path):  # downloaded by the prefetch rule; a compute job names it if still missing
+            continue
+        try:
+            resolved = resolve_path(path)
+        except FileNotFoundError as err:
+            problems.append(problem(field, f"{err}"))
+            continue
+        local = path.startswith("package:") or model["family"] == "ladder" or _looks_local(path)
+        if local and not Path(os.path.expanduser(resolved)).is_dir():
+            problems.append(
+                problem(field, f"{resolved} is not a directory; give an existing model directory")
+            )
+            continue
+        if model["family"] == "ladder":
+            base = _base_layers(path)
+            if base is not None and model["layers"] > base:
+                problems.append(
+                    problem(
+                        f"models[{i}].layers",
+                        f"{model['layers']} layers, but the base checkpoint {path} has {base}; a ladder "
+                        f"keeps the first layers of its base, so use at most {base}",
+                    )
+                )
+    for name in config["training"]["extra_seeds"]["models"]:
+        if name not in names:
+            problems.append(problem("training.extra_seeds.models", f"{name!r} is not a model name"))
+    return problems
+
+
+def attention_problems(config: dict[str, Any]) -> Problems:
+    """Every ``training.attention`` variant is supported by every model's architecture
+    (:func:`rerank_scaling.training.attention_support.check_attention_support`)."""
+    from rerank_scaling.training.attention_support import check_attention_support
+
+    return check_attention_support(config)
