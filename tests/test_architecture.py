@@ -36,8 +36,9 @@ KNOWN_GETS = {
     ("src/rerank_scaling/planning/measured_profiles.py", "head"): "the profile cache keys specs as written",
     ("src/rerank_scaling/training/attention_support.py", "attention"): "family registry (another change)",
     ("src/rerank_scaling/training/extension_build.py", "attention"): "reads config files as written",
-    ("src/rerank_scaling/training/models.py", "head"): "family registry (another change)",
-    ("src/rerank_scaling/training/models.py", "vocab_size"): "family registry (another change)",
+    ("src/rerank_scaling/training/models.py", "head"): "a library caller may omit it (schema: cls)",
+    ("src/rerank_scaling/families/scratch.py", "vocab_size"): "a library caller's spec may omit it; "
+    "DEFAULT_VOCAB is the schema's then-default (tests/families/test_scratch.py)",
 }
 GET_WITH_DEFAULT = re.compile(r'\.get\(\s*["\']([A-Za-z_][A-Za-z0-9_]*)["\']\s*,')
 

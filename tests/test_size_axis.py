@@ -72,7 +72,7 @@ def profile(name: str, params: int, non_embedding: int) -> CostProfile:
 def test_the_laws_and_the_plan_read_the_same_size_on_each_axis(axis):
     metrics = synthetic_metrics_table(noise=0.0)
     assert (metrics["params"] != metrics["non_embedding_params"]).all()  # the axes differ here
-    fitting = FitSettings(size_axis=axis)
+    fitting = FitSettings.of(size_axis=axis)
     laws_size = prepare(metrics, fitting).groupby("model")["size"].first()
     models = [{**SCRATCH, "name": name} for name in ("s1", "s3", "s5")]
     fits = joint_fit_rows({"pointwise": ("ok", "")})

@@ -5,7 +5,6 @@ job, with the real row counts."""
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
@@ -135,27 +134,16 @@ def data_axis_problems(config: dict[str, Any]) -> Problems:
     return problems
 
 
-def _base_layers(path: str) -> int | None:
-    from rerank_scaling.training.models import resolve_path
-
-    config = Path(resolve_path(path)) / "config.json"
-    if not config.exists():
-        return None
-    values = json.loads(config.read_text())
-    for key in ("num_hidden_layers", "n_layer", "num_layers"):
-        if key in values:
-            return int(values[key])
-    return None
-
-
 def _looks_local(path: str) -> bool:
     return path.startswith(("/", "./", "../", "~")) or os.path.isdir(os.path.expanduser(path))
 
 
 def model_problems(config: dict[str, Any]) -> Problems:
-    """Unique names, a model to fit; local and packaged model paths exist; ladders fit their base."""
+    """Unique names, a model to fit; local and packaged model paths exist; each family's own checks
+    (:meth:`rerank_scaling.families.family.ModelFamily.problems`: a ladder fits its base)."""
+    from rerank_scaling.families.paths import resolve_path
+    from rerank_scaling.families.registry import family_of
     from rerank_scaling.hub import is_hub_id
-    from rerank_scaling.training.models import resolve_path
 
     problems = []
     models = config["models"]
@@ -177,22 +165,14 @@ def model_problems(config: dict[str, Any]) -> Problems:
         except FileNotFoundError as err:
             problems.append(problem(field, f"{err}"))
             continue
-        local = path.startswith("package:") or model["family"] == "ladder" or _looks_local(path)
+        local = path.startswith("package:") or family_of(model).path_is_local or _looks_local(path)
         if local and not Path(os.path.expanduser(resolved)).is_dir():
             problems.append(
                 problem(field, f"{resolved} is not a directory; give an existing model directory")
             )
             continue
-        if model["family"] == "ladder":
-            base = _base_layers(path)
-            if base is not None and model["layers"] > base:
-                problems.append(
-                    problem(
-                        f"models[{i}].layers",
-                        f"{model['layers']} layers, but the base checkpoint {path} has {base}; a ladder "
-                        f"keeps the first layers of its base, so use at most {base}",
-                    )
-                )
+        for key, message in family_of(model).problems(model):
+            problems.append(problem(f"models[{i}].{key}", message))
     for name in config["training"]["extra_seeds"]["models"]:
         if name not in names:
             problems.append(problem("training.extra_seeds.models", f"{name!r} is not a model name"))

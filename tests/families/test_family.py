@@ -61,7 +61,7 @@ def toy_registered():
 
 
 def test_a_family_registered_outside_the_package_is_built_counted_and_checked(toy_registered, tmp_path):
-    spec = {"name": "T2", "family": "tinybert", "layers": 2, "hidden": 32, "role": "fit"}
+    spec = {"name": "T2", "family": "tinybert", "layers": 2, "hidden": 32, "role": "fit", "head": "cls"}
     assert family_of(spec) is TOY
     model = build_cross_encoder(spec, 32, 0, work_dir=tmp_path)
     scores = model.predict([("a query about fires", "bushfires burn near sydney"), ("x", "y")])

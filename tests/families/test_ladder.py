@@ -14,7 +14,7 @@ MINILM = LADDER["path"]
 
 
 def test_a_ladder_is_counted_at_its_kept_depth_as_built():
-    spec = {**LADDER, "layers": 2}
+    spec = {**LADDER, "layers": 2, "head": "cls"}
     ladder = family_of(spec)
     built = model_stats(build_cross_encoder(spec, 32, 0).model)
     counted = MemoryShape.from_hf_config(ladder.config_json(spec), ladder.layers_kept(spec))

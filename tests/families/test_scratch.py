@@ -14,3 +14,12 @@ def test_only_scratch_trains_on_the_corpus_and_it_refuses_to_build_without_it():
     spec = {"name": "S", "family": "scratch", "role": "fit", "layers": 1, "hidden": 32, "heads": 2}
     with pytest.raises(ValueError, match="needs the corpus texts and a work directory"):
         build_cross_encoder({**spec, "intermediate": 64}, 32, 0)
+
+
+def test_the_vocabulary_a_spec_without_one_gets_is_the_schemas_default():
+    from rerank_scaling.config_schema import schema
+    from rerank_scaling.families.scratch import DEFAULT_VOCAB
+
+    branches = schema()["properties"]["models"]["items"]["allOf"]
+    scratch = next(b for b in branches if b["if"]["properties"]["family"]["const"] == "scratch")
+    assert scratch["then"]["properties"]["vocab_size"]["default"] == DEFAULT_VOCAB

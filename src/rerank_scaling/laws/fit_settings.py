@@ -9,8 +9,6 @@ from typing import ClassVar
 
 from rerank_scaling.settings import SectionSettings
 
-from rerank_scaling.size_axis import SIZE_COLUMNS
-
 GROUP_KEYS = ["family", "objective", "attention", "metric", "split", "annotations"]
 PROTOCOLS = ("model", "data", "joint_text", "joint_code")
 JOINT_PROTOCOLS = ("joint_text", "joint_code")

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from rerank_scaling.laws.fit_settings import SIZE_COLUMNS
 from rerank_scaling.report.answer import Question
 from rerank_scaling.report.held_out_check import planning_protocol
+from rerank_scaling.size_axis import SIZE_COLUMNS
 
 POINT_OPTIMUM = "point optimum of the central fit; no probability (planning/decisions.csv not written)"
 

@@ -22,12 +22,13 @@ from pathlib import Path
 import pandas as pd
 
 from rerank_scaling.atomic import write_text
-from rerank_scaling.laws.fit_settings import SIZE_COLUMNS, FitSettings
+from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.plotting import save_figure
 from rerank_scaling.report import answer
 from rerank_scaling.report.answer_figure import forecast_figure
 from rerank_scaling.report.answer_inputs import AnswerInputs, load
 from rerank_scaling.settings import parse_json_arg, settings_from_dict
+from rerank_scaling.size_axis import SIZE_COLUMNS
 
 FIGURE_CAPTION = (
     "Read: does each held-out size's cross fall inside its law's band, and where it lies against BM25 "

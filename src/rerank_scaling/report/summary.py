@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from rerank_scaling.laws.fit_settings import SIZE_COLUMNS
 from rerank_scaling.report.answer import forecast_lines
 from rerank_scaling.report.answer_inputs import question, shown_forecasts, with_sizes
 from rerank_scaling.report.figures import size_column
 from rerank_scaling.report.held_out_check import NO_CHECK, run_check
 from rerank_scaling.report.scaling_evidence import final_rows, final_standard_errors, scaling_evidence
+from rerank_scaling.size_axis import SIZE_COLUMNS
 
 EVIDENCE_METRIC = "nDCG@10"
 VERDICT_WORDS = {"yes": "exceeds its noise", "no": "within its noise", "unknown": "unknown (no yardstick)"}
