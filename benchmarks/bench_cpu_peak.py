@@ -6,15 +6,21 @@ Measured in the same process, interleaved: (1) the matmul peak in fp32 and bf16 
 used (the best of several GEMM shapes, one of them the issue's 2048x384 @ 384x1536); (2) for each
 default ladder size (config.yaml's models), the FLOP/s of an evaluation forward (batch of
 ``evaluation.batch_size`` pairs) and of a pointwise training step (``training.pointwise_batch_size``
-pairs, BCE, AdamW, frozen word embeddings), at ``training.max_length`` tokens, in fp32, bf16
-autocast and bf16 weights (evaluation: weights cast once; training: bf16 weights and gradients
-with an fp32 master copy that AdamW updates); (3) a torch.profiler breakdown of the largest size's
-bf16 evaluation forward and training step by kind of operator (GEMMs, attention, casts, optimizer,
-the rest), and the time to tokenize a batch, which is what limits them where they fall short of
-the peak. FLOPs are the planner's analytic counts (``planning.encoder_flops.EncoderShape``: 2 N per token +
-attention; training 3x), the same that ``plan.md`` divides by its measured times. The CPU is named
-from ``/proc/cpuinfo`` with the bf16 units :mod:`rerank_scaling.precision` detects; the 1-minute
-load average is recorded before and after (the machine may be shared).
+pairs, BCE, gradient clipping at 1.0, AdamW, frozen word embeddings: the Trainer's step), at
+``training.max_length`` tokens. Evaluation in fp32, bf16 autocast and bf16 weights cast once (what
+:func:`rerank_scaling.evaluation.rerank.score_pairs` runs on a CPU: ``precision.to_bf16_weights``),
+the score layer in fp32 in both bf16 modes. Training in fp32 and bf16 autocast with fused AdamW
+(what the trainer runs: ``optim="adamw_torch_fused"``), bf16 autocast with the for-loop AdamW
+(torch's default on a CPU), and bf16 weights and gradients with an fp32 master copy that AdamW
+updates. (3) The GEMM ceiling: the largest size's linear layers alone, as bf16 GEMMs of the same
+shapes (evaluation: the forward's; training: forward and both backward GEMMs), which bounds what
+the element-wise rest could be cut to. (4) A torch.profiler breakdown of the largest size's bf16
+evaluation forward and training step by kind of operator (GEMMs, attention, casts, optimizer, the
+rest), and the time to tokenize a batch, which is what limits them where they fall short of the
+peak. FLOPs are the planner's analytic counts (``planning.encoder_flops.EncoderShape``: 2 N per
+token + attention; training 3x), the same that ``plan.md`` divides by its measured times. The CPU
+is named from ``/proc/cpuinfo`` with the bf16 units :mod:`rerank_scaling.precision` detects; the
+1-minute load average is recorded before and after (the machine may be shared).
 """
 
 from __future__ import annotations
@@ -33,14 +39,19 @@ import yaml
 from benchmark_output import emit
 
 from rerank_scaling.planning.encoder_flops import EncoderShape
-from rerank_scaling.precision import cpu_name
+from rerank_scaling.precision import cpu_name, fp32_score_layer, to_bf16_weights
 from rerank_scaling.training.models import build_cross_encoder
 
 GEMMS = ((2048, 384, 1536), (2048, 1536, 384), (1024, 1024, 1024), (2048, 2048, 2048))
+#: Timed modes; the evaluation's bf16 path on a CPU and the trainer's are marked in the tables.
 MODES = {
     "eval": ("fp32", "bf16 autocast", "bf16 weights"),
-    "train": ("fp32", "bf16 autocast", "bf16 weights"),
+    "train": ("fp32", "bf16 autocast", "bf16 autocast, for-loop AdamW", "bf16 weights"),
 }
+#: The modes the pipeline runs on a CPU with bf16 units (evaluation.precision / training.precision auto).
+PIPELINE = {"eval": "bf16 weights", "train": "bf16 autocast"}
+#: The Trainer's default gradient clipping (``max_grad_norm``).
+MAX_GRAD_NORM = 1.0
 
 
 def best_seconds(fn: Callable[[], Any], repeats: int, warmup: int = 2) -> float:
@@ -87,7 +98,7 @@ class Steps:
         self.seq_len = int(self.eval_features["input_ids"].shape[1])
         self.labels = torch.tensor([float(i % 2) for i in range(train_batch)])
         self.fp32 = model.eval()
-        self.bf16 = build_cross_encoder(spec, max_length, 0).to(torch.bfloat16).eval()
+        self.bf16 = to_bf16_weights(build_cross_encoder(spec, max_length, 0)).eval()
         self.train_models: dict[str, Any] = {}
         self.optimizers: dict[str, Any] = {}
         self.masters: dict[str, list[tuple[torch.nn.Parameter, torch.nn.Parameter]]] = {}
@@ -95,14 +106,15 @@ class Steps:
             trained = build_cross_encoder(spec, max_length, 0).train()
             trained.model.get_input_embeddings().weight.requires_grad_(False)
             params = [p for p in trained.parameters() if p.requires_grad]
+            fused = {"foreach": False} if "for-loop" in mode else {"fused": True}
             if mode == "bf16 weights":
                 master = [torch.nn.Parameter(p.detach().clone()) for p in params]
-                trained.to(torch.bfloat16)
+                to_bf16_weights(trained)  # the score layer stays fp32, as in evaluation
                 params = [p for p in trained.parameters() if p.requires_grad]
                 self.masters[mode] = list(zip(params, master, strict=True))
-                self.optimizers[mode] = torch.optim.AdamW(master, lr=1e-5)
+                self.optimizers[mode] = torch.optim.AdamW(master, lr=1e-5, **fused)
             else:
-                self.optimizers[mode] = torch.optim.AdamW(params, lr=1e-5)
+                self.optimizers[mode] = torch.optim.AdamW(params, lr=1e-5, **fused)
             self.train_models[mode] = trained
 
     def eval_flops(self) -> float:
@@ -118,6 +130,7 @@ class Steps:
             with (
                 torch.inference_mode(),
                 torch.autocast("cpu", torch.bfloat16, enabled=mode == "bf16 autocast"),
+                fp32_score_layer(model, "cpu"),
             ):
                 return model(self.eval_features)["scores"].float()
 
@@ -126,11 +139,16 @@ class Steps:
     def train(self, mode: str) -> Callable[[], None]:
         model, optimizer = self.train_models[mode], self.optimizers[mode]
         pairs = self.masters.get(mode, [])
+        params = [p for p in model.parameters() if p.requires_grad]
 
         def step() -> None:
-            with torch.autocast("cpu", torch.bfloat16, enabled=mode == "bf16 autocast"):
+            with (
+                torch.autocast("cpu", torch.bfloat16, enabled=mode.startswith("bf16 autocast")),
+                fp32_score_layer(model, "cpu"),
+            ):
                 scores = model(self.train_features)["scores"].view(-1).float()
             torch.nn.functional.binary_cross_entropy_with_logits(scores, self.labels).backward()
+            torch.nn.utils.clip_grad_norm_(params, MAX_GRAD_NORM)
             for low, master in pairs:  # bf16 gradients into the fp32 master copy, and back
                 master.grad = None if low.grad is None else low.grad.float()
                 low.grad = None
@@ -141,6 +159,31 @@ class Steps:
                     low.copy_(master)
 
         return step
+
+    def gemm_shapes(self, rows: int, training: bool) -> list[tuple[int, int, int]]:
+        """(m, k, n) of every linear layer's GEMM for ``rows`` tokens: the forward's, and with
+        ``training`` the two backward ones (input gradient, weight gradient)."""
+        shapes = []
+        for layer in self.fp32.modules():
+            if isinstance(layer, torch.nn.Linear) and layer.out_features > 1:  # the score layer is tiny
+                k, n = layer.in_features, layer.out_features
+                shapes.append((rows, k, n))
+                if training:
+                    shapes += [(rows, n, k), (k, rows, n)]
+        return shapes
+
+
+def gemm_ceiling(shapes: list[tuple[int, int, int]], repeats: int) -> float:
+    """FLOP/s of ``shapes`` as bf16 GEMMs run back to back (best of ``repeats``): what a step whose
+    element-wise rest took no time would reach."""
+    bf16 = torch.bfloat16
+    operands = [(torch.randn(m, k, dtype=bf16), torch.randn(k, n, dtype=bf16)) for m, k, n in shapes]
+
+    def run() -> None:
+        for a, b in operands:
+            a @ b
+
+    return sum(2.0 * m * k * n for m, k, n in shapes) / best_seconds(run, repeats)
 
 
 def operator_kind(name: str) -> str:
@@ -222,8 +265,12 @@ def main() -> None:
         largest = steps
     assert largest is not None
     shares = {
-        "evaluation forward, bf16 autocast": profile_shares(largest.evaluate("bf16 autocast")),
-        "training step, bf16 autocast": profile_shares(largest.train("bf16 autocast")),
+        f"evaluation forward, {PIPELINE['eval']}": profile_shares(largest.evaluate(PIPELINE["eval"])),
+        f"training step, {PIPELINE['train']}": profile_shares(largest.train(PIPELINE["train"])),
+    }
+    ceilings = {
+        "eval": gemm_ceiling(largest.gemm_shapes(eval_batch * largest.seq_len, False), args.repeats),
+        "train": gemm_ceiling(largest.gemm_shapes(train_batch * largest.seq_len, True), args.repeats),
     }
     tokenize = {
         "eval": tokenize_seconds(largest, eval_batch, args.repeats),
@@ -237,6 +284,11 @@ def main() -> None:
 
     def pct(rate: float) -> str:
         return f"{rate / g:.0f} ({100 * rate / bf16_peak:.0f}%)"
+
+    def header(kind: str, mode: str) -> str:
+        return f"**{kind} {mode}**" if PIPELINE[kind] == mode else f"{kind} {mode}"
+
+    columns = [(kind, mode) for kind in ("eval", "train") for mode in MODES[kind]]
 
     lines = [
         f"# Evaluation and training FLOP/s against the CPU's matmul peak ({args.threads} thread(s))",
@@ -257,37 +309,51 @@ def main() -> None:
         f"## Per default size: GFLOP/s (and % of the bf16 peak), {max_length} tokens",
         "",
         f"Evaluation: a forward of {eval_batch} pairs; training: a pointwise step of {train_batch} pairs "
-        "(forward, backward, AdamW).",
+        f"(forward, backward, gradient clipping, AdamW). **Bold**: what the pipeline runs on a CPU with "
+        "bf16 units (evaluation: the weights cast to bf16 once, `precision.to_bf16_weights`; training: "
+        "autocast with the Trainer's fused AdamW). bf16 weights in training: bf16 weights and gradients, "
+        "an fp32 master copy that AdamW updates.",
         "",
-        "| model | eval fp32 | eval bf16 autocast | eval bf16 weights | train fp32 | train bf16 autocast | "
-        "train bf16 weights + fp32 master |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| model | " + " | ".join(header(kind, mode) for kind, mode in columns) + " |",
+        "|---|" + "---:|" * len(columns),
     ]
     for row in rows:
-        cells = [pct(row[(kind, mode, "flops")]) for kind in ("eval", "train") for mode in MODES[kind]]
+        cells = [pct(row[(kind, mode, "flops")]) for kind, mode in columns]
         lines.append(f"| {row['model']} | " + " | ".join(cells) + " |")
     lines += [
         "",
         "Seconds per call (best):",
         "",
-        "| model | "
-        + " | ".join(f"{kind} {mode}" for kind in ("eval", "train") for mode in MODES[kind])
-        + " |",
-        "|---|" + "---:|" * 6,
+        "| model | " + " | ".join(header(kind, mode) for kind, mode in columns) + " |",
+        "|---|" + "---:|" * len(columns),
         *(
-            f"| {row['model']} | "
-            + " | ".join(f"{row[(kind, mode)]:.4f}" for kind in ("eval", "train") for mode in MODES[kind])
-            + " |"
+            f"| {row['model']} | " + " | ".join(f"{row[(kind, mode)]:.4f}" for kind, mode in columns) + " |"
             for row in rows
         ),
         "",
-        "Speed-ups over fp32 (median over sizes): "
+        "Speed-ups (median over sizes): "
         + "; ".join(
-            f"{kind} {mode} {statistics.median(row[(kind, 'fp32')] / row[(kind, mode)] for row in rows):.2f}x"
-            for kind in ("eval", "train")
-            for mode in MODES[kind][1:]
+            f"{kind} {mode} over {base} "
+            f"{statistics.median(row[(kind, base)] / row[(kind, mode)] for row in rows):.2f}x"
+            for kind, mode, base in (
+                ("eval", "bf16 autocast", "fp32"),
+                ("eval", "bf16 weights", "fp32"),
+                ("eval", "bf16 weights", "bf16 autocast"),
+                ("train", "bf16 autocast", "fp32"),
+                ("train", "bf16 autocast", "bf16 autocast, for-loop AdamW"),
+                ("train", "bf16 weights", "bf16 autocast"),
+            )
         )
         + ".",
+        "",
+        f"## The GEMM ceiling of {largest.spec['name']}",
+        "",
+        "Its linear layers' GEMMs alone, in bf16, back to back (no attention, no element-wise work): "
+        f"evaluation ({eval_batch * largest.seq_len} token rows, the forward's GEMMs) "
+        f"**{ceilings['eval'] / g:.0f} GFLOP/s ({100 * ceilings['eval'] / bf16_peak:.0f}% of the peak)**; "
+        f"training ({train_batch * largest.seq_len} token rows, forward and both backward GEMMs) "
+        f"**{ceilings['train'] / g:.0f} GFLOP/s ({100 * ceilings['train'] / bf16_peak:.0f}%)**. "
+        "A step cannot beat its GEMMs: this is what it would reach if everything else took no time.",
         "",
         f"## What limits {largest.spec['name']} (torch.profiler, self CPU time by operator kind)",
         "",
@@ -302,13 +368,14 @@ def main() -> None:
         for kind in kinds
     ]
     last = rows[-1]
+    eval_s, train_s = last[("eval", PIPELINE["eval"])], last[("train", PIPELINE["train"])]
     lines += [
         "",
         f"Tokenizing a batch ({largest.spec['name']}'s tokenizer): {eval_batch} pairs "
         f"{tokenize['eval'] * 1e3:.1f} ms "
-        f"({100 * tokenize['eval'] / last[('eval', 'bf16 autocast')]:.0f}% of its bf16 forward; evaluation "
+        f"({100 * tokenize['eval'] / eval_s:.0f}% of its bf16 forward; evaluation "
         f"tokenizes each split once per run), {train_batch} pairs {tokenize['train'] * 1e3:.1f} ms "
-        f"({100 * tokenize['train'] / last[('train', 'bf16 autocast')]:.0f}% of its bf16 training step; the "
+        f"({100 * tokenize['train'] / train_s:.0f}% of its bf16 training step; the "
         "trainer tokenizes every batch, and the token counter once more).",
     ]
     emit("\n".join(lines) + "\n", args.out)

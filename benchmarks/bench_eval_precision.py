@@ -3,8 +3,13 @@
     python benchmarks/bench_eval_precision.py results/default --bf16-trained results/exp-bf16 \
         --splits dev test --out benchmarks/results/eval_precision_cpu.md
 
+(``eval_precision_cpu.md``: AMD EPYC, bf16 autocast; ``eval_precision_amx.md``: Intel Xeon with
+AMX, the weights cast to bf16 once.)
+
 1. **Scoring** (``evaluation.precision``): every final checkpoint of ``results`` is scored in fp32
-   and in bf16 (autocast), interleaved per checkpoint, which also times both. The bar: for every
+   and in bf16 (the evaluation's own bf16 path: on a CPU the weights cast to bf16 once, the score
+   layer in fp32, :func:`rerank_scaling.evaluation.rerank.score_pairs`), interleaved per
+   checkpoint, which also times both. The bar: for every
    run, split and final metric, |bf16 - fp32| < ``--quarter`` (0.25) x the metric's standard error
    over queries (the summary's yardstick: a bootstrap over queries,
    ``report.scaling_evidence.QueryBootstrap``). A rank swap that the query sample cannot see is not a
@@ -39,7 +44,7 @@ import yaml
 from benchmark_output import emit
 
 from rerank_scaling.evaluation.checkpoints import EvalSettings, SplitData, evaluate_checkpoints, load_split
-from rerank_scaling.precision import cpu_name
+from rerank_scaling.precision import casts_weights, cpu_name
 from rerank_scaling.report.scaling_evidence import QueryBootstrap, final_rows, verdict
 from rerank_scaling.settings import settings_from_dict
 
@@ -169,11 +174,13 @@ def main() -> None:
     worst = scoring.loc[scoring["ratio"].idxmax()]
     speedups = [t["fp32"] / t["bf16"] for t in seconds]
     queries = ", ".join(f"{s.name} {len(s.qrels)}" for s in splits)
+    bf16_path = "with the weights cast to bf16 once" if casts_weights("bf16", "cpu") else "under autocast"
     queries_of = {s.name: len(s.qrels) for s in splits}
     lines = [
         f"# bfloat16 against the statistical bar ({args.results}, final checkpoints)",
         "",
-        f"CPU: **{cpu_name()}**; torch {torch.__version__}, {args.threads} thread(s); load average "
+        f"CPU: **{cpu_name()}**; bf16 scoring {bf16_path}; torch {torch.__version__}, {args.threads} "
+        "thread(s); load average "
         f"{load_before:.2f} before, {load_after:.2f} after; run time {elapsed / 60:.1f} min. Queries: "
         f"{queries}; BM25 top {base.rerank_depth} reranked; standard errors: bootstrap over queries "
         "(1000 resamples).",

@@ -1,8 +1,9 @@
 """Precision selection (rerank_scaling.precision): detected from the hardware, fp32 always selectable,
-and the score layer kept in fp32 under autocast."""
+and the score layer kept in fp32 under autocast and with bf16 weights."""
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
@@ -10,11 +11,13 @@ import torch
 
 from rerank_scaling.precision import (
     autocast_dtype,
+    casts_weights,
     cpu_bf16_units,
     cpu_flags,
     fp32_score_layer,
     native_bf16,
     resolve_precision,
+    to_bf16_weights,
 )
 
 
@@ -75,3 +78,30 @@ def test_score_layer_stays_fp32_under_autocast():
     assert "forward" not in vars(model[2]), "the score layer's patch outlives the context"
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert model(x).dtype == torch.bfloat16
+
+
+def test_only_bf16_on_a_cpu_casts_the_weights():
+    assert casts_weights("bf16", "cpu")
+    assert not casts_weights("fp32", "cpu"), "fp32 stays selectable"
+    assert not casts_weights("bf16", "cuda:0") and not casts_weights("fp16", "cuda"), "autocast there"
+
+
+def test_bf16_weights_keep_the_score_layer_fp32():
+    """Weights cast to bf16 once: every layer computes in bf16 except the score layer, whose logit is
+    fp32 and closer to the fp32 model's than a model cast whole; a second cast changes nothing."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.LayerNorm(64), torch.nn.Linear(64, 1))
+    x = torch.randn(256, 16)
+    reference = model(x).detach()
+    whole = copy.deepcopy(model).to(torch.bfloat16)(x.bfloat16()).float().detach()
+    cast = to_bf16_weights(copy.deepcopy(model))
+    assert [p.dtype for p in cast.parameters()] == [torch.bfloat16] * 4 + [torch.float32] * 2
+    with torch.inference_mode(), fp32_score_layer(cast, "cpu"):
+        kept = cast(x.bfloat16())
+        assert cast[1](cast[0](x.bfloat16())).dtype == torch.bfloat16
+    assert kept.dtype == torch.float32
+    assert (kept - reference).abs().max() < (whole - reference).abs().max()
+    before = {k: v.clone() for k, v in cast.state_dict().items()}
+    to_bf16_weights(cast)
+    after = cast.state_dict()
+    assert all(after[k].dtype == v.dtype and torch.equal(after[k], v) for k, v in before.items())

@@ -108,10 +108,43 @@ def autocast_dtype(precision: str) -> Any:
     return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
 
 
+def score_layer(model: Any) -> Any:
+    """The model's score layer: its last ``nn.Linear`` (the mean head's ``Dense``, a sequence
+    classifier's ``classifier``)."""
+    import torch
+
+    return [m for m in model.modules() if isinstance(m, torch.nn.Linear)][-1]
+
+
+def casts_weights(precision: str, device: str) -> bool:
+    """Whether inference at a resolved ``precision`` casts the weights to it once instead of
+    autocasting every op: ``bf16`` on a CPU. There autocast re-casts every weight in every forward
+    and round-trips activations through fp32; with AMX the GEMMs are so cheap that those casts
+    cost more than the GEMMs' precision gains (``benchmarks/results/cpu_peak_amx.md``: bf16 weights
+    against autocast, evaluation forward). fp16 keeps autocast (fp16 weights may overflow), and so
+    does CUDA (not measured)."""
+    return precision == "bf16" and not device.startswith("cuda")
+
+
+def to_bf16_weights(model: Any) -> Any:
+    """``model`` (in place) with bfloat16 weights and buffers for inference, except its score layer
+    (:func:`score_layer`), which stays fp32; run it under :func:`fp32_score_layer` so its input is
+    cast up and the logit is fp32. Idempotent: a second call changes nothing.
+
+    Unlike autocast, layer norms, softmax and the mean pooling then run in bf16 too (with fp32
+    accumulation inside the kernels); the effect on metrics is measured against the statistical bar,
+    ``benchmarks/results/eval_precision_amx.md``."""
+    import torch
+
+    model.to(torch.bfloat16)
+    score_layer(model).float()
+    return model
+
+
 @contextmanager
 def fp32_score_layer(model: Any, device_type: str) -> Iterator[None]:
-    """Run the model's score layer (its last ``nn.Linear``: the mean head's ``Dense``, a sequence
-    classifier's ``classifier``) in fp32 under autocast.
+    """Run the model's score layer (:func:`score_layer`) in fp32, on an fp32 copy of its input: under
+    autocast, and with bf16 weights (:func:`to_bf16_weights`).
 
     Under bf16 autocast a linear layer's output is bf16: 8 significant bits would quantize the
     relevance logits and tie near-equal candidates, swapping ranks that fp32 separates (measured:
@@ -119,7 +152,7 @@ def fp32_score_layer(model: Any, device_type: str) -> Iterator[None]:
     which autocast runs in fp32, so its score is fp32 end to end, at the cost of one tiny matmul."""
     import torch
 
-    linear = [m for m in model.modules() if isinstance(m, torch.nn.Linear)][-1]
+    linear = score_layer(model)
     original = linear.forward
 
     def forward(hidden: Any) -> Any:

@@ -15,7 +15,8 @@ split (:func:`subsample_queries`); the ``queries`` column of the metrics table r
 ``evaluation.final_only_splits`` scores those splits at a run's final checkpoint only (a test split
 that reports the end result but is not fitted along training); ``evaluation.precision`` picks
 fp32 or bfloat16 scoring (:func:`rerank_scaling.precision.resolve_precision`: ``auto`` is bf16 where
-the device has bf16 units), recorded in the table's ``precision`` column.
+the device has bf16 units; on a CPU with the weights cast to bf16 once, :func:`.rerank.score_pairs`),
+recorded in the table's ``precision`` column.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from rerank_scaling.evaluation.rerank import (
     tokenize_pairs,
 )
 from rerank_scaling.evaluation.split_texts import read_split_texts
-from rerank_scaling.precision import resolve_precision
+from rerank_scaling.precision import casts_weights, resolve_precision
 from rerank_scaling.records import METRIC_COLUMNS, PER_QUERY_COLUMNS
 from rerank_scaling.settings import RESOURCE_KEYS, SectionSettings
 from rerank_scaling.training.models import attention_implementation
@@ -243,6 +244,7 @@ def _cache_key(
     settings: EvalSettings,
     max_length: int,
     precision: str,
+    device: str,
     kind: str = "per_query",
 ) -> str:
     # kind "per_query": the entry holds per-query rows (older caches held means and must not
@@ -254,7 +256,9 @@ def _cache_key(
     relevant = {k: v for k, v in settings.__dict__.items() if k not in ignored}
     # the job's size is not what it scores: keyed as null, as every job passed them before issue 31
     relevant.update(dict.fromkeys(EvalSettings.RESOURCE_KEYS))
-    relevant["precision"] = precision
+    # bf16 with the weights cast once scores differently from bf16 autocast: an older cache of
+    # autocast scores must not match
+    relevant["precision"] = f"{precision} weights" if casts_weights(precision, device) else precision
     data = [split.name, split_digest(split, with_qrels=kind != "scores")]
     blob = json.dumps([sidecar, data, relevant, max_length, kind], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -356,7 +360,7 @@ def evaluate_checkpoints(
         scorer = None
         scored = settings.splits_at(splits, final=sidecar["step"] == sidecar["total_steps"])
         for split in scored:
-            key = _cache_key(sidecar, split, settings, max_length, precision)
+            key = _cache_key(sidecar, split, settings, max_length, precision, device)
             cached = cache_dir / f"{ckpt.name}.{split.name}.{key}.parquet"
             if cached.exists():
                 per_query.append(pd.read_parquet(cached))
@@ -364,7 +368,7 @@ def evaluate_checkpoints(
                 continue
             scores_file = cache_dir / (
                 f"{ckpt.name}.{split.name}.scores."
-                f"{_cache_key(sidecar, split, settings, max_length, precision, 'scores')}.parquet"
+                f"{_cache_key(sidecar, split, settings, max_length, precision, device, 'scores')}.parquet"
             )
             if scores_file.exists():  # e.g. after a qrels fix: the metrics again, no model
                 scores = _read_scores(scores_file)

@@ -130,16 +130,21 @@ def score_pairs(
 ) -> Run:
     """Relevance scores (logits) of every pair under ``model``, a ``CrossEncoder`` module stack.
 
-    ``precision`` is a resolved one (:func:`rerank_scaling.precision.resolve_precision`): ``bf16`` or
-    ``fp16`` run under autocast: matmuls in the low precision; layer norms, softmax and the score
-    layer (:func:`rerank_scaling.precision.fp32_score_layer`) in fp32. ``benchmarks/bench_cpu_peak.py``
-    measured autocast within 10% of casting the weights once."""
+    ``precision`` is a resolved one (:func:`rerank_scaling.precision.resolve_precision`). ``bf16`` on
+    a CPU casts the model's weights to bf16 once, in place (:func:`rerank_scaling.precision.to_bf16_weights`;
+    :func:`~rerank_scaling.precision.casts_weights` says where): ``benchmarks/results/cpu_peak_amx.md``
+    measured it faster than autocast on a CPU with AMX. Elsewhere ``bf16`` and ``fp16`` run under
+    autocast: matmuls in the low precision; layer norms and softmax in fp32. Either way the score
+    layer runs in fp32 (:func:`rerank_scaling.precision.fp32_score_layer`)."""
     import torch
 
-    from rerank_scaling.precision import autocast_dtype, fp32_score_layer
+    from rerank_scaling.precision import autocast_dtype, casts_weights, fp32_score_layer, to_bf16_weights
 
     model = model.to(device).eval()
-    dtype = autocast_dtype(precision)
+    weights_cast = casts_weights(precision, device)
+    if weights_cast:
+        to_bf16_weights(model)
+    dtype = None if weights_cast else autocast_dtype(precision)
     device_type = "cuda" if device.startswith("cuda") else "cpu"
     scores: Run = {}
     with (
