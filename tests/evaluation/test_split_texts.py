@@ -39,7 +39,7 @@ def test_split_texts_hold_exactly_the_candidates_texts(small_collection, tmp_pat
 def test_evaluation_batches_are_length_sorted(small_collection):
     from transformers import AutoTokenizer
 
-    from rerank_scaling.training.models import resolve_path
+    from rerank_scaling.families.paths import resolve_path
 
     split = load_split(
         str(small_collection["collection"].root), str(small_collection["runs"] / "dev.trec"), "dev", 20
@@ -60,7 +60,7 @@ def test_tokens_table_round_trips_and_checks_the_tokenizer(small_collection, tmp
     from transformers import AutoTokenizer
 
     from rerank_scaling.evaluation.rerank import matches_tokenizer, read_split_tokens, tokens_table
-    from rerank_scaling.training.models import resolve_path
+    from rerank_scaling.families.paths import resolve_path
 
     split = load_split(
         str(small_collection["collection"].root), str(small_collection["runs"] / "dev.trec"), "dev", 20

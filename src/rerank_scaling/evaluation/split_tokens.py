@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 def main(argv: list[str] | None = None) -> None:
     from transformers import AutoTokenizer
 
-    from rerank_scaling.training.models import resolve_path
+    from rerank_scaling.families.paths import resolve_path
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model", required=True, help="JSON of the models[] entry")

@@ -16,8 +16,6 @@ it, per model.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import gc
 import hashlib
 import json
 import logging
@@ -34,11 +32,13 @@ from typing import Any
 from rerank_scaling.atomic import write_json
 from rerank_scaling.families.registry import family_of
 from rerank_scaling.planning.encoder_flops import EncoderShape
+from rerank_scaling.planning.process_probes import peak_rss_reset, proc_status_mb, timed
 
 log = logging.getLogger(__name__)
 
 #: Bump when the profiling procedure changes, so that old cache entries are not reused.
-PROFILE_VERSION = 3  # 2: eager attention while counting FLOPs; ModernBERT local layers; 3: precisions
+PROFILE_VERSION = 4  # 2: eager attention while counting FLOPs; ModernBERT local layers; 3: precisions;
+# 4: inference as evaluation scores (bf16 weights cast once on a CPU, score layer fp32)
 FLOP_RATIO_RANGE = (0.9, 1.1)  # analytic / counted outside this range is flagged
 
 
@@ -199,30 +199,6 @@ def cache_path(cache_dir: str | os.PathLike[str], device: str, key: str) -> Path
     return Path(cache_dir) / _slug(device) / f"{digest}.json"
 
 
-def _peak_rss_reset() -> float:
-    """Reset the kernel's peak-RSS mark (Linux clear_refs 5); return the current RSS in MB (NaN if not).
-
-    Freed heap pages go back to the OS first (glibc ``malloc_trim``), else the next model would
-    reuse still-resident pages and its growth over the baseline would read too low.
-    """
-    gc.collect()
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-        return _proc_status_mb("VmRSS")
-    except OSError:
-        return float("nan")
-
-
-def _proc_status_mb(field_name: str) -> float:
-    try:
-        found = re.search(rf"^{field_name}:\s+(\d+) kB", Path("/proc/self/status").read_text(), re.M)
-    except OSError:
-        return float("nan")
-    return int(found.group(1)) / 1024 if found else float("nan")
-
-
 @contextlib.contextmanager
 def _corpus_inputs(spec: dict[str, Any]) -> Iterator[tuple[list[str] | None, str | None]]:
     """A synthetic corpus and a work directory for a family that trains on the corpus (scratch's
@@ -234,25 +210,6 @@ def _corpus_inputs(spec: dict[str, Any]) -> Iterator[tuple[list[str] | None, str
     corpus = [" ".join(words[(i + j) % len(words)] for j in range(40)) for i in range(200)]
     with tempfile.TemporaryDirectory(prefix="profile-scratch-") as work:
         yield corpus, work
-
-
-def _timed(step: Callable[[], None], repeats: int, device: str) -> list[float]:
-    """Wall seconds of ``repeats`` calls of ``step``, the device synchronised around each."""
-    _sync(device)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        step()
-        _sync(device)
-        times.append(time.perf_counter() - start)
-    return times
-
-
-def _sync(device: str) -> None:
-    import torch
-
-    if device == "cuda":
-        torch.cuda.synchronize()
 
 
 def measure_profile(
@@ -271,20 +228,22 @@ def measure_profile(
     Sequences are filled to ``max_length`` (long synthetic query/document pairs, truncated by the
     model's own tokenizer), so the profile is the cost of full-length pairs. Training: binary
     cross-entropy on the relevance logit, AdamW, word embeddings frozen as in training when
-    ``freeze_embeddings``; under autocast in the resolved (training, inference) ``precisions``
-    (:func:`rerank_scaling.precision.resolve_precision`), as the training and evaluation stages run.
+    ``freeze_embeddings``; in the resolved (training, inference) ``precisions``
+    (:func:`rerank_scaling.precision.resolve_precision`) the way the stages run them: training under
+    autocast; inference as :func:`rerank_scaling.evaluation.rerank.score_pairs` scores (bf16 weights
+    cast once on a CPU, else autocast; the score layer in fp32).
     """
     import sentence_transformers.cross_encoder  # noqa: F401  (imported before the memory baseline)
     import torch
 
-    from rerank_scaling.precision import autocast_dtype
+    from rerank_scaling.precision import autocast_dtype, casts_weights, fp32_score_layer, to_bf16_weights
     from rerank_scaling.training.models import build_cross_encoder, model_stats
 
     name = device_name(device)
     if device == "cuda":
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
-    baseline_mb = _peak_rss_reset() if device == "cpu" else 0.0
+    baseline_mb = peak_rss_reset() if device == "cpu" else 0.0
     with _corpus_inputs(spec) as (corpus, work):
         model = build_cross_encoder(spec, max_length, seed, corpus, work).to(device)
     if freeze_embeddings:
@@ -310,22 +269,30 @@ def measure_profile(
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
+    weights_cast = casts_weights(precisions[1], device)
+
     def infer() -> None:
-        with torch.inference_mode(), autocast(precisions[1]):
+        with (
+            torch.inference_mode(),
+            contextlib.nullcontext() if weights_cast else autocast(precisions[1]),
+            fp32_score_layer(model, "cuda" if device.startswith("cuda") else "cpu"),
+        ):
             model(features)["scores"]
 
     model.train()
     hf_model = model.model  # eager attention while counting (the counter cannot see fused SDPA)
     train_counted = measured_flops(train_step, hf_model)  # also the warm-up (allocator, optimizer state)
-    train_times = _timed(train_step, steps, device)
+    train_times = timed(train_step, steps, device)
     if device == "cuda":
         peak_mb = torch.cuda.max_memory_allocated() / 2**20
     else:
-        peak_mb = _proc_status_mb("VmHWM") - baseline_mb
+        peak_mb = proc_status_mb("VmHWM") - baseline_mb
 
     model.eval()
+    if weights_cast:
+        to_bf16_weights(model)
     infer_counted = measured_flops(infer, hf_model)  # also the warm-up
-    infer_times = _timed(infer, steps, device)
+    infer_times = timed(infer, steps, device)
     profile = CostProfile(
         key=profile_key(name, spec, max_length, batch, precisions),
         device=name,

@@ -37,11 +37,8 @@ applies one rule, the same at parse time and in the training job:
 
 from __future__ import annotations
 
-import json
 import math
-import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 GB = 1e9
@@ -140,39 +137,26 @@ def ettin_config(path: str) -> dict[str, Any]:
 
 
 def model_config(spec: dict[str, Any]) -> dict[str, Any] | None:
-    """The ``config.json`` of a ``models[]`` entry without loading the model: a local or cached hub
-    directory, the Ettin table, the scratch family's own shape; None when unknown (not prefetched)."""
-    from rerank_scaling.hub import cached_model, is_hub_id
+    """The ``config.json`` of a ``models[]`` entry without loading the model: what its family reads
+    (:meth:`rerank_scaling.families.family.ModelFamily.config_json`: a local or cached hub directory,
+    the scratch family's own shape), else the Ettin table; None when unknown (not prefetched)."""
+    from rerank_scaling.families.registry import family_of
 
-    if spec["family"] == "scratch":
-        return {
-            "model_type": "bert",
-            "hidden_size": spec["hidden"],
-            "num_hidden_layers": spec["layers"],
-            "intermediate_size": spec["intermediate"],
-            "vocab_size": spec["vocab_size"],  # the schema's default for the scratch family
-        }
-    path = spec["path"]
-    if is_hub_id(path):
-        directory = cached_model(path)
-    else:
-        from rerank_scaling.training.models import resolve_path
-
-        try:
-            directory = Path(os.path.expanduser(resolve_path(path)))
-        except FileNotFoundError:
-            directory = None
-    if directory is not None and (directory / "config.json").exists():
-        return json.loads((directory / "config.json").read_text())
-    return ettin_config(path) if path in ETTIN else None
+    config = family_of(spec).config_json(spec)
+    if config is None and spec.get("path") in ETTIN:
+        return ettin_config(spec["path"])
+    return config
 
 
 def model_shape(spec: dict[str, Any]) -> MemoryShape | None:
-    """:class:`MemoryShape` of a ``models[]`` entry (None when its config is unknown)."""
+    """:class:`MemoryShape` of a ``models[]`` entry (None when its config is unknown), at the depth
+    its family keeps (:meth:`~rerank_scaling.families.family.ModelFamily.layers_kept`)."""
+    from rerank_scaling.families.registry import family_of
+
     config = model_config(spec)
     if config is None:
         return None
-    return MemoryShape.from_hf_config(config, spec.get("layers") if spec["family"] == "ladder" else None)
+    return MemoryShape.from_hf_config(config, family_of(spec).layers_kept(spec))
 
 
 @dataclass(frozen=True)

@@ -14,13 +14,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from rerank_scaling.families.family import BuildInputs
-from rerank_scaling.families.paths import resolve_path
 from rerank_scaling.families.registry import family_of
 
-__all__ = ["ModelStats", "attention_implementation", "build_cross_encoder", "model_stats", "resolve_path"]
-# resolve_path is owned by rerank_scaling.families.paths; importers outside this branch's files
-# (config_checks, evaluation.split_tokens, planning.memory, a few tests and benchmarks) still name it
-# here until they import it from its owner
+__all__ = ["ModelStats", "attention_implementation", "build_cross_encoder", "model_stats"]
 
 
 @dataclass(frozen=True)
