@@ -14,7 +14,9 @@ above the bound, so the free power law's interval leans low at a bound (every mi
 single-form interval lies above it in the default-path simulation). The ceiling member covers the
 bound's side exactly and log-linear the unsaturated one; the mixture spans both. Measured on the
 default's path (``benchmarks/results/default_path.md``: 200 simulated ladders, truth on its bound,
-the same replicates for the bounded power law alone and for the ensemble with its discrepancy term).
+the same replicates for both): the bounded power law alone covers 0.920 with misses 14 above / 2
+below (bias -0.0084), the ensemble with its discrepancy term 0.940 with 7 above / 5 below (bias
+0.0001) at 1.233x the oracle's median width.
 
 Draws beyond the fitted sizes get a model-discrepancy term (:mod:`.discrepancy`,
 :func:`discrepancy_sd`): the ensemble forecasts its own largest fitted size from the smaller ones,
