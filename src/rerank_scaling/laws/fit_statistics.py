@@ -375,11 +375,12 @@ def median_unbiased(estimation: np.ndarray) -> np.ndarray:
     bias-corrected: the bias-corrected (BC) percentile method of Efron (1981), D&H §5.3.2 eq. 5.23
     with acceleration 0.
 
-    A law fitted to noisy sizes is median-biased where it extrapolates (a saturating law bends too
-    early: the refits' forecasts sit below the fit's on OLMo's (N, D) accuracies in 80-90% of
-    resamples). The bootstrap estimates that bias as b = median f(theta*) - f(theta_hat); the fit
-    itself carries the same bias against the truth, so the percentile interval f_hat + q(d*)
-    doubles it where the basic interval f_hat - q(d*) cancels it (which is why the i.i.d. bootstrap
+    A law fitted to noisy sizes is median-biased where it extrapolates (on the OLMo ladder's (N, D)
+    units the refits' forecasts of the 3B runs sat below the fit's on accuracies, by up to half the
+    interval's half-width, and above it on losses). The bootstrap estimates that bias as
+    b = median f(theta*) - f(theta_hat); the fit itself carries the same bias against the truth,
+    so the percentile interval f_hat + q(d*) doubles it where the basic interval f_hat - q(d*)
+    cancels it (which is why the i.i.d. bootstrap
     covered OLMo's 3B runs and the run bootstrap, off-centre by 2b, did not). Subtracting 2b centres
     the draws on f_hat - b, the bias-corrected forecast; for a normal estimation error this is exactly
     BC's percentile shift Phi(2 z0 + z_alpha) with z0 = -b / sd, and, unlike the basic interval, the
