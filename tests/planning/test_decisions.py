@@ -121,7 +121,7 @@ def test_roi_probability_and_the_roi_constraint_per_draw():
 def test_p_best_chooses_the_true_best_on_a_simulated_ladder():
     """Truths drawn from a spread (the gap between the best two candidates varies from 0 to ~0.02),
     the default's noise structure, 100 run-bootstrap refits: where P(best) >= 0.8, the true best
-    is chosen in most replicates; where P(best) < 0.5, less often. The full table (400 replicates,
+    is chosen in most replicates; where P(best) < 0.5, less often. The full table (200 replicates,
     P(best) bands, exact intervals): benchmarks/results/decisions_calibration.md.
     """
     result = simulate(200, equal_compute, seed=2)
@@ -138,8 +138,8 @@ def test_p_best_chooses_the_true_best_on_a_simulated_ladder():
 def test_a_true_tie_mostly_cannot_be_decided():
     """Two candidates with exactly the same true metric. With bootstrap P(best) a decision needs
     the estimated gap to exceed ~0.84 of its standard error, which happens in ~40% of ladders when
-    the draws' spread is right (57% of 200 in benchmarks/results/decisions_calibration.md: the
-    draws are too narrow); any such decision has zero true regret."""
+    the draws' spread is right (24 of 100 decided in benchmarks/results/decisions_calibration.md,
+    76 left undecided); any such decision has zero true regret."""
     result = simulate(100, tied, seed=3)
     undecided = int((result["verdict"] == "cannot decide").sum())
     lower = stats.beta.ppf(0.05, undecided, len(result) - undecided + 1)
