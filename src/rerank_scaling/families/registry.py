@@ -5,7 +5,8 @@ behaviour here, with :func:`family_of`, never by testing the name. Adding a fami
 in this package holding a :class:`~rerank_scaling.families.family.ModelFamily` object, one line in
 :data:`REGISTRY` below (an import the stage-code inputs can see: ``rerank_scaling.stage_code``), and
 its name in the schema's ``models[].family`` enum (``tests/families/test_family_registry.py``
-checks the schema and this registry agree). A family defined outside the package can be added with :func:`register`.
+checks the schema and this registry agree). A family defined outside the package can be added
+with :func:`register`.
 """
 
 from __future__ import annotations
