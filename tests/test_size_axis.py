@@ -19,6 +19,7 @@ from rerank_scaling.planning.measured_profiles import CostProfile
 from rerank_scaling.planning.plan_rows import make_plan
 from rerank_scaling.planning.plan_settings import PlanSettings
 from rerank_scaling.records import METRIC_COLUMNS
+from rerank_scaling.settings import with_defaults
 from rerank_scaling.size_axis import SIZE_COLUMNS, model_size, size_column
 from rerank_scaling.training.models import ModelStats
 
@@ -74,10 +75,10 @@ def test_the_laws_and_the_plan_read_the_same_size_on_each_axis(axis):
     assert (metrics["params"] != metrics["non_embedding_params"]).all()  # the axes differ here
     fitting = FitSettings.of(size_axis=axis)
     laws_size = prepare(metrics, fitting).groupby("model")["size"].first()
-    models = [{**SCRATCH, "name": name} for name in ("s1", "s3", "s5")]
+    models = with_defaults("models", [{**SCRATCH, "name": name} for name in ("s1", "s3", "s5")])
     fits = joint_fit_rows({"pointwise": ("ok", "")})
-    settings = PlanSettings(profile=False, value_per_metric_point=None, value_reference=0.3)
-    stats = run_stats(metrics, {})
+    settings = PlanSettings.of(profile=False, value_per_metric_point=None, value_reference=0.3)
+    stats = run_stats(metrics, with_defaults("training", {"max_length": 256}))
     plan = make_plan(metrics, fits, models, [], settings, fitting, "cpu", 20, stats)
     assert plan.size_label == size_column(axis)
     assert plan.configured == {name: laws_size[name] for name in ("s1", "s3", "s5")}
