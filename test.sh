@@ -13,4 +13,4 @@ scripts/install_browser_test_deps.sh
 # Rules call the interpreter that runs Snakemake by its absolute path (rules/common.smk); the venv on
 # PATH is for the commands the tests and tools run by name.
 export PATH="$PWD/.venv/bin:$PATH" HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-.venv/bin/python -m pytest -p no:cacheprovider -n "${TEST_WORKERS:-2}" --dist loadfile "$@"
+.venv/bin/python -m pytest -p no:cacheprovider -n "${TEST_WORKERS:-2}" --dist loadfile --durations=25 "$@"
