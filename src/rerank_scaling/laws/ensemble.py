@@ -167,6 +167,31 @@ def discrepancy_sd(
     )
 
 
+def widened_draws(
+    usable: dict[str, SplitFit],
+    metric: str,
+    fit_rows: pd.DataFrame,
+    settings: FitSettings,
+    seed: int,
+    spread: tuple[float, float],
+    ceiling: float | None = None,
+) -> tuple[np.ndarray | None, str]:
+    """((B, m) draws of the usable members' mixture with the discrepancy term added beyond the
+    fitted sizes (:func:`discrepancy_sd`), held to the metric's range; how the term was found).
+
+    The one forecast of the ensemble: the fit stage summarises it (:func:`widened_mixture`) and the
+    rolling-origin backtests (:mod:`.backtests`) read every level's interval off it. None when no
+    member has draws."""
+    draws = pooled_draws(usable)
+    if draws is None:
+        return None, "no draws"
+    per_ln_n, how = discrepancy_sd(metric, fit_rows, settings, seed, spread, ceiling)
+    sizes = next(iter(usable.values())).rows["N"].to_numpy(float)
+    draws = discrepancy.widen(draws, per_ln_n, discrepancy.distances(sizes, fit_rows["N"]), seed)
+    support = support_of(usable)
+    return (draws if support is None else np.clip(draws, *support)), how
+
+
 def widened_mixture(
     usable: dict[str, SplitFit],
     metric: str,
@@ -176,17 +201,12 @@ def widened_mixture(
     spread: tuple[float, float],
     ceiling: float | None = None,
 ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], str]:
-    """((median, low, high) of the usable members' mixture with the discrepancy term added beyond
-    the fitted sizes (:func:`discrepancy_sd`), held to the metric's range; how the term was found)."""
-    draws = pooled_draws(usable)
+    """((median, low, high) of :func:`widened_draws`' 95% interval, how the term was found)."""
+    draws, how = widened_draws(usable, metric, fit_rows, settings, seed, spread, ceiling)
     if draws is None:
         nan = np.full(len(next(iter(usable.values())).rows), np.nan)
-        return (nan, nan, nan), "no draws"
-    per_ln_n, how = discrepancy_sd(metric, fit_rows, settings, seed, spread, ceiling)
-    sizes = next(iter(usable.values())).rows["N"].to_numpy(float)
-    draws = discrepancy.widen(draws, per_ln_n, discrepancy.distances(sizes, fit_rows["N"]), seed)
-    support = support_of(usable)
-    return summarise(draws if support is None else np.clip(draws, *support)), how
+        return (nan, nan, nan), how
+    return summarise(draws), how
 
 
 def _why_left_out(fitted: SplitFit) -> str:
