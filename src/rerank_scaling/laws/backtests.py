@@ -32,7 +32,13 @@ from scipy import stats
 
 from rerank_scaling.laws import registry
 from rerank_scaling.laws.ensemble import NAME as ENSEMBLE
-from rerank_scaling.laws.ensemble import fit_members, forecast_draws, usable_members, widened_draws
+from rerank_scaling.laws.ensemble import (
+    fit_members,
+    forecast_draws,
+    member_median,
+    usable_members,
+    widened_draws,
+)
 from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.laws.forecast_status import log_linear_forecast
 from rerank_scaling.laws.identifiability import too_few_levels
@@ -106,7 +112,8 @@ def backtest_group(
             f"members: {', '.join(usable)}; {how}" if usable else "no member is identified by these sizes"
         )
         rows = next(iter(members.values())).rows
-        frames.append(_points(rows, draws, common | record, bool(usable)))
+        centre = member_median(usable) if draws is not None else None
+        frames.append(_points(rows, draws, common | record, bool(usable), centre))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -117,10 +124,10 @@ def _points(
     identified: bool,
     centre: np.ndarray | None = None,
 ) -> pd.DataFrame:
-    """The held-out points of one backtest fit: the forecast (``centre``, the law's fitted curve; the
-    draws' median for a mixture) and the interval of the draws at every level of :data:`LEVELS`
-    (:func:`.ensemble.forecast_draws` makes them percentile or basic as the fit's intervals are);
-    no forecast where there are no draws."""
+    """The held-out points of one backtest fit: the forecast (``centre``: the law's fitted curve, or
+    the ensemble's :func:`.ensemble.member_median`; else the draws' median) and the interval of the
+    draws at every level of :data:`LEVELS` (:func:`.ensemble.forecast_draws` makes them percentile or
+    basic as the fit's intervals are); no forecast where there are no draws."""
     held = rows[rows["held_out"]]
     frame = held[["model", "checkpoint", "step", "final", "value"]].rename(
         columns={"value": "observed", "model": "forecast_size"}
