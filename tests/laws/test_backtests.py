@@ -232,3 +232,34 @@ def test_the_ensemble_is_backtested_where_its_members_are_identified():
     assert by_origin.loc[3, "reason"].startswith("members: log_linear_N")
     power = points[(points["law"] == "power_N") & points["final"]]
     assert power["forecast"].isna().all()  # 3 points for 3 parameters at best: no power-law forecast
+
+
+def test_the_backtested_ensemble_is_the_forecast_the_fit_stage_reports():
+    """An origin with four fitted sizes has an inner origin, so the ensemble's backtest carries the
+    model-discrepancy term: its forecast and 95% interval of the next size are exactly what the fit
+    stage's ensemble (laws/ensemble.py fit_ensemble) reports for the same split and seed, and a curve
+    that bends beyond the law's reach gets a nonzero term."""
+    from rerank_scaling.laws.ensemble import fit_ensemble
+    from rerank_scaling.laws.forecast_status import StatusRule
+    from rerank_scaling.laws.protocols import last_checkpoints
+
+    spec = {f"s{i}": (2e6 * 1.6**i, 12e6 + 2e6 * 1.6**i, "fit") for i in range(6)}
+    table = synthetic_metrics_table(
+        spec, objectives=("pointwise",), checkpoints=3, splits=("dev",), metrics=("nDCG@10",)
+    )
+    settings = FitSettings.of(bootstrap=40, last_k=1, backtest=True)
+    group = prepare(table, settings)
+    # s4 falls below the smooth curve (a misfit the bootstrap cannot see), s5 follows the curve
+    group.loc[group["model"] == "s4", "value"] -= 0.03
+    keys = {k: group[k].iloc[0] for k in ("family", "objective", "attention", "metric", "split")}
+    points = backtest_group(keys, group, settings, 0)
+    at_five = points[(points["law"] == "ensemble") & points["final"] & (points["origin"] == 5)].iloc[0]
+    assert "inner origin: s4 from the smaller sizes" in at_five["reason"]
+    assert "discrepancy sd 0 " not in at_five["reason"]
+    fit_rows = last_checkpoints(group[group["model"].isin([f"s{i}" for i in range(5)])], 1)
+    held_rows = last_checkpoints(group[group["model"] == "s5"], 1)
+    _, forecast = fit_ensemble(keys, "model", fit_rows, held_rows, settings, 5, (0.0, 0.0), StatusRule(2.0))
+    reported = forecast[forecast["held_out"]].iloc[0]
+    assert (at_five["forecast"], at_five["low"], at_five["high"]) == pytest.approx(
+        (reported["forecast"], reported["low"], reported["high"]), rel=1e-12
+    )

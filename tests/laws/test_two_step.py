@@ -1,77 +1,18 @@
-"""Two-step forecasts (laws/two_step.py) against known truth: a loss law in N, a linear map to the
-rank metric, and the noise structure of real runs (per-run offsets in both measurements, per-checkpoint
-noise, run noise growing with size)."""
+"""Two-step forecasts (laws/two_step.py) against known truth: the simulation of
+``tests/two_step_simulation.py`` (a loss law in N, a linear map to the rank metric, per-run offsets
+in both measurements, per-checkpoint noise, run noise growing with size). The slow test's numbers
+are the ones ``benchmarks/results/default_path.md`` reports (same settings)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import pytest
+from two_step_simulation import BOOTSTRAP, KEYS, REPLICATES, U, ladder, oracle_width, simulate
 
 from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.laws.forecast_status import StatusRule
 from rerank_scaling.laws.two_step import fit_two_step
-
-SIZES = {"L1": 1.77, "L2": 3.54, "L3": 5.31, "L4": 7.08, "L6": 10.62}
-CHECKPOINTS = 5
-KEYS = {"family": "ladder", "objective": "listwise", "attention": "full", "metric": "nDCG@10", "split": "dev"}
-KEYS["annotations"] = "human"  # a group key since the annotation-source axis (issue 29)
-U, V = 1.2, -0.38  # nDCG@10 = U + V CE@16, as fitted on the default's runs (0.16 .. 0.27 over its CE range)
-CE_RUN_SD, NDCG_RUN_SD, CHECKPOINT_SD = 0.012, 0.010, 0.004
-
-
-def ce_final(size: float) -> float:
-    """CE@16 of a converged run: a power law in N with an asymptote, L1 2.70 to L6 2.45."""
-    return 2.2 + 0.66 * size**-0.5
-
-
-def run_sd(size: float, base: float) -> float:
-    return base * (size / SIZES["L1"]) ** 0.25
-
-
-def ladder(rng: np.random.Generator) -> tuple[pd.DataFrame, pd.DataFrame, tuple[float, float]]:
-    """(CE rows, nDCG rows, CE seed spread) of one simulated ladder; L6 held out."""
-    ce_rows, ndcg_rows = [], []
-    for model, size in SIZES.items():
-        ce_offset = rng.normal(0, run_sd(size, CE_RUN_SD))
-        ndcg_offset = rng.normal(0, run_sd(size, NDCG_RUN_SD))
-        for checkpoint in range(1, CHECKPOINTS + 1):
-            ce = ce_final(size) + 0.25 * (1 - checkpoint / CHECKPOINTS) + ce_offset
-            ce += rng.normal(0, CHECKPOINT_SD)
-            ndcg = U + V * ce + ndcg_offset + rng.normal(0, CHECKPOINT_SD)
-            common = {
-                **KEYS, "model": model, "role": "held_out" if model == "L6" else "fit",
-                "checkpoint": checkpoint, "step": 10.0 * checkpoint, "examples": 80.0 * checkpoint,
-                "size": size * 1e6, "flops": size * 1e12 * checkpoint, "seeds": 1, "N": size,
-                "final": checkpoint == CHECKPOINTS,
-            }  # fmt: skip
-            ce_rows.append({**common, "metric": "CE@16", "value": ce})
-            ndcg_rows.append({**common, "value": ndcg})
-    pairs = rng.normal(0, run_sd(SIZES["L4"], CE_RUN_SD), (3, 2))
-    spread = (float(pairs.var(axis=1, ddof=1).mean()), 3.0)
-    return pd.DataFrame(ce_rows), pd.DataFrame(ndcg_rows), spread
-
-
-def simulate(replicates: int, bootstrap: int) -> pd.DataFrame:
-    rng = np.random.default_rng(11)
-    settings = FitSettings.of(metrics=("nDCG@10", "CE@16"), bootstrap=bootstrap, last_k=1, uncertainty="run")
-    rows = []
-    for index in range(replicates):
-        ce, ndcg, spread = ladder(rng)
-        rule = StatusRule(2.0, 0.0)
-        record, forecast = fit_two_step(KEYS, "CE@16", ce, ndcg, settings, index, spread, rule)
-        assert record["status"] == "ok", record["reason"]
-        held = forecast[forecast["held_out"]].iloc[0]
-        rows.append({k: float(held[k]) for k in ("forecast", "low", "high", "observed")})
-    frame = pd.DataFrame(rows)
-    frame["covered"] = frame["observed"].between(frame["low"], frame["high"])
-    frame["width"] = frame["high"] - frame["low"]
-    return frame
-
-
-def oracle_width(frame: pd.DataFrame) -> float:
-    error = frame["forecast"] - frame["observed"]
-    return float(np.percentile(error, 97.5) - np.percentile(error, 2.5))
 
 
 def judged(frame: pd.DataFrame) -> tuple[float, float]:
@@ -86,7 +27,7 @@ def test_two_step_covers_without_overly_wide_intervals_quick():
 
 @pytest.mark.slow
 def test_two_step_covers_without_overly_wide_intervals():
-    coverage, width = judged(simulate(200, 100))
+    coverage, width = judged(simulate(REPLICATES, BOOTSTRAP))
     assert 0.90 <= coverage <= 0.985
     assert width <= 1.5
 
@@ -98,3 +39,18 @@ def test_a_map_the_wrong_way_is_refused():
     settings = FitSettings.of(metrics=("nDCG@10", "CE@16"), bootstrap=20, last_k=1)
     record, forecast = fit_two_step(KEYS, "CE@16", ce, ndcg, settings, 0, spread, StatusRule(2.0, 0.0))
     assert record["status"] == "failed" and "not monotone" in record["reason"] and forecast.empty
+
+
+def test_the_readme_quotes_the_two_step_simulation_as_generated():
+    """README's two-step numbers are benchmarks/results/default_path.md's two-step row (generated by
+    benchmarks/bench_default_path.py at the slow test's settings), not typed by hand."""
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    report = (repo / "benchmarks" / "results" / "default_path.md").read_text()
+    section = report.split("## Two-step forecast", 1)[1]
+    line = next(row for row in section.splitlines() if row.startswith("| two-step"))
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    coverage, width, above, below = cells[2], cells[3], cells[4], cells[5]
+    readme = " ".join((repo / "README.md").read_text().split())
+    assert f"it covers {coverage} (misses {above} above / {below} below) at {width}× the oracle's" in readme

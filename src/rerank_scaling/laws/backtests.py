@@ -7,7 +7,10 @@ here over size instead of time). Three forecasts are backtested, each with its p
 power law in N and the model-form ensemble (:mod:`.ensemble`) on the last ``last_k`` checkpoints
 (model protocol), and the additive joint law on every checkpoint (the released code's joint
 protocol). The ensemble counts where its identified members do: with two or three sizes its
-log-linear member forecasts where a three-parameter law cannot. Each held-out
+log-linear member forecasts where a three-parameter law cannot. Its draws are the fit stage's
+(:func:`.ensemble.widened_draws`: the mixture with its model-discrepancy term beyond the fitted
+sizes, found from an inner origin of the origin's own sizes), so the backtest judges the forecast
+the fit stage reports; an origin with fewer than four sizes has no inner origin and no term. Each held-out
 point records its forecast and its prediction interval at every level of :data:`LEVELS`, so the
 calibration can be read off, with two naive baselines at the final checkpoint: the largest fitted
 size's value ("no change") and a log-linear fit in N.
@@ -29,7 +32,13 @@ from scipy import stats
 
 from rerank_scaling.laws import registry
 from rerank_scaling.laws.ensemble import NAME as ENSEMBLE
-from rerank_scaling.laws.ensemble import fit_members, forecast_draws, pooled_draws, usable_members
+from rerank_scaling.laws.ensemble import (
+    fit_members,
+    forecast_draws,
+    member_median,
+    usable_members,
+    widened_draws,
+)
 from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.laws.forecast_status import log_linear_forecast
 from rerank_scaling.laws.identifiability import too_few_levels
@@ -92,12 +101,19 @@ def backtest_group(
         fit_rows = _protocol_rows("model", group[group["model"].isin(fitted)], settings)
         held_rows = _protocol_rows("model", group[group["model"] == following], settings)
         members = fit_members(keys["metric"], fit_rows, held_rows, settings, seed + k, spread, ceiling)
-        draws = pooled_draws(members)
-        usable = ", ".join(usable_members(members))
+        usable = usable_members(members)
+        draws, how = (
+            widened_draws(usable, keys["metric"], fit_rows, settings, seed + k, spread, ceiling)
+            if usable
+            else (None, "")
+        )
         record = {"protocol": "model", "law": ENSEMBLE, "status": "ok" if usable else "failed"}
-        record["reason"] = f"members: {usable}" if usable else "no member is identified by these sizes"
+        record["reason"] = (
+            f"members: {', '.join(usable)}; {how}" if usable else "no member is identified by these sizes"
+        )
         rows = next(iter(members.values())).rows
-        frames.append(_points(rows, draws, common | record, bool(usable)))
+        centre = member_median(usable) if draws is not None else None
+        frames.append(_points(rows, draws, common | record, bool(usable), centre))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -108,10 +124,10 @@ def _points(
     identified: bool,
     centre: np.ndarray | None = None,
 ) -> pd.DataFrame:
-    """The held-out points of one backtest fit: the forecast (``centre``, the law's fitted curve; the
-    draws' median for a mixture) and the interval of the draws at every level of :data:`LEVELS`
-    (:func:`.ensemble.forecast_draws` makes them percentile or basic as the fit's intervals are);
-    no forecast where there are no draws."""
+    """The held-out points of one backtest fit: the forecast (``centre``: the law's fitted curve, or
+    the ensemble's :func:`.ensemble.member_median`; else the draws' median) and the interval of the
+    draws at every level of :data:`LEVELS` (:func:`.ensemble.forecast_draws` makes them percentile or
+    basic as the fit's intervals are); no forecast where there are no draws."""
     held = rows[rows["held_out"]]
     frame = held[["model", "checkpoint", "step", "final", "value"]].rename(
         columns={"value": "observed", "model": "forecast_size"}
