@@ -42,6 +42,8 @@ def compared_files(root: Path) -> set[str]:
 def read_table(path: Path) -> pd.DataFrame:
     if path.suffix == ".parquet":
         return pd.read_parquet(path)
+    if path.stat().st_size == 0:  # an empty CSV (a table with no rows and no header)
+        return pd.DataFrame()
     if path.suffix == ".csv":
         return pd.read_csv(path)
     return pd.read_csv(path, sep="\t", header=None, dtype=str, keep_default_na=False, quoting=3)
