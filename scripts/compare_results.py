@@ -6,8 +6,10 @@ identical before and after".)
 Every table under either folder (``.parquet``, ``.csv``; ``.tsv`` read as text without a header) is
 compared with ``pandas.testing.assert_frame_equal(check_exact=True)``, and every
 ``model.safetensors`` by its sha256. Timing is not a result and is ignored, listed in the output:
-Snakemake's per-job timings (``benchmarks/``), the job logs (``logs/``), ``workflow_time.json`` and
-any column whose name says it is a time (:data:`TIMING_COLUMN`). Exit status 1 when a file differs
+Snakemake's per-job timings (``benchmarks/``), the job logs (``logs/``), the jobs' scratch and
+caches (``work/``: an evaluation cache file is named by a hash of the checkpoint's sidecar, which
+holds its training ``wall_s``), ``workflow_time.json`` and any column whose name says it is a time
+(:data:`TIMING_COLUMN`). Exit status 1 when a file differs
 or is on one side only.
 """
 
@@ -21,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-IGNORED_DIRS = ("benchmarks", "logs")
+IGNORED_DIRS = ("benchmarks", "logs", "work")
 IGNORED_FILES = ("workflow_time.json",)
 TIMING_COLUMN = re.compile(r"seconds|time|wall|elapsed|duration|(^|_)(cpu_)?s$|_ms$", re.IGNORECASE)
 TABLE_SUFFIXES = (".parquet", ".csv", ".tsv")
@@ -97,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         f"compared {args.a} with {args.b}: {counts['tables']} tables, "
         f"{counts['model.safetensors']} model.safetensors"
     )
-    print(f"ignored (timing): folders {list(IGNORED_DIRS)}, files {list(IGNORED_FILES)}")
+    print(f"ignored (timing, scratch): folders {list(IGNORED_DIRS)}, files {list(IGNORED_FILES)}")
     for name, columns in sorted(ignored_columns.items()):
         print(f"ignored (timing) columns of {name}: {columns}")
     for problem in problems:
