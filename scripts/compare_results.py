@@ -44,10 +44,11 @@ def compared_files(root: Path) -> set[str]:
 def read_table(path: Path) -> pd.DataFrame:
     if path.suffix == ".parquet":
         return pd.read_parquet(path)
-    if path.stat().st_size == 0:  # an empty CSV (a table with no rows and no header)
-        return pd.DataFrame()
     if path.suffix == ".csv":
-        return pd.read_csv(path)
+        try:
+            return pd.read_csv(path)
+        except pd.errors.EmptyDataError:  # a table with no rows and no header
+            return pd.DataFrame()
     return pd.read_csv(path, sep="\t", header=None, dtype=str, keep_default_na=False, quoting=3)
 
 
