@@ -40,6 +40,7 @@ from benchmark_output import emit
 
 from rerank_scaling.planning.encoder_flops import EncoderShape
 from rerank_scaling.precision import cpu_name, fp32_score_layer, to_bf16_weights
+from rerank_scaling.settings import model_spec
 from rerank_scaling.training.models import build_cross_encoder
 
 GEMMS = ((2048, 384, 1536), (2048, 1536, 384), (1024, 1024, 1024), (2048, 2048, 2048))
@@ -92,7 +93,7 @@ class Steps:
         self.spec, self.max_length = spec, max_length
         self.eval_batch, self.train_batch = eval_batch, train_batch
         model = build_cross_encoder(spec, max_length, 0)
-        self.shape = EncoderShape.from_hf_config(model.model.config, spec.get("head", "cls"))
+        self.shape = EncoderShape.from_hf_config(model.model.config, model_spec(spec)["head"])
         self.eval_features = features_of(model, eval_batch, max_length)
         self.train_features = features_of(model, train_batch, max_length)
         self.seq_len = int(self.eval_features["input_ids"].shape[1])

@@ -37,6 +37,7 @@ from rerank_scaling.laws.fit_laws import fit_everything
 from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.laws.synthetic import synthetic_metrics_table
 from rerank_scaling.precision import cpu_name
+from rerank_scaling.settings import with_defaults, written_section
 
 LADDER = {f"L{k}": (1.77e6 * k, 1.77e6 * k + 11.7e6, "fit" if k < 4 else "held_out") for k in range(1, 5)}
 
@@ -61,15 +62,15 @@ def _cpu_seconds() -> float:
 
 
 def _fitting(config: str | None, results: str | None) -> tuple[dict, tuple]:
-    """The config's fitting section (without bootstrap/uncertainty, set here) and the ceilings."""
-    fitting: dict = {}
-    if config:
-        section = yaml.safe_load(Path(config).read_text()).get("fitting", {})
-        fitting = {k: tuple(v) if isinstance(v, list) else v for k, v in section.items()}
-        fitting = {k: v for k, v in fitting.items() if k not in ("bootstrap", "uncertainty")}
+    """The config file's fitting section as written (without bootstrap/uncertainty, set here; the
+    rest from FitSettings.of) and the ceilings (its evaluation section with the schema's defaults)."""
+    written = yaml.safe_load(Path(config).read_text()) if config else {}
+    section = written_section(written, "fitting")
+    fitting = {k: tuple(v) if isinstance(v, list) else v for k, v in section.items()}
+    fitting = {k: v for k, v in fitting.items() if k not in ("bootstrap", "uncertainty")}
     ceilings: tuple = ()
     if results:
-        evaluation = yaml.safe_load(Path(config).read_text()).get("evaluation", {}) if config else {}
+        evaluation = with_defaults("evaluation", written_section(written, "evaluation"))
         splits = fitting.get("splits") or ("dev",)
         runs = {s: str(Path(results) / "bm25" / "runs" / f"{s}.trec") for s in splits}
         ceilings = split_ceilings(str(Path(results) / "data" / "collection"), runs, evaluation)

@@ -28,6 +28,7 @@ from benchmark_output import emit
 
 from rerank_scaling.report.held_out_check import run_check
 from rerank_scaling.report.scaling_evidence import final_rows, final_standard_errors
+from rerank_scaling.settings import written_section
 from rerank_scaling.workflow_time import job_times
 
 OBJECTIVE, SPLIT, METRIC = "pointwise", "dev", "nDCG@10"
@@ -50,7 +51,7 @@ def _by_seed(finals: pd.DataFrame, model: str) -> str:
 
 def levers(overlay: dict) -> str:
     """The overlay's pointwise levers, as written in it."""
-    examples, training = overlay.get("examples", {}), overlay.get("training", {})
+    examples, training = written_section(overlay, "examples"), written_section(overlay, "training")
     parts = [
         f"negatives {examples['pointwise_negatives']}" if "pointwise_negatives" in examples else "",
         f"batch {training['pointwise_batch_size']}" if "pointwise_batch_size" in training else "",

@@ -17,28 +17,12 @@ MAX_LINES = 400
 #: Modules still over MAX_LINES, each with why; a new one over the limit fails the test.
 OVERSIZED: dict[str, str] = {}
 
-#: ``.get("<key>", <default>)`` calls whose key is also a config key, each with why it stays: not a
-#: config section (a table row, a file's JSON), or a section a job reads as written, in a module
-#: another change owns. A new one fails the test: read the filled config (``config[...]``), or a
-#: settings object (``settings_from_dict``, ``with_defaults``), whose defaults are the schema's.
+#: ``.get("<key>", <default>)`` calls whose key is also a config key but which read no config
+#: section, each with why. A new one fails the test: read the filled config (``config[...]``), or a
+#: settings object (``settings_from_dict``, ``settings.with_defaults``, ``settings.model_spec``),
+#: whose defaults are the schema's; a config file as written: ``settings.written_section``.
 KNOWN_GETS = {
-    ("benchmarks/bench_cpu_peak.py", "head"): "a benchmark's model spec, as written",
-    ("benchmarks/bench_fit.py", "fitting"): "a benchmark reads a config file's sections as written",
-    ("benchmarks/bench_fit.py", "evaluation"): "a benchmark reads a config file's sections as written",
-    ("benchmarks/default_pointwise_steps.py", "examples"): "an overlay file's sections, as written",
-    ("benchmarks/default_pointwise_steps.py", "training"): "an overlay file's sections, as written",
-    ("src/rerank_scaling/data/annotation_files.py", "annotations"): "data stage (open: with_defaults)",
-    ("src/rerank_scaling/data/annotation_files.py", "local"): "the local section exists for one source",
-    ("src/rerank_scaling/data/annotation_files.py", "path"): "the local section exists for one source",
-    ("src/rerank_scaling/data/datasets.py", "max_unknown_qrels_share"): "data job (open: with_defaults)",
-    ("src/rerank_scaling/data/datasets.py", "max_queries"): "data job (open: with_defaults)",
     ("src/rerank_scaling/laws/allocation.py", "planning"): "a fits-table column, not the section",
-    ("src/rerank_scaling/planning/measured_profiles.py", "head"): "the profile cache keys specs as written",
-    ("src/rerank_scaling/training/attention_support.py", "attention"): "family registry (another change)",
-    ("src/rerank_scaling/training/extension_build.py", "attention"): "reads config files as written",
-    ("src/rerank_scaling/training/models.py", "head"): "a library caller may omit it (schema: cls)",
-    ("src/rerank_scaling/families/scratch.py", "vocab_size"): "a library caller's spec may omit it; "
-    "DEFAULT_VOCAB is the schema's then-default (tests/families/test_scratch.py)",
 }
 GET_WITH_DEFAULT = re.compile(r'\.get\(\s*["\']([A-Za-z_][A-Za-z0-9_]*)["\']\s*,')
 

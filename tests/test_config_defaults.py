@@ -17,10 +17,11 @@ from rerank_scaling.data.bm25 import Bm25Settings
 from rerank_scaling.data.ict import IctSettings
 from rerank_scaling.data.training_examples import ExampleSettings
 from rerank_scaling.evaluation.checkpoints import EvalSettings
+from rerank_scaling.evaluation.metrics import MetricSettings
 from rerank_scaling.job_resources import ClusterSettings
 from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.planning.plan_settings import PlanSettings
-from rerank_scaling.settings import settings_of
+from rerank_scaling.settings import model_spec, settings_of, with_defaults, written_section
 from rerank_scaling.training.train_settings import GRID_KEYS, StepSettings, TrainSettings
 
 SETTINGS = (
@@ -30,6 +31,7 @@ SETTINGS = (
     Bm25Settings,
     IctSettings,
     EvalSettings,
+    MetricSettings,
     FitSettings,
     PlanSettings,
     ClusterSettings,
@@ -125,6 +127,48 @@ def test_settings_come_from_the_filled_config_without_defaults_of_their_own():
 
 def _tupled(value: object) -> object:
     return tuple(value) if isinstance(value, list) else value
+
+
+def test_the_metric_settings_are_the_evaluation_settings_own_keys():
+    config = minimal_config()
+    config["evaluation"].update(ce_sizes=[8, 16], seed=5, relevance_threshold=2)
+    evaluation = settings_of(EvalSettings, validate_config(config)["evaluation"])
+    metrics = evaluation.metric_settings()
+    assert metrics == settings_of(MetricSettings, config["evaluation"])
+    assert (metrics.ce_sizes, metrics.seed, metrics.relevance_threshold) == ((8, 16), 5, 2)
+    assert set(MetricSettings.names()) < {f.name for f in dataclasses.fields(EvalSettings)}
+    assert MetricSettings.of() == settings_of(MetricSettings, validate_config(minimal_config())["evaluation"])
+
+
+def test_a_section_a_job_gets_as_written_gets_the_validated_configs_defaults():
+    """Jobs are passed sections as written (their params decide re-runs); the library fills them
+    as validate_config fills the workflow's config, for a models[] entry and the dataset."""
+    written = minimal_config()
+    scratch = {"name": "S", "family": "scratch", "role": "fit", "layers": 1, "hidden": 32, "heads": 2}
+    written["models"].append({**scratch, "intermediate": 64})
+    config = validate_config(copy.deepcopy(written))
+    assert [model_spec(spec) for spec in written["models"]] == config["models"]
+    assert model_spec(written["models"][1])["vocab_size"] == 8000 and "head" not in written["models"][0]
+    assert with_defaults("dataset", written["dataset"]) == config["dataset"]
+    assert config["dataset"]["max_unknown_qrels_share"] == 0.01
+    assert "max_unknown_qrels_share" not in written["dataset"]  # the section as written is left as it is
+    ir_datasets = {**written["dataset"], "source": "ir_datasets"}
+    ir_datasets["ir_datasets"] = {"corpus": "c", "splits": {"train": "c/train", "dev": "c/dev"}}
+    filled = with_defaults("dataset", ir_datasets)["ir_datasets"]
+    assert (filled["max_queries"], filled["relevance_map"]) == ({}, {})
+
+
+def test_a_config_file_as_written_gives_what_it_says_and_nothing_more(tmp_path):
+    from rerank_scaling.training.extension_build import windowed_configs
+
+    overlay = {"run_name": "x", "examples": {"pointwise_negatives": 8}}
+    assert written_section(overlay, "examples") == {"pointwise_negatives": 8}
+    assert written_section(overlay, "training") == written_section(None, "training") == {}
+    files = {name: tmp_path / f"{name}.yaml" for name in ("overlay", "full", "windowed")}
+    files["overlay"].write_text(yaml.safe_dump(overlay))
+    files["full"].write_text(yaml.safe_dump({"training": {"attention": ["full"]}}))
+    files["windowed"].write_text(yaml.safe_dump({"training": {"lr": 1e-5, "attention": ["window4"]}}))
+    assert windowed_configs([*files.values(), tmp_path / "absent.yaml"]) == [files["windowed"]]
 
 
 def test_a_given_value_and_an_explicit_null_are_kept():

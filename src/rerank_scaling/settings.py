@@ -93,6 +93,21 @@ def with_defaults(section: str, values: Any) -> Any:
     return fill_defaults(copy.deepcopy(values), section_schema(section))
 
 
+def model_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    """A ``models[]`` entry as written (a job's param, a library caller's dict) with the schema's
+    defaults for the keys it lacks (``head``; a scratch model's ``vocab_size``), as the validated
+    config holds it; a copy, so a spec used as a key (the profile cache) stays as written."""
+    (filled,) = with_defaults("models", [spec])
+    return filled
+
+
+def written_section(config: dict[str, Any] | None, section: str) -> dict[str, Any]:
+    """Section ``section`` of a config file as written, ``{}`` where the file leaves it out (an
+    overlay, which Snakemake merges over another file): for a caller that must tell what one file
+    gives from the schema's defaults (a benchmark's overlay, the extension build's decision)."""
+    return dict((config or {}).get(section) or {})
+
+
 def without(section: dict[str, Any], *keys: tuple[str, ...]) -> dict[str, Any]:
     """``section`` without the keys of the ``keys`` groups (e.g. a dataclass's ``RESOURCE_KEYS``)."""
     dropped = {key for group in keys for key in group}

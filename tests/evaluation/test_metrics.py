@@ -184,7 +184,7 @@ def test_rbp_ranks_each_relevant_document_against_the_non_relevant_ones_only():
 
 
 def test_per_query_rows_aggregate_to_the_table_and_list_dropped_queries():
-    settings = MetricSettings(ce_sizes=(2, 3), rbp_k=(1,), rr_m=(2,))
+    settings = MetricSettings.of(ce_sizes=(2, 3), rbp_k=(1,), rr_m=(2,))
     scored = {q: docs for q, docs in CANDIDATES.items() if q != "q4"}
     per_query = evaluate_per_query(RUN, QRELS, scored, settings)
     assert list(per_query.columns) == ["metric", "qid", "value", "n"]
@@ -210,7 +210,7 @@ def test_relative_gain_by_hand():
 
 
 def test_evaluate_table_by_hand():
-    settings = MetricSettings(ce_sizes=(2,), rbp_k=(1,), rr_m=(2,))
+    settings = MetricSettings.of(ce_sizes=(2,), rbp_k=(1,), rr_m=(2,))
     scored = {q: docs for q, docs in CANDIDATES.items() if q != "q4"}  # the run scores every one
     table = evaluate(RUN, QRELS, scored, settings).set_index("metric")
     names = ["nDCG@10", "AP", "RR@10", "R@10", "P@10", "CE@2", "CE@2_dropped", "RBP@1", "RRstar@2"]
@@ -237,7 +237,7 @@ def test_perfect_scorer_reaches_the_maxima():
     }
     candidates = {q: list(docs) for q, docs in qrels.items()}
     perfect = {q: {d: g + rng.random() * 0.1 for d, g in docs.items()} for q, docs in qrels.items()}
-    settings = MetricSettings(relevance_threshold=2, ce_sizes=(16,), rbp_k=(1,), rr_m=(2, 10))
+    settings = MetricSettings.of(relevance_threshold=2, ce_sizes=(16,), rbp_k=(1,), rr_m=(2, 10))
     best = evaluate(perfect, qrels, candidates, settings).set_index("metric")["value"]
     for name in ("nDCG@10", "AP", "RR@10", "R@10", "RBP@1", "RRstar@2", "RRstar@10"):
         assert best[name] == pytest.approx(1.0), name
@@ -248,12 +248,12 @@ def test_perfect_scorer_reaches_the_maxima():
 
 def test_settings_from_dict():
     settings = MetricSettings.from_dict({"ce_sizes": [16, 64], "seed": 3})
-    assert settings == MetricSettings(ce_sizes=(16, 64), seed=3)
-    assert MetricSettings.from_dict(None) == MetricSettings()
+    assert settings == MetricSettings.of(ce_sizes=(16, 64), seed=3)
+    assert MetricSettings.from_dict(None) == MetricSettings.of()
     with pytest.raises(ValueError, match="rbp_kk"):
         MetricSettings.from_dict({"rbp_kk": [1]})
     with pytest.raises(ValueError, match="ce_sizes"):
-        MetricSettings(ce_sizes=(1,))
+        MetricSettings.of(ce_sizes=(1,))
 
 
 def test_the_evaluation_table_reports_and_logs_the_queries_ce_drops(caplog):

@@ -18,8 +18,11 @@ def test_only_scratch_trains_on_the_corpus_and_it_refuses_to_build_without_it():
 
 def test_the_vocabulary_a_spec_without_one_gets_is_the_schemas_default():
     from rerank_scaling.config_schema import schema
-    from rerank_scaling.families.scratch import DEFAULT_VOCAB
 
     branches = schema()["properties"]["models"]["items"]["allOf"]
     scratch = next(b for b in branches if b["if"]["properties"]["family"]["const"] == "scratch")
-    assert scratch["then"]["properties"]["vocab_size"]["default"] == DEFAULT_VOCAB
+    default = scratch["then"]["properties"]["vocab_size"]["default"]
+    spec = {"name": "S", "family": "scratch", "role": "fit", "layers": 1, "hidden": 32, "heads": 2}
+    spec["intermediate"] = 64
+    assert REGISTRY["scratch"].config_json(spec)["vocab_size"] == default
+    assert REGISTRY["scratch"].config_json({**spec, "vocab_size": 500})["vocab_size"] == 500

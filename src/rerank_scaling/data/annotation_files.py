@@ -49,8 +49,9 @@ class AnnotationFile:
 
 
 def annotation_files(training: dict[str, Any]) -> dict[str, AnnotationFile]:
-    """The ``training.annotation_files`` entries that ``training.annotations`` trains on, by name."""
-    entries = training.get("annotation_files") or {}
+    """The ``training.annotation_files`` entries that ``training.annotations`` trains on, by name
+    (``training``: the section of a validated config, which has both keys)."""
+    entries = training["annotation_files"]
     return {
         name: AnnotationFile(
             name,
@@ -58,7 +59,7 @@ def annotation_files(training: dict[str, Any]) -> dict[str, AnnotationFile]:
             Path(os.path.expanduser(entries[name]["qrels"])),
             entries[name]["provenance"],
         )
-        for name in training.get("annotations", [])
+        for name in training["annotations"]
         if name in entries
     }
 
@@ -127,11 +128,12 @@ def config_problems(config: dict[str, Any]) -> list[str]:
     built in or has files; the files exist; a source is not named like a split of the dataset (its
     queries become a split of the run's collection); with ``planning.annotation_cost_per_pair``
     given, each file source has a price (else its budget would silently mix a per-pair price with
-    ``planning.z_data``); for a local collection, every judged passage is in its corpus."""
+    ``planning.z_data``); for a local collection, every judged passage is in its corpus.
+    ``config``: validated, so every section has every key (the schema's defaults)."""
     training, dataset = config["training"], config["dataset"]
-    entries = training.get("annotation_files") or {}
+    entries = training["annotation_files"]
     problems = []
-    for i, name in enumerate(training.get("annotations", [])):
+    for i, name in enumerate(training["annotations"]):
         if name not in ANNOTATIONS and name not in entries:
             problems.append(
                 _problem(
@@ -142,7 +144,7 @@ def config_problems(config: dict[str, Any]) -> list[str]:
                 )
             )
     splits = [dataset["train_split"], *dataset["eval_splits"]]
-    prices = (config.get("planning") or {}).get("annotation_cost_per_pair")
+    prices = config["planning"]["annotation_cost_per_pair"]
     examples = settings_from_dict(ExampleSettings, config["examples"], "examples")
     readable = []
     for name, source in annotation_files(training).items():
@@ -175,10 +177,18 @@ def config_problems(config: dict[str, Any]) -> list[str]:
         if not missing:
             readable.append(source)
             problems += _grade_problems(source, examples.positive_threshold)
-    corpus = Path(os.path.expanduser(dataset.get("local", {}).get("path", ""))) / "corpus.jsonl"
-    if dataset["source"] == "local" and readable and corpus.is_file():
-        # Other sources' corpora exist only after prepare_corpus: the job checks them (main below).
-        ids = corpus_ids(CollectionDir(corpus.parent))
+    # Other sources' corpora exist only after prepare_corpus: the job checks them (main below). A
+    # local source without its section is dataset_problems' to report.
+    if dataset["source"] == "local" and "local" in dataset and readable:
+        problems += _corpus_problems(Path(os.path.expanduser(dataset["local"]["path"])), readable)
+    return problems
+
+
+def _corpus_problems(root: Path, readable: list[AnnotationFile]) -> list[str]:
+    """A local collection's corpus (when there): every judged passage of each source is in it."""
+    problems = []
+    if (root / "corpus.jsonl").is_file():
+        ids = corpus_ids(CollectionDir(root))
         for source in readable:
             try:
                 check_annotation_file(source, ids)

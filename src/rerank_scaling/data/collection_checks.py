@@ -21,8 +21,6 @@ from rerank_scaling.data.trec import Qrels, read_qrels, write_qrels
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_UNKNOWN_SHARE = 0.01
-
 
 class DataError(ValueError):
     """The data are wrong; the message names the file (and line) and the fix."""

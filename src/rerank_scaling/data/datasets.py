@@ -26,16 +26,11 @@ from rerank_scaling.data.collection import (
     write_corpus,
     write_queries,
 )
-from rerank_scaling.data.collection_checks import (
-    DEFAULT_MAX_UNKNOWN_SHARE,
-    check_queries,
-    check_split,
-    corpus_ids,
-)
+from rerank_scaling.data.collection_checks import check_queries, check_split, corpus_ids
 from rerank_scaling.data.ict import IctSettings, build_ict_collection
 from rerank_scaling.data.trec import Qrels, read_qrels, write_qrels
 from rerank_scaling.dataset_download import guarded_download
-from rerank_scaling.settings import settings_from_dict
+from rerank_scaling.settings import settings_from_dict, with_defaults
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +107,9 @@ def prepare_part(
 ) -> dict[str, Any] | None:
     """Materialise and check one part (``PARTS``) of the dataset: the corpus (duplicate ids), one
     split's queries, or one split's qrels (against the materialised corpus and queries; returns its
-    row of checks.json). Messages name the user's files for a local source."""
+    row of checks.json). Messages name the user's files for a local source. ``section`` is config
+    ``dataset`` as written (the job's param) or filled: the schema's defaults fill what it lacks."""
+    section = with_defaults("dataset", section)
     out = materialise_part(section, out_dir, part, split)
     source = CollectionDir(Path(section["local"]["path"])) if section["source"] == "local" else out
     if part == "corpus":
@@ -122,7 +119,7 @@ def prepare_part(
         check_queries(source, split)
         return None
     ids = {docid for docid, _ in iter_corpus(out.corpus)}
-    share = section.get("max_unknown_qrels_share", DEFAULT_MAX_UNKNOWN_SHARE)
+    share = section["max_unknown_qrels_share"]
     return asdict(check_split(source, split, ids, share, out, relevance_threshold))
 
 
@@ -138,7 +135,9 @@ def materialise_part(
 ) -> CollectionDir:
     """Write one part (``PARTS``; ``split`` for queries and qrels) of the configured dataset into
     ``out_dir`` in the local format. A local corpus is copied, not linked: a link would make every
-    touch of the user's file look like a change to the jobs that read it."""
+    touch of the user's file look like a change to the jobs that read it. ``section``: config
+    ``dataset``, as written or filled (the schema's defaults fill what it lacks)."""
+    section = with_defaults("dataset", section)
     source = section["source"]
     out = CollectionDir(Path(out_dir))
     if part not in PARTS:
@@ -166,7 +165,7 @@ def materialise_part(
         if part == "corpus":
             return write_corpus(out_dir, ir_datasets_docs(spec["corpus"]))
         queries, qrels = ir_datasets_split(
-            spec["splits"][split], spec.get("relevance_map"), spec.get("max_queries", {}).get(split)
+            spec["splits"][split], spec["relevance_map"], spec["max_queries"].get(split)
         )
         _write_split_part(out, part, split, queries, qrels)
         return out

@@ -91,13 +91,8 @@ class EvalSettings(SectionSettings):
         return splits if final else [s for s in splits if s.name not in self.final_only_splits]
 
     def metric_settings(self) -> MetricSettings:
-        return MetricSettings(
-            relevance_threshold=self.relevance_threshold,
-            ce_sizes=self.ce_sizes,
-            rbp_k=self.rbp_k,
-            rr_m=self.rr_m,
-            seed=self.seed,
-        )
+        """The keys of this section that define the metrics (:class:`MetricSettings` names them)."""
+        return MetricSettings.from_settings(self)
 
 
 @dataclass(frozen=True)
@@ -235,7 +230,7 @@ def split_digest(split: SplitData, with_qrels: bool = True) -> str:
 
 
 # Settings that change a metric but no score: a scores cache entry ignores them.
-METRIC_ONLY = ("relevance_threshold", "ce_sizes", "rbp_k", "rr_m", "seed")
+METRIC_ONLY = MetricSettings.names()
 
 
 def _cache_key(

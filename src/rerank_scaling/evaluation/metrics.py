@@ -20,17 +20,18 @@ Conventions, stated once and used by every function here:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import ir_measures
 import numpy as np
 import pandas as pd
 
 from rerank_scaling.data.trec import Qrels, Run
-from rerank_scaling.settings import settings_from_dict
+from rerank_scaling.settings import SectionSettings, settings_from_dict
 
 log = logging.getLogger(__name__)
 
@@ -38,14 +39,18 @@ Candidates = dict[str, list[str]]  # qid -> first-stage (BM25) candidate docids
 
 
 @dataclass(frozen=True)
-class MetricSettings:
-    """Config ``evaluation`` keys that define the metrics."""
+class MetricSettings(SectionSettings):
+    """Config ``evaluation`` keys that define the metrics; defaults: the schema's
+    (``MetricSettings.of(ce_sizes=(16,))``), or picked from the evaluation's settings
+    (:meth:`from_settings`)."""
 
-    relevance_threshold: int = 1
-    ce_sizes: tuple[int, ...] = (64,)  # n of CE@n: one positive + n - 1 negatives
-    rbp_k: tuple[int, ...] = (1, 3, 10)
-    rr_m: tuple[int, ...] = (2, 10)
-    seed: int = 0
+    SECTION: ClassVar[str] = "evaluation"
+
+    relevance_threshold: int
+    ce_sizes: tuple[int, ...]  # n of CE@n: one positive + n - 1 negatives
+    rbp_k: tuple[int, ...]
+    rr_m: tuple[int, ...]
+    seed: int
 
     def __post_init__(self) -> None:
         if self.relevance_threshold < 1:
@@ -59,6 +64,17 @@ class MetricSettings:
     def from_dict(cls, values: dict[str, Any] | None) -> MetricSettings:
         """Build from a config section; an unknown key raises a ValueError naming it."""
         return settings_from_dict(cls, values, "evaluation")
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        """The ``evaluation`` keys that define the metrics (and nothing else a job does)."""
+        return tuple(field.name for field in dataclasses.fields(cls))
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> MetricSettings:
+        """The metric keys of a settings object that holds them all (``EvalSettings``), by the
+        names this dataclass declares: one list of them, here."""
+        return cls(**{name: getattr(settings, name) for name in cls.names()})
 
 
 @dataclass(frozen=True)

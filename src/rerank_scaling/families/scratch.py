@@ -9,9 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from rerank_scaling.families.family import BuildInputs, EncoderSource, ModelFamily
-
-#: WordPiece vocabulary when ``models[].vocab_size`` is not given
-DEFAULT_VOCAB = 8000
+from rerank_scaling.settings import model_spec
 
 
 def train_wordpiece(texts: Iterable[str], vocab_size: int, out_dir: str | os.PathLike[str]) -> Any:
@@ -43,7 +41,7 @@ class ScratchFamily(ModelFamily):
         if inputs.corpus_texts is None or inputs.work_dir is None:
             raise ValueError("the scratch family needs the corpus texts and a work directory")
         base = Path(inputs.work_dir) / "scratch-base"
-        tokenizer = train_wordpiece(inputs.corpus_texts, int(spec.get("vocab_size", DEFAULT_VOCAB)), base)
+        tokenizer = train_wordpiece(inputs.corpus_texts, int(model_spec(spec)["vocab_size"]), base)
         config = BertConfig(
             vocab_size=tokenizer.vocab_size,
             hidden_size=spec["hidden"],
@@ -57,13 +55,14 @@ class ScratchFamily(ModelFamily):
         return EncoderSource(str(base))
 
     def config_json(self, spec: dict[str, Any]) -> dict[str, Any] | None:
-        """The configured shape (the vocabulary the tokenizer is asked for: training may find fewer)."""
+        """The configured shape (the vocabulary the tokenizer is asked for: training may find fewer;
+        a spec without one gets the schema's default)."""
         return {
             "model_type": "bert",
             "hidden_size": spec["hidden"],
             "num_hidden_layers": spec["layers"],
             "intermediate_size": spec["intermediate"],
-            "vocab_size": spec.get("vocab_size", DEFAULT_VOCAB),
+            "vocab_size": model_spec(spec)["vocab_size"],
             "type_vocab_size": 2,
         }
 

@@ -33,6 +33,7 @@ from rerank_scaling.atomic import write_json
 from rerank_scaling.families.registry import family_of
 from rerank_scaling.planning.encoder_flops import EncoderShape
 from rerank_scaling.planning.process_probes import peak_rss_reset, proc_status_mb, timed
+from rerank_scaling.settings import model_spec
 
 log = logging.getLogger(__name__)
 
@@ -249,7 +250,7 @@ def measure_profile(
     if freeze_embeddings:
         model.model.get_input_embeddings().weight.requires_grad_(False)
     stats = model_stats(model.model)
-    shape = EncoderShape.from_hf_config(model.model.config, spec.get("head", "cls"))
+    shape = EncoderShape.from_hf_config(model.model.config, model_spec(spec)["head"])
     query = " ".join(["relevance"] * query_words)
     document = " ".join(["passage"] * (2 * max_length))
     features = model.preprocess([(query, document)] * batch)

@@ -40,11 +40,12 @@ def _family_problem(model_config: dict[str, Any]) -> str | None:
 
 
 def check_attention_support(config: dict[str, Any]) -> list[str]:
-    """Config problems: models that cannot run a windowed ``training.attention`` variant.
+    """Config problems: models that cannot run a windowed ``training.attention`` variant (a key
+    the schema requires) of a validated ``config``.
 
     Hub ids not yet in the cache are checked again when the train job applies the pattern.
     """
-    windowed = [a for a in config["training"].get("attention", ["full"]) if a != "full"]
+    windowed = [a for a in config["training"]["attention"] if a != "full"]
     if not windowed:
         return []
     problems = []

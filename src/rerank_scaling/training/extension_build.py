@@ -224,14 +224,18 @@ def kernels_on(device_type: str) -> bool:
 
 def windowed_configs(paths: list[Path]) -> list[Path]:
     """The config files (of ``paths`` that exist) whose ``training.attention`` names a windowed
-    variant (``window<w>``; ``full`` runs the model's own attention and needs no extension)."""
+    variant (``window<w>``; ``full`` runs the model's own attention and needs no extension). Each
+    file as written: one that gives no ``training.attention`` (an overlay of another; the key has
+    no default) asks for nothing."""
     import yaml
+
+    from rerank_scaling.settings import written_section
 
     asking = []
     for path in paths:
         if path.is_file():
-            config = yaml.safe_load(path.read_text()) or {}
-            if any(name != "full" for name in (config.get("training") or {}).get("attention", [])):
+            training = written_section(yaml.safe_load(path.read_text()), "training")
+            if "attention" in training and any(name != "full" for name in training["attention"]):
                 asking.append(path)
     return asking
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from rerank_scaling.families.family import BuildInputs
 from rerank_scaling.families.registry import family_of
+from rerank_scaling.settings import model_spec
 
 __all__ = ["ModelStats", "attention_implementation", "build_cross_encoder", "model_stats"]
 
@@ -110,4 +111,4 @@ def build_cross_encoder(
 
     torch.manual_seed(seed)
     source = family_of(spec).encoder_source(spec, BuildInputs(max_length, corpus_texts, work_dir))
-    return _with_head(source.directory, spec.get("head", "cls"), max_length, source.config_kwargs, kwargs)
+    return _with_head(source.directory, model_spec(spec)["head"], max_length, source.config_kwargs, kwargs)
