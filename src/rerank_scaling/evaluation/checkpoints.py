@@ -256,9 +256,11 @@ def _cache_key(
     relevant = {k: v for k, v in settings.__dict__.items() if k not in ignored}
     # the job's size is not what it scores: keyed as null, as every job passed them before issue 31
     relevant.update(dict.fromkeys(EvalSettings.RESOURCE_KEYS))
-    # bf16 with the weights cast once scores differently from bf16 autocast: an older cache of
-    # autocast scores must not match
-    relevant["precision"] = f"{precision} weights" if casts_weights(precision, device) else precision
+    # bf16 with the weights cast once scores differently from bf16 autocast, and since issue 27 with
+    # its near ties rescored in fp32 (.near_ties): an older cache of either must not match
+    relevant["precision"] = (
+        f"{precision} weights, fp32 near ties" if casts_weights(precision, device) else precision
+    )
     data = [split.name, split_digest(split, with_qrels=kind != "scores")]
     blob = json.dumps([sidecar, data, relevant, max_length, kind], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

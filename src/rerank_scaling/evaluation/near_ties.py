@@ -1,0 +1,136 @@
+"""Near-tie fp32 rescoring: bf16 scores whose candidate order is fp32's.
+
+Every metric of :mod:`.metrics` except CE@k reads only the *order* of each query's candidates
+(nDCG, AP, RR, R, P, RBP@k and R/R*(m) rank with ``metrics.ranking``); CE@k is continuous in the
+scores. Scoring with bf16 weights moves each score a little (``benchmarks/results/eval_precision_amx.md``:
+the moves of CE@k stay far below the statistical bar) but, where two candidates of one query are
+nearly tied, flips their order: one query of 50 then moves a top-heavy metric (RRstar@2, RBP@10) by
+a third of its standard error. Rescoring the near ties in fp32 removes those flips.
+
+**The rule.** Score every pair in bf16 (``b``). Estimate a bound ``e`` on |b - f| (``f``: the fp32
+score) from pairs scored both ways, the calibration sample (:func:`calibration_sample`): ``e`` =
+``factor`` x the largest |b - f| observed (:func:`error_bound`). Per query, rescore in fp32 every
+candidate whose bf16 score lies within ``2e`` of another candidate's (:func:`near_ties`), and use
+the fp32 score of every pair scored in fp32 (calibration included).
+
+**Why the order is then fp32's** (given |b - f| <= e for every pair). Take two candidates x, y of one
+query. Both fp32-scored: compared exactly as fp32 compares them. Otherwise one of them, say y, kept
+its bf16 score, so |b_x - b_y| > 2e (else y would be a near tie). If x kept b_x too,
+f_x - f_y = (b_x - b_y) + (f_x - b_x) - (f_y - b_y) has the sign of b_x - b_y, since the two error
+terms sum to at most 2e in size. If x is fp32-scored, f_x - b_y = (b_x - b_y) + (f_x - b_x) has it
+as well (a gap of more than e suffices). So every pair compares as in fp32, every ranking equals
+fp32's, and so does every rank metric; only CE@k sees the remaining bf16 error.
+
+**The bound is estimated, not proven**, and the estimate is checked where it can be: the pairs
+rescored in fp32 are scored both ways too, and when one's error exceeds ``e`` (the extrapolation
+from the calibration sample failed), ``e`` becomes ``factor`` x the largest error seen and the near
+ties are looked for again (:func:`rescore_near_ties` repeats until no fp32-scored pair contradicts
+``e``). Only the pairs kept in
+bf16 are never checked. ``SAFETY_FACTOR`` covers how far the largest error over *all* of a split's
+pairs may exceed the largest over a sample of 64 (one batch): chosen from the measured ratio on the
+default's final checkpoints, which ``benchmarks/bench_eval_precision.py`` reports for every
+checkpoint and split it scores (``benchmarks/results/eval_precision_amx.md``: the largest |bf16 -
+fp32| of a pair kept in bf16, against ``e`` and against the calibration sample's largest).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+#: e = SAFETY_FACTOR x the largest |bf16 - fp32| observed on the pairs scored both ways (see above).
+SAFETY_FACTOR = 2.0
+
+
+@dataclass(frozen=True)
+class NearTieReport:
+    """What one near-tie rescoring did, for the job's log and the benchmark."""
+
+    pairs: int  # pairs scored
+    calibration: int  # of them, the calibration sample (scored both ways)
+    rescored: int  # pairs whose score is fp32: the calibration sample and every near tie
+    rounds: int  # near-tie searches (more than 1: a rescored pair raised the bound)
+    calibration_error: float  # largest |bf16 - fp32| on the calibration sample
+    largest_error: float  # largest |bf16 - fp32| of every pair scored both ways
+    bound: float  # e, the bound the near ties were found with: factor x the largest seen before
+
+    @property
+    def fraction(self) -> float:
+        """Share of the pairs scored in fp32."""
+        return self.rescored / self.pairs if self.pairs else 0.0
+
+
+def calibration_sample(pairs: int, size: int) -> list[int]:
+    """``size`` indices spread evenly over ``pairs`` pairs (all when there are fewer): the pairs come
+    sorted by length (:func:`.rerank.tokenize_pairs`), so the sample spans short and long ones, not
+    only the shortest of a first batch."""
+    if pairs <= size:
+        return list(range(pairs))
+    return sorted({int(i) for i in np.linspace(0, pairs - 1, size).round()})
+
+
+def error_bound(bf16: Sequence[float], fp32: Sequence[float], factor: float = SAFETY_FACTOR) -> float:
+    """e = ``factor`` x the largest |bf16 - fp32| of pairs scored both ways."""
+    if len(bf16) != len(fp32) or not len(bf16):
+        raise ValueError(f"error_bound needs matching non-empty scores, got {len(bf16)} and {len(fp32)}")
+    return factor * float(np.max(np.abs(np.asarray(bf16, float) - np.asarray(fp32, float))))
+
+
+def near_ties(qids: Sequence[str], scores: Sequence[float], window: float) -> set[int]:
+    """Indices of the pairs whose score lies within ``window`` (inclusive) of another pair's score
+    of the same query."""
+    by_query: dict[str, list[int]] = {}
+    for index, qid in enumerate(qids):
+        by_query.setdefault(qid, []).append(index)
+    tied: set[int] = set()
+    for indices in by_query.values():
+        ordered = sorted(indices, key=lambda i: scores[i])
+        for low, high in zip(ordered, ordered[1:], strict=False):
+            if scores[high] - scores[low] <= window:  # neighbours in score order: the closest pairs
+                tied.update((low, high))
+    return tied
+
+
+def rescore_near_ties(
+    qids: Sequence[str],
+    bf16: Sequence[float],
+    fp32_of: Callable[[list[int]], list[float]],
+    calibration: list[int],
+    factor: float = SAFETY_FACTOR,
+) -> tuple[list[float], NearTieReport]:
+    """Each pair's score, fp32 for the calibration sample and every near tie, else ``bf16``; and a
+    report of what was rescored (see the module docstring for the rule and why it keeps fp32's order).
+
+    ``qids``: each pair's query; ``bf16``: each pair's bf16 score; ``fp32_of(indices)``: the fp32
+    scores of those pairs (indices ascending), in their order; ``calibration``: the pairs scored both
+    ways before any near tie is looked for (:func:`calibration_sample`)."""
+    if len(qids) != len(bf16):
+        raise ValueError(f"rescore_near_ties: {len(qids)} queries for {len(bf16)} scores")
+    calibration = sorted(calibration)
+    fp32: dict[int, float] = dict(zip(calibration, fp32_of(calibration), strict=True))
+    calibration_error = max((abs(bf16[i] - f) for i, f in fp32.items()), default=0.0)
+    largest, rounds = calibration_error, 0
+    while True:
+        rounds += 1
+        bound = factor * largest
+        todo = sorted(near_ties(qids, bf16, 2 * bound) - fp32.keys())
+        if not todo:
+            break
+        fp32.update(zip(todo, fp32_of(todo), strict=True))
+        seen = max(abs(bf16[i] - fp32[i]) for i in todo)
+        if seen <= bound:
+            break  # no pair scored both ways contradicts e: the near ties found with it are final
+        largest = max(largest, seen)
+    scores = [fp32.get(i, b) for i, b in enumerate(bf16)]
+    report = NearTieReport(
+        pairs=len(bf16),
+        calibration=len(calibration),
+        rescored=len(fp32),
+        rounds=rounds,
+        calibration_error=calibration_error,
+        largest_error=max((abs(bf16[i] - f) for i, f in fp32.items()), default=0.0),
+        bound=bound,
+    )
+    return scores, report
