@@ -6,9 +6,8 @@ scores. Scoring with bf16 weights moves each score a little but, where two candi
 are nearly tied, flips their order: without rescoring (``benchmarks/results/eval_precision_amx.md``
 as of c3d8059) one query of 50 moved a top-heavy metric (RRstar@2, RBP@10) by up to 0.39 of its
 standard error, while CE@k moved by at most 0.02. Rescoring the near ties in fp32 removes the flips.
-The price is that most pairs are near ties: a trained reranker's candidates lie about 0.1 apart
-while bf16 moves a score by up to about 0.05, so 2e windows catch 60-90% of the pairs (the file
-as it stands).
+The price is that most pairs are near ties: a trained reranker's 20 candidates of a query mostly lie
+within 2e of another, and 60-90% of a split's pairs are scored in fp32 (the file as it stands).
 
 **The rule.** Score every pair in bf16 (``b``). Estimate a bound ``e`` on |b - f| (``f``: the fp32
 score) from pairs scored both ways, the calibration sample (:func:`calibration_sample`): ``e`` =
