@@ -59,6 +59,45 @@ def test_near_ties_are_within_the_window_of_a_candidate_of_the_same_query() -> N
     assert near_ties(qids, scores, 0.1) == set()
 
 
+def test_with_grades_only_candidates_near_one_of_another_grade_are_near_ties() -> None:
+    qids = ["a"] * 4 + ["b"] * 2
+    scores = [0.0, 0.1, 0.15, 1.0, 0.0, 0.05]
+    grades = [0, 0, 1, 0, 0, 0]
+    assert near_ties(qids, scores, 0.2) == {0, 1, 2, 4, 5}
+    # 0.0 is within 0.2 of the relevant 0.15 although 0.1 lies between them (not only neighbours)
+    assert near_ties(qids, scores, 0.2, grades) == {0, 1, 2}
+    assert near_ties(qids, scores, 0.1, grades) == {1, 2}, "0.0 and 0.1 are both grade 0"
+
+
+def test_simulated_graded_rescoring_keeps_every_metric_and_rescores_less() -> None:
+    """Known truth: one relevant candidate per query (as in the default). Rescoring only the near
+    ties of different grades leaves every query's grade sequence, hence every rank metric, at
+    fp32's, and scores fewer pairs in fp32 than rescoring every near tie; plain bf16 changes some."""
+    rng = np.random.default_rng(1)
+    queries, depth, d = 200, 20, 0.01
+    qids = [f"q{q}" for q in range(queries) for _ in range(depth)]
+    grades = [int(i % depth == 3) for i in range(queries * depth)]
+    fp32 = rng.normal(0, 0.3, queries * depth)
+    bf16 = fp32 + rng.uniform(-d, d, fp32.size)
+    calibration = calibration_sample(len(qids), 64)
+
+    def fp32_of(indices: list[int]) -> list[float]:
+        return [float(fp32[i]) for i in indices]
+
+    def grade_sequences(scores) -> list[list[int]]:
+        return [
+            [grades[int(i)] for i in _order({str(i): scores[i] for i in range(q * depth, (q + 1) * depth)})]
+            for q in range(queries)
+        ]
+
+    truth = grade_sequences(list(fp32))
+    assert grade_sequences(list(bf16)) != truth, "plain bf16 moves a relevant candidate somewhere"
+    graded, graded_report = rescore_near_ties(qids, list(bf16), fp32_of, calibration, 2.0, grades)
+    _, all_report = rescore_near_ties(qids, list(bf16), fp32_of, calibration, 2.0)
+    assert grade_sequences(graded) == truth
+    assert graded_report.rescored < all_report.rescored / 2
+
+
 def test_simulated_bf16_errors_within_the_bound_keep_every_fp32_order() -> None:
     """Known truth: fp32 scores, bf16 = fp32 + an error of at most d. With e >= d every query's
     order equals fp32's (the module's argument); without rescoring, and with too small a bound,

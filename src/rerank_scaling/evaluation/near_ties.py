@@ -1,27 +1,38 @@
-"""Near-tie fp32 rescoring: bf16 scores whose candidate order is fp32's.
+"""Near-tie fp32 rescoring: bf16 scores whose rank metrics are fp32's.
 
 Every metric of :mod:`.metrics` except CE@k reads only the *order* of each query's candidates
 (nDCG, AP, RR, R, P, RBP@k and R/R*(m) rank with ``metrics.ranking``); CE@k is continuous in the
 scores. Scoring with bf16 weights moves each score a little but, where two candidates of one query
 are nearly tied, flips their order: without rescoring (``benchmarks/results/eval_precision_amx.md``
 as of c3d8059) one query of 50 moved a top-heavy metric (RRstar@2, RBP@10) by up to 0.39 of its
-standard error, while CE@k moved by at most 0.02. Rescoring the near ties in fp32 removes the flips.
-The price is that most pairs are near ties: a trained reranker's 20 candidates of a query mostly lie
-within 2e of another, and 60-90% of a split's pairs are scored in fp32 (the file as it stands).
+standard error, while CE@k moved by at most 0.02. Rescoring the near ties of different relevance
+grades in fp32 removes the flips that change a metric.
 
 **The rule.** Score every pair in bf16 (``b``). Estimate a bound ``e`` on |b - f| (``f``: the fp32
 score) from pairs scored both ways, the calibration sample (:func:`calibration_sample`): ``e`` =
 ``factor`` x the largest |b - f| observed (:func:`error_bound`). Per query, rescore in fp32 every
-candidate whose bf16 score lies within ``2e`` of another candidate's (:func:`near_ties`), and use
-the fp32 score of every pair scored in fp32 (calibration included).
+candidate whose bf16 score lies within ``2e`` of another candidate's *of a different relevance
+grade* (:func:`near_ties`; unjudged is grade 0), and use the fp32 score of every pair scored in fp32
+(calibration included). Without grades (a library caller with no qrels), every pair within ``2e``.
 
-**Why the order is then fp32's** (given |b - f| <= e for every pair). Take two candidates x, y of one
-query. Both fp32-scored: compared exactly as fp32 compares them. Otherwise one of them, say y, kept
-its bf16 score, so |b_x - b_y| > 2e (else y would be a near tie). If x kept b_x too,
-f_x - f_y = (b_x - b_y) + (f_x - b_x) - (f_y - b_y) has the sign of b_x - b_y, since the two error
-terms sum to at most 2e in size. If x is fp32-scored, f_x - b_y = (b_x - b_y) + (f_x - b_x) has it
-as well (a gap of more than e suffices). So every pair compares as in fp32, every ranking equals
-fp32's, and so does every rank metric; only CE@k sees the remaining bf16 error.
+**Why only different grades.** Every rank metric here reads the ranking only through the sequence
+of grades down it (nDCG's gains, the binary measures' grade >= threshold, RBP's and R/R*'s counts:
+:mod:`.metrics`' module docstring): two candidates of the same grade may trade places without
+changing any of them. On the default (one relevant candidate per query, 20 candidates) this is what
+makes the rule cheap: rescoring *every* near tie scored 60-90% of a split's pairs in fp32 and left
+bf16 no faster than fp32 (``benchmarks/results/eval_precision_amx.md`` as of 5e449cd), because a
+trained reranker's candidates sit closer together than bf16's error; only the relevant candidate's
+near neighbours matter.
+
+**Why the grade order is then fp32's** (given |b - f| <= e for every pair). Take two candidates x, y
+of one query with different grades. Both fp32-scored: compared exactly as fp32 compares them.
+Otherwise one of them, say y, kept its bf16 score, so |b_x - b_y| > 2e (else both would be near
+ties). If x kept b_x too, f_x - f_y = (b_x - b_y) + (f_x - b_x) - (f_y - b_y) has the sign of
+b_x - b_y, since the two error terms sum to at most 2e in size. If x is fp32-scored,
+f_x - b_y = (b_x - b_y) + (f_x - b_x) has it as well (a gap of more than e suffices). So every pair
+of different grades compares as in fp32, every ranking's grade sequence equals fp32's, and so does
+every rank metric; only CE@k sees the remaining bf16 error. The scores written are fp32's for the
+rescored pairs and bf16's elsewhere: two candidates of one grade may be ordered as bf16 orders them.
 
 **The bound is estimated, not proven**, and the estimate is checked where it can be: the pairs
 rescored in fp32 are scored both ways too, and when one's error exceeds ``e`` (the extrapolation
@@ -82,18 +93,25 @@ def error_bound(bf16: Sequence[float], fp32: Sequence[float], factor: float = SA
     return factor * float(np.max(np.abs(np.asarray(bf16, float) - np.asarray(fp32, float))))
 
 
-def near_ties(qids: Sequence[str], scores: Sequence[float], window: float) -> set[int]:
+def near_ties(
+    qids: Sequence[str], scores: Sequence[float], window: float, grades: Sequence[int] | None = None
+) -> set[int]:
     """Indices of the pairs whose score lies within ``window`` (inclusive) of another pair's score
-    of the same query."""
+    of the same query; with ``grades`` (each pair's relevance grade), of another pair of the same
+    query and a different grade."""
     by_query: dict[str, list[int]] = {}
     for index, qid in enumerate(qids):
         by_query.setdefault(qid, []).append(index)
     tied: set[int] = set()
     for indices in by_query.values():
-        ordered = sorted(indices, key=lambda i: scores[i])
-        for low, high in zip(ordered, ordered[1:], strict=False):
-            if scores[high] - scores[low] <= window:  # neighbours in score order: the closest pairs
-                tied.update((low, high))
+        index = np.asarray(indices)
+        values = np.asarray([scores[i] for i in indices], float)
+        close = np.abs(values[:, None] - values[None, :]) <= window
+        np.fill_diagonal(close, False)
+        if grades is not None:
+            graded = np.asarray([grades[i] for i in indices])
+            close &= graded[:, None] != graded[None, :]
+        tied.update(int(i) for i in index[close.any(axis=1)])
     return tied
 
 
@@ -103,13 +121,15 @@ def rescore_near_ties(
     fp32_of: Callable[[list[int]], list[float]],
     calibration: list[int],
     factor: float = SAFETY_FACTOR,
+    grades: Sequence[int] | None = None,
 ) -> tuple[list[float], NearTieReport]:
     """Each pair's score, fp32 for the calibration sample and every near tie, else ``bf16``; and a
     report of what was rescored (see the module docstring for the rule and why it keeps fp32's order).
 
     ``qids``: each pair's query; ``bf16``: each pair's bf16 score; ``fp32_of(indices)``: the fp32
     scores of those pairs (indices ascending), in their order; ``calibration``: the pairs scored both
-    ways before any near tie is looked for (:func:`calibration_sample`)."""
+    ways before any near tie is looked for (:func:`calibration_sample`); ``grades``: each pair's
+    relevance grade, so that only candidates of different grades count as near ties (None: all)."""
     if len(qids) != len(bf16):
         raise ValueError(f"rescore_near_ties: {len(qids)} queries for {len(bf16)} scores")
     calibration = sorted(calibration)
@@ -119,7 +139,7 @@ def rescore_near_ties(
     while True:
         rounds += 1
         bound = factor * largest
-        todo = sorted(near_ties(qids, bf16, 2 * bound) - fp32.keys())
+        todo = sorted(near_ties(qids, bf16, 2 * bound, grades) - fp32.keys())
         if not todo:
             break
         fp32.update(zip(todo, fp32_of(todo), strict=True))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import logging
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -162,7 +163,13 @@ def model_scores(
 
 
 def score_pairs(
-    model: Any, tokens: TokenizedPairs, batch_size: int, pad_id: int, device: str, precision: str = "fp32"
+    model: Any,
+    tokens: TokenizedPairs,
+    batch_size: int,
+    pad_id: int,
+    device: str,
+    precision: str = "fp32",
+    grades: Sequence[int] | None = None,
 ) -> Run:
     """Relevance scores (logits) of every pair under ``model``, a ``CrossEncoder`` module stack.
 
@@ -171,9 +178,10 @@ def score_pairs(
     whose weights are cast to bf16 once (:func:`rerank_scaling.precision.to_bf16_weights`;
     ``benchmarks/results/cpu_peak_amx.md`` measured it faster than autocast on a CPU with AMX), then
     rescores in fp32, with ``model`` itself (left fp32), the near ties: the candidates of a query whose
-    bf16 scores lie within twice the estimated bf16 error of each other, plus a calibration sample of
-    one batch (:mod:`.near_ties`, which argues why every candidate order, and so every metric but
-    CE@k, then equals fp32's). How many pairs were rescored is logged (INFO, with the
+    bf16 scores lie within twice the estimated bf16 error of a candidate of a different relevance
+    grade (``grades``, each pair's, in ``tokens``' order; None: of any candidate), plus a calibration
+    sample of one batch (:mod:`.near_ties`, which argues why every metric but CE@k then equals
+    fp32's). How many pairs were rescored is logged (INFO, with the
     :class:`~.near_ties.NearTieReport` as the record's ``near_ties``). Elsewhere ``bf16`` and ``fp16``
     run under autocast, without rescoring: matmuls in the low precision; layer norms and softmax in
     fp32. The score layer always runs in fp32 (:func:`rerank_scaling.precision.fp32_score_layer`)."""
@@ -181,7 +189,7 @@ def score_pairs(
 
     model = model.to(device).eval()
     if casts_weights(precision, device):
-        values = _bf16_with_fp32_near_ties(model, tokens, batch_size, pad_id, device)
+        values = _bf16_with_fp32_near_ties(model, tokens, batch_size, pad_id, device, grades)
     else:
         values = model_scores(model, tokens, batch_size, pad_id, device, autocast_dtype(precision))
     scores: Run = {}
@@ -191,7 +199,12 @@ def score_pairs(
 
 
 def _bf16_with_fp32_near_ties(
-    model: Any, tokens: TokenizedPairs, batch_size: int, pad_id: int, device: str
+    model: Any,
+    tokens: TokenizedPairs,
+    batch_size: int,
+    pad_id: int,
+    device: str,
+    grades: Sequence[int] | None,
 ) -> list[float]:
     """:func:`score_pairs`'s scores with bf16 weights and the near ties rescored with ``model`` (fp32)."""
     from rerank_scaling.precision import to_bf16_weights
@@ -202,14 +215,16 @@ def _bf16_with_fp32_near_ties(
         return model_scores(model, tokens.select(indices), batch_size, pad_id, device)
 
     qids = [qid for qid, _ in tokens.keys]
-    values, report = rescore_near_ties(qids, bf16, fp32_of, calibration_sample(len(bf16), batch_size))
+    calibration = calibration_sample(len(bf16), batch_size)
+    values, report = rescore_near_ties(qids, bf16, fp32_of, calibration, grades=grades)
     log.info(
-        "bf16 scoring: %d of %d pairs (%.1f%%) scored in fp32 (calibration %d, near ties within 2e; "
+        "bf16 scoring: %d of %d pairs (%.1f%%) scored in fp32 (calibration %d, near ties within 2e%s; "
         "e = %.3g = %g x the largest |bf16 - fp32| seen, %.3g; %d round(s))",
         report.rescored,
         report.pairs,
         100 * report.fraction,
         report.calibration,
+        " of a different grade" if grades is not None else "",
         report.bound,
         SAFETY_FACTOR,
         report.largest_error,
