@@ -13,8 +13,8 @@ AMX, the weights cast to bf16 once and the near ties rescored in fp32.)
    both. Per checkpoint and split the table gives the share of pairs scored in fp32 (calibration
    sample and near ties) and checks the rescoring's estimated error bound e on every pair: the
    largest |bf16 - fp32| of a scored pair (only pairs kept in bf16 have one) against e (at most 1:
-   every candidate order is fp32's) and against the calibration sample's largest (what the
-   safety factor has to cover). The bar: for every
+   every order of candidates of different grades is fp32's) and against the calibration sample's
+   largest (what the safety factor has to cover). The bar: for every
    run, split and final metric, |bf16 - fp32| < ``--quarter`` (0.25) x the metric's standard error
    over queries (the summary's yardstick: a bootstrap over queries,
    ``report.scaling_evidence.QueryBootstrap``). A rank swap that the query sample cannot see is not a
@@ -262,8 +262,8 @@ def main() -> None:
         f"checkpoint and split {checks['fraction'].min():.1%}-{checks['fraction'].max():.1%}; more than one "
         f"round: {int((checks['rounds'] > 1).sum())} of {len(checks)})",
         f"- the bound e on |bf16 - fp32|: largest |bf16 - fp32| of a scored pair / e, worst over "
-        f"{len(checks)} checkpoint-splits **{checks['over_bound'].max():.2f}** (at most 1: every candidate "
-        f"order is fp32's); / the calibration sample's largest |bf16 - fp32|, worst "
+        f"{len(checks)} checkpoint-splits **{checks['over_bound'].max():.2f}** (at most 1: every order of "
+        f"candidates of different grades is fp32's); / the calibration sample's largest |bf16 - fp32|, worst "
         f"{checks['over_calibration'].max():.2f} (median {checks['over_calibration'].median():.2f}; the "
         f"safety factor is {SAFETY_FACTOR:g})",
         "",
