@@ -4,12 +4,17 @@
         --splits dev test --out benchmarks/results/eval_precision_cpu.md
 
 (``eval_precision_cpu.md``: AMD EPYC, bf16 autocast; ``eval_precision_amx.md``: Intel Xeon with
-AMX, the weights cast to bf16 once.)
+AMX, the weights cast to bf16 once and the near ties rescored in fp32.)
 
 1. **Scoring** (``evaluation.precision``): every final checkpoint of ``results`` is scored in fp32
    and in bf16 (the evaluation's own bf16 path: on a CPU the weights cast to bf16 once, the score
-   layer in fp32, :func:`rerank_scaling.evaluation.rerank.score_pairs`), interleaved per
-   checkpoint, which also times both. The bar: for every
+   layer in fp32, the near ties rescored in fp32, :func:`rerank_scaling.evaluation.rerank.score_pairs`
+   and :mod:`rerank_scaling.evaluation.near_ties`), interleaved per checkpoint, which also times
+   both. Per checkpoint and split the table gives the share of pairs scored in fp32 (calibration
+   sample and near ties) and checks the rescoring's estimated error bound e on every pair: the
+   largest |bf16 - fp32| of a scored pair (only pairs kept in bf16 have one) against e (at most 1:
+   every order of candidates of different grades is fp32's) and against the calibration sample's
+   largest (what the safety factor has to cover). The bar: for every
    run, split and final metric, |bf16 - fp32| < ``--quarter`` (0.25) x the metric's standard error
    over queries (the summary's yardstick: a bootstrap over queries,
    ``report.scaling_evidence.QueryBootstrap``). A rank swap that the query sample cannot see is not a
@@ -29,6 +34,7 @@ average before and after (the machine may be shared).
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import statistics
 import tempfile
@@ -44,6 +50,7 @@ import yaml
 from benchmark_output import emit
 
 from rerank_scaling.evaluation.checkpoints import EvalSettings, SplitData, evaluate_checkpoints, load_split
+from rerank_scaling.evaluation.near_ties import SAFETY_FACTOR, NearTieReport
 from rerank_scaling.precision import casts_weights, cpu_name
 from rerank_scaling.report.scaling_evidence import QueryBootstrap, final_rows, verdict
 from rerank_scaling.settings import settings_from_dict
@@ -59,15 +66,35 @@ def final_checkpoints(results: Path) -> dict[str, Path]:
     return finals
 
 
+class NearTieReports(logging.Handler):
+    """Collects the :class:`NearTieReport` that ``score_pairs`` logs for each split it scores in bf16."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.reports: list[NearTieReport] = []
+        logger = logging.getLogger("rerank_scaling.evaluation.rerank")
+        logger.setLevel(logging.INFO)
+        logger.addHandler(self)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if hasattr(record, "near_ties"):
+            self.reports.append(record.near_ties)
+
+
 def score(
     ckpt: Path, splits: list[SplitData], settings: EvalSettings, max_length: int, label: str, work: Path
-) -> tuple[pd.DataFrame, float]:
-    """Per-query rows of one checkpoint on ``splits`` (run renamed ``label``) and the seconds taken."""
+) -> tuple[pd.DataFrame, float, dict[str, pd.Series]]:
+    """Per-query rows of one checkpoint on ``splits`` (run renamed ``label``), the seconds taken and
+    each split's scores ((qid, docid) -> score, from the evaluation's scores cache)."""
     start = time.perf_counter()
-    _, per_query = evaluate_checkpoints(
-        [ckpt], splits, settings, max_length, "cpu", work / "runs", work / label.replace("|", "_")
-    )
-    return per_query.assign(run=label), time.perf_counter() - start
+    cache = work / label.replace("|", "_")
+    _, per_query = evaluate_checkpoints([ckpt], splits, settings, max_length, "cpu", work / "runs", cache)
+    seconds = time.perf_counter() - start
+    scores = {}
+    for split in splits:
+        (path,) = cache.glob(f"{ckpt.name}.{split.name}.scores.*.parquet")
+        scores[split.name] = pd.read_parquet(path).set_index(["qid", "docid"])["score"]
+    return per_query.assign(run=label), seconds, scores
 
 
 def seed_spreads(metrics: pd.DataFrame) -> pd.Series:
@@ -120,6 +147,7 @@ def main() -> None:
     parser.add_argument("--metric", default="nDCG@10", help="the metric of the per-run table")
     parser.add_argument("--quarter", type=float, default=0.25, help="the scoring bar, in standard errors")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--runs", nargs="+", default=None, help="only the runs whose names start so")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -139,24 +167,48 @@ def main() -> None:
         )
         for split in args.splits
     ]
-    finals = final_checkpoints(args.results)
+    finals = {
+        run: ckpt
+        for run, ckpt in final_checkpoints(args.results).items()
+        if args.runs is None or run.startswith(tuple(args.runs))
+    }
     trained_bf16 = final_checkpoints(args.bf16_trained) if args.bf16_trained else {}
     load_before = os.getloadavg()[0]
     start = time.perf_counter()
     tables, seconds = [], []
+    collected = NearTieReports()
+    near: dict[tuple[str, str], dict[str, float]] = {}  # (run, split) -> the near-tie rescoring's record
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         for run, ckpt in finals.items():
-            timing = {}
+            timing, scores = {}, {}
             order = ("fp32", "bf16") if len(seconds) % 2 == 0 else ("bf16", "fp32")  # either goes first
             for precision in order:
-                rows, timing[precision] = score(
+                collected.reports.clear()
+                rows, timing[precision], scores[precision] = score(
                     ckpt, splits, replace(base, precision=precision), max_length, f"{run}|{precision}", work
                 )
                 tables.append(rows)
+                if precision == "bf16":
+                    reports = list(collected.reports)
             seconds.append(timing)
+            if len(reports) != len(splits):
+                raise RuntimeError(f"{run}: {len(reports)} near-tie reports for {len(splits)} splits")
+            for split, report in zip(splits, reports, strict=True):
+                fp32, bf16 = scores["fp32"][split.name], scores["bf16"][split.name]
+                error = float((bf16 - fp32.reindex(bf16.index)).abs().max())
+                calibration = report.calibration_error
+                near[(run, split.name)] = {
+                    "fraction": report.fraction,
+                    "rescored": report.rescored,
+                    "pairs": report.pairs,
+                    "rounds": report.rounds,
+                    "bound": report.bound,
+                    "over_bound": error / report.bound if report.bound else np.inf,
+                    "over_calibration": error / calibration if calibration else np.inf,
+                }
             if run in trained_bf16:
-                rows, _ = score(
+                rows, _, _ = score(
                     trained_bf16[run],
                     splits,
                     replace(base, precision="fp32"),
@@ -174,7 +226,13 @@ def main() -> None:
     worst = scoring.loc[scoring["ratio"].idxmax()]
     speedups = [t["fp32"] / t["bf16"] for t in seconds]
     queries = ", ".join(f"{s.name} {len(s.qrels)}" for s in splits)
-    bf16_path = "with the weights cast to bf16 once" if casts_weights("bf16", "cpu") else "under autocast"
+    bf16_path = (
+        f"with the weights cast to bf16 once, near ties rescored in fp32 (safety factor {SAFETY_FACTOR:g}, "
+        f"calibration sample {base.batch_size} pairs)"
+        if casts_weights("bf16", "cpu")
+        else "under autocast"
+    )
+    checks = pd.DataFrame(near.values())
     queries_of = {s.name: len(s.qrels) for s in splits}
     lines = [
         f"# bfloat16 against the statistical bar ({args.results}, final checkpoints)",
@@ -199,6 +257,15 @@ def main() -> None:
         "median "
         f"**{statistics.median(speedups):.2f}x**, range {min(speedups):.2f}-{max(speedups):.2f}x over "
         f"{len(speedups)} checkpoints",
+        f"- pairs scored in fp32 (calibration sample and near ties): {checks['rescored'].sum()} of "
+        f"{checks['pairs'].sum()} (**{checks['rescored'].sum() / checks['pairs'].sum():.1%}**; per "
+        f"checkpoint and split {checks['fraction'].min():.1%}-{checks['fraction'].max():.1%}; more than one "
+        f"round: {int((checks['rounds'] > 1).sum())} of {len(checks)})",
+        f"- the bound e on |bf16 - fp32|: largest |bf16 - fp32| of a scored pair / e, worst over "
+        f"{len(checks)} checkpoint-splits **{checks['over_bound'].max():.2f}** (at most 1: every order of "
+        f"candidates of different grades is fp32's); / the calibration sample's largest |bf16 - fp32|, worst "
+        f"{checks['over_calibration'].max():.2f} (median {checks['over_calibration'].median():.2f}; the "
+        f"safety factor is {SAFETY_FACTOR:g})",
         "",
         "Values above the bar (a query's value moves in steps: one query of n changing moves the mean "
         "by its change / n):",
@@ -223,15 +290,17 @@ def main() -> None:
         "",
         f"{args.metric} per run:",
         "",
-        "| run | split | fp32 | bf16 | difference | SE | ratio | fp32 s | bf16 s |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| run | split | fp32 | bf16 | difference | SE | ratio | fp32 s | bf16 s | speed-up | fp32-scored | "
+        "e | error / e |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     times = dict(zip(finals, seconds, strict=True))
     for _, r in scoring[scoring["metric"] == args.metric].iterrows():
-        t = times[r["run"]]
+        t, n = times[r["run"]], near[(r["run"], r["split"])]
         lines.append(
             f"| {r['run']} | {r['split']} | {r['first']:.4f} | {r['second']:.4f} | {r['difference']:+.4f} | "
-            f"{r['se']:.4f} | {r['ratio']:.3f} | {t['fp32']:.2f} | {t['bf16']:.2f} |"
+            f"{r['se']:.4f} | {r['ratio']:.3f} | {t['fp32']:.2f} | {t['bf16']:.2f} | "
+            f"{t['fp32'] / t['bf16']:.2f}x | {n['fraction']:.1%} | {n['bound']:.3g} | {n['over_bound']:.2f} |"
         )
 
     if trained_bf16:

