@@ -212,7 +212,7 @@ def near_tie_case():
 
 
 def _rank_metrics(run, qrels, candidates) -> dict[str, float]:
-    rows = evaluate_per_query(run, qrels, candidates, MetricSettings(ce_sizes=(4,)))
+    rows = evaluate_per_query(run, qrels, candidates, MetricSettings.of(ce_sizes=(4,)))
     return {r.metric: r.value for r in rows.itertuples() if not r.metric.startswith("CE@")}
 
 
