@@ -71,7 +71,10 @@ def _fitting(config: str | None, results: str | None) -> tuple[dict, tuple]:
     ceilings: tuple = ()
     if results:
         evaluation = with_defaults("evaluation", written_section(written, "evaluation"))
-        splits = fitting.get("splits") or ("dev",)
+        # fitted splits as the workflow reads them (rules/common.smk fitted_splits): null = every
+        # evaluation split
+        dataset = written_section(written, "dataset")
+        splits = with_defaults("fitting", section)["splits"] or dataset["eval_splits"]
         runs = {s: str(Path(results) / "bm25" / "runs" / f"{s}.trec") for s in splits}
         ceilings = split_ceilings(str(Path(results) / "data" / "collection"), runs, evaluation)
     return fitting, ceilings

@@ -98,13 +98,13 @@ def split_counts(config: dict[str, Any]) -> tuple[dict[str, int], float]:
     import ir_datasets
 
     section = config["dataset"]["ir_datasets"]
-    limits = config["evaluation"].get("max_queries") or {}
+    limits = config["evaluation"]["max_queries"] or {}  # the schema's default is null: all queries
     counts = {}
     for split in config["dataset"]["eval_splits"]:
         total = ir_datasets.load(section["splits"][split]).queries_count()
         counts[split] = min(total, limits.get(split) or total)
     train = ir_datasets.load(section["splits"][config["dataset"]["train_split"]])
-    train_queries = min(train.queries_count(), (section.get("max_queries") or {}).get("train") or 10**12)
+    train_queries = min(train.queries_count(), section["max_queries"].get("train") or 10**12)
     return counts, train_queries * train.qrels_count() / train.queries_count()
 
 

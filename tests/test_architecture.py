@@ -24,7 +24,8 @@ OVERSIZED: dict[str, str] = {}
 KNOWN_GETS = {
     ("src/rerank_scaling/laws/allocation.py", "planning"): "a fits-table column, not the section",
 }
-GET_WITH_DEFAULT = re.compile(r'\.get\(\s*["\']([A-Za-z_][A-Za-z0-9_]*)["\']\s*,')
+#: ``.get("<key>", <default>)``, and ``.get("<key>") or <default>``, the same default in other words.
+GET_WITH_DEFAULT = re.compile(r'\.get\(\s*["\']([A-Za-z_][A-Za-z0-9_]*)["\']\s*(?:,|\)\s*or\b)')
 
 
 def module_name(path: Path) -> str:
@@ -133,6 +134,8 @@ def test_a_get_with_a_default_on_a_config_key_is_found():
     assert {"lr", "rerank_depth", "threads", "head"} <= keys
     text = 'batch = training.get("pointwise_batch_size", 16)\nx = row.get("label", 0)\nd = config["lr"]'
     assert gets_with_default(text, keys) == {"pointwise_batch_size"}
+    assert gets_with_default('limits = section.get("max_queries") or {}', keys) == {"max_queries"}
+    assert gets_with_default('mapping = section.get("relevance_map")', keys) == set(), "as written: None"
     assert gets_with_default("threads: config['retrieval'].get('threads', 1)", keys) == {"threads"}
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from rerank_scaling.atomic import write_json, write_text
 from rerank_scaling.data.collection import CollectionDir
+from rerank_scaling.settings import with_defaults
 
 CHUNK = 1 << 20
 
@@ -89,7 +90,7 @@ def part_section(section: dict[str, Any], part: str, split: str | None = None) -
         if part == "corpus":
             keys["ir_datasets"] = {"corpus": spec["corpus"]}
         else:
-            limits = spec.get("max_queries") or {}
+            limits = with_defaults("dataset", section)["ir_datasets"]["max_queries"]
             keys["ir_datasets"] = {
                 "splits": {split: spec["splits"][split]},
                 "relevance_map": spec.get("relevance_map"),
