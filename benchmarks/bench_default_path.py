@@ -66,7 +66,7 @@ def main() -> None:
     two_step_start = time.perf_counter()
     sim = two_step_simulation
     two_step = sim.simulate(sim.REPLICATES, sim.BOOTSTRAP, sim.SEED)
-    two_step_table = pd.DataFrame([row("two-step (CE@16 -> nDCG@10)", two_step, sim.oracle_width(two_step))])
+    two_step_table = pd.DataFrame([row("two-step (CE@16 -> nDCG@10)", two_step, oracle_width(two_step))])
     two_step_seconds = time.perf_counter() - two_step_start
     lines = [
         "# Forecast intervals on the default's path (simulated ladders, known truth)",

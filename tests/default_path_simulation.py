@@ -99,7 +99,13 @@ def simulate(replicates: int, bootstrap: int = 200, seed: int = 0, ensemble: boo
                 "status": done.status,
             }
         )
-    frame = pd.DataFrame(rows)
+    return judged(pd.DataFrame(rows))
+
+
+def judged(frame: pd.DataFrame) -> pd.DataFrame:
+    """Replicates (forecast, low, high, observed) with whether each interval covered the truth, its
+    width, and on which side a miss fell."""
+    frame = frame.copy()
     frame["covered"] = (frame["observed"] >= frame["low"]) & (frame["observed"] <= frame["high"])
     frame["width"] = frame["high"] - frame["low"]
     frame["above"] = frame["observed"] > frame["high"]

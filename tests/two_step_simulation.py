@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from default_path_simulation import judged
 
 from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.laws.forecast_status import StatusRule
@@ -75,15 +76,4 @@ def simulate(replicates: int, bootstrap: int, seed: int = SEED) -> pd.DataFrame:
         assert record["status"] == "ok", record["reason"]
         held = forecast[forecast["held_out"]].iloc[0]
         rows.append({k: float(held[k]) for k in ("forecast", "low", "high", "observed")})
-    frame = pd.DataFrame(rows)
-    frame["covered"] = frame["observed"].between(frame["low"], frame["high"])
-    frame["width"] = frame["high"] - frame["low"]
-    frame["above"] = frame["observed"] > frame["high"]
-    frame["below"] = frame["observed"] < frame["low"]
-    return frame
-
-
-def oracle_width(frame: pd.DataFrame) -> float:
-    """Width of the central 95% of the true prediction error over replicates."""
-    error = frame["forecast"] - frame["observed"]
-    return float(np.percentile(error, 97.5) - np.percentile(error, 2.5))
+    return judged(pd.DataFrame(rows))

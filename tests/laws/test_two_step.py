@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from two_step_simulation import BOOTSTRAP, KEYS, REPLICATES, U, ladder, oracle_width, simulate
+from default_path_simulation import oracle_width
+from two_step_simulation import BOOTSTRAP, KEYS, REPLICATES, U, ladder, simulate
 
 from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.laws.forecast_status import StatusRule
