@@ -14,7 +14,8 @@ loss), the forecast goes
    map is one relation between two measurements of one ranking, wherever a run is on its way).
 
 Uncertainty propagates through both steps, draw by draw: CE draws from the ensemble's pooled
-bootstrap (run noise included); a map refitted on a bootstrap resample of the fitted runs (runs,
+bootstrap (run noise included) widened by its model-discrepancy term beyond the fitted sizes
+(:func:`.ensemble.widened_draws`, the fit stage's own ensemble forecast); a map refitted on a bootstrap resample of the fitted runs (runs,
 not checkpoints, are the independent units); and the held-out run's own scatter about the map,
 drawn from N(0, s^2) with s^2 the mean squared residual of the fitted runs' final checkpoints
 (the points a forecast is about). The forecast is the median of the draws, the 95% interval their
@@ -31,7 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rerank_scaling.laws.ensemble import fit_members, pooled_draws, usable_members
+from rerank_scaling.laws.ensemble import fit_members, usable_members, widened_draws
 from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.laws.fit_statistics import forecast_errors
 from rerank_scaling.laws.fitting import FitResult
@@ -114,7 +115,13 @@ def fit_two_step(
     elif not np.isfinite(v) or np.sign(v) != np.sign(direction):
         problem = f"the map is not monotone the right way: {target} = {u:.3g} + {v:.3g} {loss_metric}"
     members = fit_members(loss_metric, loss_fit, loss_held, settings, seed, spread) if not problem else {}
-    draws = pooled_draws(members) if members else None
+    # the loss's forecast is the ensemble's, its model-discrepancy term included (as the fit stage
+    # and the backtests forecast it): without it the two-step interval under-covered
+    draws, widening = (
+        (None, "")
+        if problem
+        else widened_draws(usable_members(members), loss_metric, loss_fit, settings, seed, spread)
+    )
     if draws is None and not problem:
         problem = f"no form of {loss_metric} forecasts (the ensemble's members all left out)"
     if problem:
@@ -144,7 +151,7 @@ def fit_two_step(
     record.update(
         status="ok",
         reason=f"map u = {u:.4g}, v = {v:.4g} over {len(pairs)} checkpoints, scatter {scatter:.4f}; "
-        f"{loss_metric} forms: {notes}",
+        f"{loss_metric} forms: {notes}; {widening}",
         bootstrap_ok=len(draws),
         coverage=float(held["covered"].mean()) if len(held) else float("nan"),
         **forecast_errors(held["observed"], held["forecast"]),
