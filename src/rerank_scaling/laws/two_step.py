@@ -18,8 +18,9 @@ bootstrap (run noise included) widened by its model-discrepancy term beyond the 
 (:func:`.ensemble.widened_draws`, the fit stage's own ensemble forecast); a map refitted on a
 bootstrap resample of the fitted runs (runs, not checkpoints, are the independent units); and the
 held-out run's own scatter about the map, drawn from N(0, s^2) with s^2 the mean squared residual
-of the fitted runs' final checkpoints (the points a forecast is about). The forecast is the median of the draws, the 95% interval their
-2.5th and 97.5th percentiles; rows are judged like every law's (:mod:`.forecast_status`).
+of the fitted runs' final checkpoints (the points a forecast is about). The forecast is the median
+of the draws, the 95% interval their 2.5th and 97.5th percentiles; rows are judged like every
+law's (:mod:`.forecast_status`).
 
 A linear map is a local one: it is trusted over the CE range the fitted runs span, and the
 forecast status's extrapolation ratio (in N) is the only range check it gets.
