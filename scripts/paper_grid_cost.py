@@ -144,10 +144,7 @@ def main(argv: list[str] | None = None) -> None:
         shape, source = model_shape(spec)
         objectives = runs_per_model.get(spec["name"], [])
         train_h = (
-            sum(sequences[o] * shape.train_flops(seq) for o in objectives)
-            * training["epochs"]
-            / rate
-            / 3600
+            sum(sequences[o] * shape.train_flops(seq) for o in objectives) * training["epochs"] / rate / 3600
         )
         eval_run_h = checkpoints * pairs_per_checkpoint * shape.forward_flops(seq) / rate / 3600
         eval_h = eval_run_h * len(objectives)
