@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from rerank_scaling.laws import forms as laws
-from rerank_scaling.laws.ensemble import fit_members, usable_members, widened_mixture
+from rerank_scaling.laws.ensemble import fit_members, usable_members, widened_draws, widened_mixture
 from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.laws.protocols import fit_split
 
@@ -83,7 +83,8 @@ def simulate(replicates: int, bootstrap: int = 200, seed: int = 0, ensemble: boo
         if ensemble:
             fitted = fit_members("nDCG@10", *args)
             usable = usable_members(fitted)
-            (centre, low, high), _ = widened_mixture(usable, "nDCG@10", sample.fit_rows, *args[2:])
+            draws, _ = widened_draws(usable, "nDCG@10", sample.fit_rows, *args[2:])
+            centre, low, high = widened_mixture(usable, draws)
             done = fitted["power_N"]
         else:
             done = fit_split(LAW, *args)

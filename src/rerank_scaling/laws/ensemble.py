@@ -215,22 +215,15 @@ def widened_draws(
 
 
 def widened_mixture(
-    usable: dict[str, SplitFit],
-    metric: str,
-    fit_rows: pd.DataFrame,
-    settings: FitSettings,
-    seed: int,
-    spread: tuple[float, float],
-    ceiling: float | None = None,
-) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], str]:
-    """((point forecast, low, high), how the term was found): :func:`member_median` and
-    :func:`widened_draws`' 95% interval."""
-    draws, how = widened_draws(usable, metric, fit_rows, settings, seed, spread, ceiling)
+    usable: dict[str, SplitFit], draws: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(point forecast, low, high) of the ensemble from :func:`widened_draws`' draws: the
+    :func:`member_median` and the draws' 95% interval (NaN where there are no draws)."""
     if draws is None:
         nan = np.full(len(next(iter(usable.values())).rows), np.nan)
-        return (nan, nan, nan), how
+        return nan, nan, nan
     _, low, high = summarise(draws)
-    return (member_median(usable), low, high), how
+    return member_median(usable), low, high
 
 
 def _why_left_out(fitted: SplitFit) -> str:
@@ -275,7 +268,8 @@ def fit_ensemble(
     notes += [f"{n}: left out ({_why_left_out(fitted[n])})" for n in missing]
     record.update(status="ok", reason="; ".join(notes))
     first = next(iter(usable.values()))
-    interval, how = widened_mixture(usable, metric, fit_rows, settings, seed, spread, ceiling)
+    draws, how = widened_draws(usable, metric, fit_rows, settings, seed, spread, ceiling)
+    interval = widened_mixture(usable, draws)
     record["reason"] += f"; {how}"
     done = SplitFit(first.result, "ok", "", first.rows)
     forecast = forecast_rows(done, fit_rows, label, NAME, ("N",), interval, rule)
