@@ -10,11 +10,11 @@ from rerank_scaling.config import validate_config, validate_config_files
 from rerank_scaling.evaluation.checkpoints import EvalSettings
 from rerank_scaling.grid import Grid, RunSpec
 from rerank_scaling.job_resources import JobSizes, resources_for
-from rerank_scaling.laws.fit_laws import TABLES as LAW_TABLES
+from rerank_scaling.laws.table_names import TABLES as LAW_TABLES
 from rerank_scaling.config_resource_checks import memory_plans
 from rerank_scaling.data.annotation_files import annotation_files
 from rerank_scaling.data.source_digests import part_section, record_source_digests
-from rerank_scaling.report.write_report import PER_METRIC as FIGURE_KINDS, slug
+from rerank_scaling.report.figure_names import PER_METRIC as FIGURE_KINDS, slug
 from rerank_scaling.settings import without
 from rerank_scaling.stage_code import stage_code
 from rerank_scaling.training.train_settings import GRID_KEYS, StepSettings, TrainSettings

@@ -33,23 +33,9 @@ from rerank_scaling.laws.allocation import allocation_table, equal_compute
 from rerank_scaling.laws.ceiling import split_ceilings
 from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.laws.protocols import prepare
+from rerank_scaling.laws.table_names import TABLES
 from rerank_scaling.settings import parse_json_arg, settings_from_dict, with_defaults
 
-TABLES = (
-    "forecast_errors",
-    "exponents",
-    "equal_compute",
-    "table01_02_model_errors",
-    "table03_allocation_exponents",
-    "table04_n_over_n_star",
-    "table06_07_joint_errors",
-    "table08_final_checkpoint",
-    "table09_10_goodness_of_fit",
-    "table11_12_multiplicative_errors",
-    "table13_14_data_errors",
-    "backtests",
-    "calibration",
-)
 log = logging.getLogger(__name__)
 
 

@@ -59,15 +59,27 @@ def fit_map(pairs: pd.DataFrame) -> tuple[float, float]:
 
 
 def map_draws(pairs: pd.DataFrame, draws: int, rng: np.random.Generator) -> np.ndarray:
-    """(draws, 2) maps refitted on resamples of the runs (column ``model``) with replacement."""
+    """(draws, 2) maps refitted on resamples of the runs (column ``model``) with replacement.
+
+    A resample's least squares is :func:`fit_map` on the chosen runs' rows concatenated, a run
+    drawn c times counting c times: the normal equations of per-run sums weighted by the counts."""
     runs = pairs["model"].unique()
-    by_run = {run: part for run, part in pairs.groupby("model")}
+    loss, target = pairs["loss"].to_numpy(float), pairs["target"].to_numpy(float)
+    run_of = pd.Categorical(pairs["model"], categories=runs).codes
+    sums = np.stack(
+        [
+            np.bincount(run_of, weights=w, minlength=len(runs))
+            for w in (np.ones_like(loss), loss, loss**2, target, loss * target)
+        ],
+        axis=1,
+    )  # per run: n, sum x, sum x^2, sum y, sum xy
     out = np.empty((draws, 2))
     for index in range(draws):
-        chosen = rng.choice(runs, size=len(runs), replace=True)
+        chosen = rng.choice(len(runs), size=len(runs), replace=True)
         while len(set(chosen)) < 2:  # one run alone cannot place a line through the sizes
-            chosen = rng.choice(runs, size=len(runs), replace=True)
-        out[index] = fit_map(pd.concat([by_run[run] for run in chosen]))
+            chosen = rng.choice(len(runs), size=len(runs), replace=True)
+        n, x, xx, y, xy = np.bincount(chosen, minlength=len(runs)) @ sums
+        out[index] = np.linalg.solve([[n, x], [x, xx]], [y, xy])
     return out
 
 

@@ -15,14 +15,8 @@ import pandas as pd
 from rerank_scaling.atomic import write_text
 from rerank_scaling.plotting import save_figure
 from rerank_scaling.report import figures
+from rerank_scaling.report.figure_names import slug
 from rerank_scaling.report.summary import EVIDENCE_METRIC, summary
-
-PER_METRIC = ("model_scaling", "data_scaling", "joint_surface", "compute_frontier")
-
-
-def slug(metric: str) -> str:
-    """A file-name-safe metric name: nDCG@10 -> nDCG-10."""
-    return metric.replace("@", "-").replace("/", "-")
 
 
 def main(argv: list[str] | None = None) -> None:
