@@ -73,8 +73,8 @@ def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(command, capture_output=True, text=True, cwd=workdir, env=env)
 
 
-def completed(workdir: Path) -> Path:
-    result = snakemake(workdir)
+def completed(workdir: Path, *targets: str) -> Path:
+    result = snakemake(workdir, *targets)
     assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]
     return workdir
 
@@ -147,7 +147,8 @@ def test_metrics_after_a_dev_qrels_fix_equal_a_from_scratch_run(workflow, collec
         completed(workflow)
         rerun = pd.read_csv(workflow / "results" / "tiny" / "metrics" / "all.csv")
         fresh_collection = shutil.copytree(collection, tmp_path / "fresh-collection")
-        fresh = completed(workflow_copy(tmp_path / "fresh", fresh_collection))
+        # only what the comparison reads: the fresh run's fits, plans and report are not compared
+        fresh = completed(workflow_copy(tmp_path / "fresh", fresh_collection), "results/tiny/metrics/all.csv")
         scratch = pd.read_csv(fresh / "results" / "tiny" / "metrics" / "all.csv")
     keys = ["run", "checkpoint", "split", "metric"]
     changed = before.merge(rerun, on=keys).query("split == 'dev' and value_x != value_y")

@@ -23,10 +23,17 @@ def _judge(frame) -> tuple[float, float]:
     return float(frame["covered"].mean()), float(frame["width"].median() / oracle_width(frame))
 
 
+@pytest.fixture(scope="module")
+def bounded_law_ladders():
+    """The bounded power law alone on 200 replicates (seed 1): judged by one test, and the baseline
+    that the ensemble's test compares with on the same ladders."""
+    return simulate(200, bootstrap=200, seed=1)
+
+
 @pytest.mark.slow
-def test_default_path_intervals_cover_at_nominal_and_are_not_too_wide():
+def test_default_path_intervals_cover_at_nominal_and_are_not_too_wide(bounded_law_ladders):
     """200 replicates: binomial SE of the coverage ~0.015 at 0.95."""
-    coverage, width_ratio = _judge(simulate(200, bootstrap=200, seed=1))
+    coverage, width_ratio = _judge(bounded_law_ladders)
     assert 0.90 <= coverage <= 0.985, coverage
     assert width_ratio <= 1.5, width_ratio
 
@@ -84,12 +91,12 @@ def test_default_path_ensemble_quick():
 
 
 @pytest.mark.slow
-def test_default_path_ensemble_covers_and_leans_less_than_the_bounded_law():
+def test_default_path_ensemble_covers_and_leans_less_than_the_bounded_law(bounded_law_ladders):
     """200 replicates, the same ladders for both (benchmarks/results/default_path.md, same settings:
     the bounded power law alone 184/200 = 0.920 with misses 14 above / 2 below, bias -0.0084; the
     ensemble with its discrepancy term and its members' median as the point forecast 188/200 =
     0.940, 7 above / 5 below, bias 0.0014, at 1.184x the oracle's median width)."""
-    single = simulate(200, bootstrap=200, seed=1)
+    single = bounded_law_ladders
     frame = simulate(200, bootstrap=200, seed=1, ensemble=True)
     coverage, width_ratio = _judge(frame)
     assert 0.90 <= coverage <= 0.985, (coverage, _lean(frame))

@@ -67,3 +67,33 @@ def test_the_ensemble_forecasts_3b_from_four_sizes_at_each_multiple():
         inside += int(row["low"] <= row["observed"] <= row["high"])
     assert np.median(errors) < 0.03
     assert inside >= 4
+
+
+def test_the_oracle_frontier_sizes_intervals_from_known_errors():
+    """Two groups whose errors are +-1 and +-10 exactly, the engine's intervals +-2 per group scale:
+    every row's multiple follows by hand (benchmarks/bench_ladders.py, ``oracle_frontier``)."""
+    from bench_ladders import oracle_frontier
+
+    scale = np.repeat([1.0, 10.0], 4)
+    error = scale * np.tile([1.0, -1.0], 4)
+    points = pd.DataFrame(
+        {
+            "ladder": np.repeat(["small", "large"], 4),
+            "kind": "model",
+            "metric": "loss",
+            "forecast": 0.0,
+            "observed": error,
+            "low": -2 * scale,
+            "high": 2 * scale,
+        }
+    )
+    frontier = oracle_frontier(points).set_index("intervals")
+    median_error = 5.5  # the median of four 1s and four 10s
+    # The engine's intervals: every error is half a side, k = 0.5 of a median width of 22.
+    assert frontier.iloc[0]["width / |error| at 90%"] == pytest.approx(0.5 * 22 / median_error)
+    # Knowing each group's scale: q = 1 of a median width of 2 x 5.5.
+    assert frontier.iloc[1]["width / |error| at 95%"] == pytest.approx(11 / median_error)
+    # The other three errors of a +1 are -1, +1, -1: mean -1/3, rms 1, so the point sits at 4/3.
+    assert frontier.iloc[2]["width / |error| at 90%"] == pytest.approx(4 / 3 * 11 / median_error)
+    # At 3x, q = 3 x 5.5 / 11 = 1.5 > 4/3: every point is covered.
+    assert frontier.iloc[2]["coverage at 3x"] == 1.0
