@@ -135,6 +135,17 @@ def test_the_readme_quotes_the_ladders_benchmark_as_generated():
         " ".join(readme.split())
     )
     assert f"{float(cells[5]):.1f}× the median |error|" in " ".join(readme.split())
+    frontier = report.split("## What widths that adapt to each group could reach", 1)[1].split("##", 1)[0]
+    rows = {
+        cells[0]: cells[1:]
+        for line in frontier.splitlines()
+        if line.startswith("| ") and not line.startswith("| intervals")
+        for cells in [[c.strip() for c in line.strip("|").split("|")]]
+    }
+    oracle, recalibrated = rows["oracle: forecast +- q s_g"], rows["recalibrated: forecast + b_-i +- q s_-i"]
+    flat = " ".join(readme.split())
+    assert f"need {float(oracle[0]):.2f}× for 90% coverage and cover {float(oracle[2]):.2f} at 3×" in flat
+    assert f"bias included, {float(recalibrated[0]):.2f}× and {float(recalibrated[2]):.2f}." in flat
 
 
 def test_the_fit_stage_writes_what_forecast_runs_gives_on_the_same_runs(tmp_path):
