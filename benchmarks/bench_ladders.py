@@ -241,8 +241,9 @@ def oracle_frontier(points: pd.DataFrame, coverages: tuple[float, ...] = (0.90, 
     * forecast + b_-i +- q s_-i, the mean and root-mean-square of the *other* held-out errors of the
       group: the group recalibrated on its own held-out sizes, leave one out.
 
-    No forecast made before the held-out sizes are trained knows s_g or b_-i, so these bound what any
-    interval that adapts to a group's difficulty could reach on these ladders."""
+    No forecast made before the held-out sizes are trained knows s_g or b_-i: what these intervals
+    need is more than any forecast's interval that adapts to a group's difficulty can be expected to
+    beat on these ladders (not a proof: an interval could adapt within a group in ways these do not)."""
     error = (points["observed"] - points["forecast"]).astype(float)
     median_error = float(error.abs().median())
     by = [points[c] for c in ORACLE_GROUPS]
