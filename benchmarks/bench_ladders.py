@@ -215,12 +215,6 @@ def calibrated_ratio(level: float = 0.95) -> float:
 ORACLE_GROUPS = ["ladder", "kind", "metric"]
 
 
-def smallest_multiple(standardised: np.ndarray, coverage: float) -> float:
-    """The smallest q with at least ``coverage`` of the |standardised errors| at most q."""
-    ordered = np.sort(np.abs(standardised))
-    return float(ordered[int(np.ceil(coverage * len(ordered))) - 1])
-
-
 def leave_one_out(error: pd.Series, by: list[pd.Series]) -> tuple[np.ndarray, np.ndarray]:
     """Per point: the mean and the root-mean-square of the *other* errors of its group."""
     grouped = error.groupby(by)
@@ -263,7 +257,8 @@ def oracle_frontier(points: pd.DataFrame, coverages: tuple[float, ...] = (0.90, 
     for name, (standardised, unit_width) in rows.items():
         row = {"intervals": name}
         for coverage in coverages:
-            q = smallest_multiple(standardised, coverage)
+            # the smallest q with at least ``coverage`` of the |standardised errors| at most q
+            q = float(np.quantile(np.abs(standardised), coverage, method="inverted_cdf"))
             row[f"width / |error| at {coverage:.0%}"] = q * unit_width / median_error
         q3 = 3 * median_error / unit_width
         row["coverage at 3x"] = float(np.mean(np.abs(standardised) <= q3))
