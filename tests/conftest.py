@@ -6,8 +6,10 @@ import copy
 import json
 import os
 import re
+import shutil
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,32 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 REPO = Path(__file__).resolve().parents[1]
+#: What a checkout needs to run the workflow; the end-to-end tests run it on a copy of these.
+WORKFLOW_FILES = ("Snakefile", "config.yaml", "rules", "envs", "report", "src")
+
+
+def copy_workflow(workdir: Path, *extra: str) -> Path:
+    """``workdir`` (made if missing) with a copy of :data:`WORKFLOW_FILES` and the ``extra`` paths
+    (relative to the repository), so a test's runs write nothing into the repository."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    for name in (*WORKFLOW_FILES, *extra):
+        source = REPO / name
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, workdir / name)
+    return workdir
+
+
+@pytest.fixture(scope="module")
+def module_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """An empty folder for a test module's shared work (a workflow copy with its checkpoints: up to
+    3.4 GB), removed after the module's last test unless one of the module's tests failed (kept to
+    debug). With pyproject's ``tmp_path_retention_policy = "failed"`` for each test's ``tmp_path``,
+    the suite's disk use peaks near its two largest modules' (one per worker), not their sum: the
+    sum filled a machine's disk once and failed CI with ``No space left on device``."""
+    failed_before = request.session.testsfailed
+    path = tmp_path_factory.mktemp(request.module.__name__.rpartition(".")[2])
+    yield path
+    if request.session.testsfailed == failed_before:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def snakemake_command(workdir: Path, configfile: str, *args: str) -> list[str]:

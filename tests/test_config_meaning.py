@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import REPO, snakemake_command, workflow_env
+from conftest import copy_workflow, snakemake_command, workflow_env
 
 
 @pytest.fixture(scope="module")
 def workflow(tmp_path_factory) -> Path:
     workdir = tmp_path_factory.mktemp("workflow")
-    for name in ("Snakefile", "config.yaml", "rules", "envs", "report", "src"):
-        source = REPO / name
-        (shutil.copytree if source.is_dir() else shutil.copy)(source, workdir / name)
+    copy_workflow(workdir)
     return workdir
 
 

@@ -9,12 +9,11 @@ import importlib.util
 import json
 import math
 import os
-import shutil
 import subprocess
 from collections import defaultdict
 
 import pytest
-from conftest import REPO, dry_run_jobs, readme_block
+from conftest import REPO, copy_workflow, dry_run_jobs, readme_block
 
 from rerank_scaling.config import load_config
 from rerank_scaling.job_resources import (
@@ -27,16 +26,6 @@ from rerank_scaling.job_resources import (
 from rerank_scaling.workload import Workload, config_workload
 
 PLUGIN_DIR = REPO / ".venv" / "slurm-extra"  # scripts/install_slurm_test_deps.sh
-WORKFLOW_FILES = (
-    "Snakefile",
-    "config.yaml",
-    "config.paper.yaml",
-    "rules",
-    "envs",
-    "report",
-    "src",
-    "profiles",
-)
 CLUSTER = {"account": "acct1", "gpu_partition": "gpu-h100", "cpu_partition": "cpu-std"}
 GPU_RULES = {"train", "evaluate_run", "evaluate_part", "plan"}
 SIZES = ["ettin-17m", "ettin-32m", "ettin-68m", "ettin-150m", "ettin-400m", "ettin-1b"]
@@ -52,9 +41,7 @@ def paper_jobs(tmp_path_factory) -> list[dict]:
     if _plugin_missing():
         pytest.skip("the SLURM executor plugin is not installed (scripts/install_slurm_test_deps.sh)")
     workdir = tmp_path_factory.mktemp("paper-dry-run")
-    for name in WORKFLOW_FILES:
-        source = REPO / name
-        (shutil.copytree if source.is_dir() else shutil.copy)(source, workdir / name)
+    copy_workflow(workdir, "config.paper.yaml", "profiles")
     (workdir / ".venv").symlink_to(REPO / ".venv")
     placeholders = {"ACCOUNT": "account", "GPU_PARTITION": "gpu_partition", "CPU_PARTITION": "cpu_partition"}
     steps = readme_block("**3. Submit**", {name: CLUSTER[key] for name, key in placeholders.items()})

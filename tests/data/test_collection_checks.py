@@ -12,7 +12,7 @@ import subprocess
 import pytest
 import yaml
 from bad_inputs import DOCS, QRELS, QUERIES, build_examples, local_section, prepare, write_local
-from conftest import REPO, snakemake_command, workflow_env
+from conftest import REPO, copy_workflow, snakemake_command, workflow_env
 
 from rerank_scaling.data.trec import read_qrels, read_run
 
@@ -194,9 +194,7 @@ def test_the_workflow_stops_in_prepare_data_on_bad_data_and_in_examples_on_binar
     runs); binary qrels with positive_threshold 2 stop the examples job (no training job runs)."""
     workdir = tmp_path / "w"
     workdir.mkdir()
-    for name in ("Snakefile", "config.yaml", "rules", "envs", "report", "src"):
-        source = REPO / name
-        (shutil.copytree if source.is_dir() else shutil.copy)(source, workdir / name)
+    copy_workflow(workdir)
     config = yaml.safe_load((REPO / "tests" / "configs" / "tiny.yaml").read_text())
     config["dataset"] = local_section(tmp_path / "local")
     config["retrieval"]["depth"] = 12

@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import REPO, job_table, snakemake_command, workflow_env
+from conftest import REPO, copy_workflow, job_table, snakemake_command, workflow_env
 
 pytestmark = pytest.mark.slow
 
@@ -51,9 +51,7 @@ def local_collection(root: Path) -> Path:
 
 def workflow_copy(workdir: Path, collection: Path) -> Path:
     workdir.mkdir(parents=True, exist_ok=True)
-    for name in ("Snakefile", "config.yaml", "rules", "envs", "report", "src"):
-        source = REPO / name
-        (shutil.copytree if source.is_dir() else shutil.copy)(source, workdir / name)
+    copy_workflow(workdir)
     config = yaml.safe_load((REPO / "tests" / "configs" / "tiny.yaml").read_text())
     config["dataset"] = {
         "name": "local-tiny",
@@ -109,8 +107,8 @@ def collection(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def workflow(tmp_path_factory, collection) -> Path:
-    return completed(workflow_copy(tmp_path_factory.mktemp("workflow"), collection))
+def workflow(module_dir, collection) -> Path:
+    return completed(workflow_copy(module_dir / "workflow", collection))
 
 
 def test_identical_bytes_rewritten_rerun_nothing(workflow, collection):

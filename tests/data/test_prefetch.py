@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import REPO, snakemake_command, workflow_env
+from conftest import REPO, copy_workflow, snakemake_command, workflow_env
 from tiny_modernbert import save_tiny_modernbert
 
 from rerank_scaling.hub import ModelNotCached, cached_model, hub_model_ids, ir_dataset_ids
@@ -58,9 +58,7 @@ def offline_hub(hub_home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _workflow_copy(tmp_path: Path, models: list[dict]) -> Path:
-    for name in ("Snakefile", "config.yaml", "rules", "envs", "report", "src"):
-        source = REPO / name
-        (shutil.copytree if source.is_dir() else shutil.copy)(source, tmp_path / name)
+    copy_workflow(tmp_path)
     config = yaml.safe_load((REPO / "tests" / "configs" / "tiny.yaml").read_text())
     config["models"] = models
     (tmp_path / "hub.yaml").write_text(yaml.safe_dump(config))
@@ -253,8 +251,6 @@ def lay_out_msmarco_passage(home: Path) -> None:
         handle.write("40\ta dl20 query\n")
 
 
-WORKFLOW_DIRS = ("rules", "envs", "report", "src")
-
 # Stands for the checkout's .venv/bin/python: `-m pip ...` (install.sh's installs) is logged, not
 # run (a re-run of install.sh is not a no-op: pip reinstalls the editable package, which would point
 # the shared venv at this copy); everything else runs on the real interpreter.
@@ -278,9 +274,7 @@ def test_readme_prefetch_step_runs_verbatim_offline(tmp_path: Path) -> None:
 
     workdir = tmp_path / "checkout"
     workdir.mkdir()
-    for name in ("Snakefile", "config.yaml", "config.paper.yaml", "run.sh", "scripts", *WORKFLOW_DIRS):
-        source = REPO / name
-        (shutil.copytree if source.is_dir() else shutil.copy)(source, workdir / name)
+    copy_workflow(workdir, "config.paper.yaml", "run.sh", "scripts")
     venv_bin = workdir / ".venv" / "bin"
     venv_bin.mkdir(parents=True)
     (venv_bin / "python").write_text(PIP_RECORDER.format(python=sys.executable))

@@ -6,14 +6,13 @@ ends, per source; the planner prices each source's annotations."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
-from conftest import REPO, job_table, snakemake_command, workflow_env
+from conftest import REPO, copy_workflow, job_table, snakemake_command, workflow_env
 
 pytestmark = pytest.mark.slow
 
@@ -76,11 +75,8 @@ def snakemake(workdir: Path, configfile: str, *args: str) -> subprocess.Complete
 
 
 @pytest.fixture(scope="module")
-def workflow(tmp_path_factory) -> Path:
-    workdir = tmp_path_factory.mktemp("axes")
-    for name in ("Snakefile", "config.yaml", "rules", "envs", "report", "src"):
-        source = REPO / name
-        (shutil.copytree if source.is_dir() else shutil.copy)(source, workdir / name)
+def workflow(module_dir) -> Path:
+    workdir = copy_workflow(module_dir / "axes")
     (workdir / "axes.yaml").write_text(yaml.safe_dump(axis_config(workdir)))
     result = snakemake(workdir, "axes.yaml")
     assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]

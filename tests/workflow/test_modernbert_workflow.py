@@ -6,7 +6,6 @@ merge to the same metrics from the shared cache, re-running nothing else."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from collections import Counter
 from pathlib import Path
@@ -14,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import REPO, snakemake_command, workflow_env
+from conftest import REPO, copy_workflow, snakemake_command, workflow_env
 from tiny_modernbert import save_tiny_modernbert
 
 from rerank_scaling.evaluation.merge_metrics import merge_tables
@@ -55,12 +54,9 @@ def _config(model: Path, unit: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def workflow(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def workflow(module_dir: Path) -> Path:
     """A workflow copy that has trained, evaluated (unit: run) and fitted the ModernBERT grid."""
-    workdir = tmp_path_factory.mktemp("modernbert_workflow")
-    for name in ("Snakefile", "config.yaml", "rules", "envs", "report", "src"):
-        source = REPO / name
-        (shutil.copytree if source.is_dir() else shutil.copy)(source, workdir / name)
+    workdir = copy_workflow(module_dir / "modernbert_workflow")
     model = save_tiny_modernbert(workdir / "models" / "tiny-modernbert")
     for unit in ("run", "checkpoint_split"):
         (workdir / f"mb-{unit}.yaml").write_text(yaml.safe_dump(_config(model, unit)))

@@ -20,13 +20,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, snakemake_command, workflow_env
+from conftest import REPO, copy_workflow, snakemake_command, workflow_env
 
 pytestmark = pytest.mark.slow
 
 RUN = "L1__pointwise__full__s13"
 CHECKPOINTS = 3
-WORKFLOW_FILES = ("Snakefile", "config.yaml", "rules", "envs", "report", "src")
 
 
 def resume_config() -> dict:
@@ -80,12 +79,9 @@ def assert_same_checkpoints(got: dict[int, dict], expected: dict[int, dict]) -> 
 
 
 @pytest.fixture(scope="module")
-def prepared(tmp_path_factory) -> Path:
+def prepared(module_dir) -> Path:
     """A workflow copy that has built its data, BM25 runs and training examples (not trained)."""
-    workdir = tmp_path_factory.mktemp("resume")
-    for name in WORKFLOW_FILES:
-        source = REPO / name
-        (shutil.copytree if source.is_dir() else shutil.copy)(source, workdir / name)
+    workdir = copy_workflow(module_dir / "resume")
     (workdir / "resume.yaml").write_text(yaml.safe_dump(resume_config()))
     command = snakemake_command(workdir, "resume.yaml", "--cores", "1", "--until", "training_examples")
     result = subprocess.run(command, capture_output=True, text=True, cwd=workdir, env=workflow_env())
@@ -99,8 +95,8 @@ def copy_of(prepared: Path, target: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(prepared, tmp_path_factory) -> dict[int, dict]:
-    workdir = copy_of(prepared, tmp_path_factory.mktemp("uninterrupted") / "w")
+def uninterrupted(prepared, module_dir) -> dict[int, dict]:
+    workdir = copy_of(prepared, module_dir / "uninterrupted" / "w")
     result = snakemake(workdir)
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     found = checkpoints(workdir)

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, dry_run_jobs, readme_block
+from conftest import REPO, copy_workflow, dry_run_jobs, readme_block
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +42,6 @@ DAEMONS = ("munged", "slurmctld", "slurmd")
 CLIENTS = ("sbatch", "srun", "squeue", "scontrol", "scancel", "sinfo", "sacct")
 PARTITIONS = {"cpu": "cpu", "gpu": "gpu"}  # the config's cluster.cpu_partition / gpu_partition
 GPU_RULES = ("train", "evaluate_run", "evaluate_part", "plan")
-WORKFLOW_FILES = ("Snakefile", "config.yaml", "rules", "envs", "report", "src")
 # A guard against a hung run, not a speed target: on 2 shared cores at a load average of ~20 the
 # run took over 15 minutes to reach its training job.
 RUN_TIMEOUT_S = 1800
@@ -349,9 +348,7 @@ def slurm_run(cluster, tmp_path_factory) -> dict:
     runs once. One run serves the partition checks and the cancel-and-retry check (a second run
     of its own cost two more training jobs and a Snakemake start-up)."""
     workdir = tmp_path_factory.mktemp("slurm-workflow")
-    for name in WORKFLOW_FILES:
-        source = REPO / name
-        (shutil.copytree if source.is_dir() else shutil.copy)(source, workdir / name)
+    copy_workflow(workdir)
     shutil.copytree(REPO / "profiles" / "slurm", workdir / "profiles" / "slurm")
     (workdir / "profiles" / "default").mkdir()
     (workdir / "profiles" / "default" / "config.yaml").write_text(yaml.safe_dump(TEST_CLUSTER_PROFILE))

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import REPO, job_table, snakemake_command, workflow_env
+from conftest import REPO, copy_workflow, job_table, snakemake_command, workflow_env
 
 from rerank_scaling.laws.forecast_status import STATUSES
 from rerank_scaling.precision import cpu_name
@@ -44,12 +44,9 @@ def planned_jobs(workdir: Path, *args: str) -> Counter:
 
 
 @pytest.fixture(scope="module")
-def workflow(tmp_path_factory) -> Path:
+def workflow(module_dir) -> Path:
     """A copy of the workflow (code included) that has run the tiny config to completion."""
-    workdir = tmp_path_factory.mktemp("workflow")
-    for name in ("Snakefile", "config.yaml", "rules", "envs", "report", "src"):
-        source = REPO / name
-        (shutil.copytree if source.is_dir() else shutil.copy)(source, workdir / name)
+    workdir = copy_workflow(module_dir / "workflow")
     shutil.copy(REPO / "tests" / "configs" / "tiny.yaml", workdir / "tiny.yaml")
     result = snakemake(workdir)
     assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]
