@@ -5,6 +5,11 @@
 # the end-to-end tests spend much of their time in process start-up and SLURM's polling back-off.
 set -euo pipefail
 cd "$(dirname "$0")"
+# The end-to-end tests write workflow copies and checkpoints under the temporary folder: 4.4 GB at
+# their peak (du every 10 s over a full run of a fresh clone, 4dc85b7); a full disk fails them all.
+python3 scripts/check_free_space.py --path "${TMPDIR:-/tmp}" --need-gb "${TEST_DISK_GB:-6}" \
+  --for "./test.sh: the test suite" \
+  --fix "Free space there (old /tmp/pytest-of-$(id -un) folders?) or point TMPDIR at a larger disk."
 BUILD_EXTENSION=1 scripts/install.sh  # the kernel tests load the compiled extension
 if [ -x scripts/install_slurm_test_deps.sh ]; then
   scripts/install_slurm_test_deps.sh
