@@ -16,7 +16,7 @@ from rerank_scaling.data.annotation_files import annotation_files
 from rerank_scaling.data.source_digests import part_section, record_source_digests
 from rerank_scaling.report.figure_names import PER_METRIC as FIGURE_KINDS, slug
 from rerank_scaling.settings import without
-from rerank_scaling.stage_code import stage_code
+from rerank_scaling.stage_code import record_stage_digest
 from rerank_scaling.training.train_settings import GRID_KEYS, StepSettings, TrainSettings
 from rerank_scaling.workload import config_workload
 
@@ -65,9 +65,16 @@ shell.prefix(
 )
 
 
-# Each rule lists its stage's code (the entry module and every library module it imports, read from
-# the imports by rerank_scaling.stage_code) as inputs, so that editing it re-runs that stage and its
-# dependants (Snakemake tracks shell text and params, not imported modules).
+# Each rule lists its stage's code digest as an input (Snakemake tracks shell text and params, not
+# imported modules): a file per stage whose lines digest the entry module and every library module
+# it imports (read from the imports by rerank_scaling.stage_code), rewritten at parse time only when
+# their code changes. Editing the code re-runs the stage and its dependants; a comment, a docstring,
+# a reformatting or a file rewritten with the same code re-runs nothing.
+
+
+def stage_code_digest(entry):
+    """A rule's code input: the digest file of stage ``entry``'s code, under results/<run>/code/."""
+    return str(record_stage_digest(entry, f"{RESULTS}/code", "src"))
 
 # Compute jobs (train, evaluate, plan) run with HF_HUB_OFFLINE=1 in their shell: models come from
 # the Hugging Face cache that the local rule `prefetch` (./run.sh --prefetch) fills on the

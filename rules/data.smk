@@ -4,7 +4,7 @@
 # examples) gets far: bad data in any split stop the workflow before a training job starts.
 rule prepare_corpus:
     input:
-        code=stage_code("data.prepare_data"),
+        code=stage_code_digest("data.prepare_data"),
         source=source_digest("corpus.jsonl"),
     output:
         corpus=f"{RESULTS}/data/collection/corpus.jsonl",
@@ -28,7 +28,7 @@ rule prepare_corpus:
 
 rule prepare_queries:
     input:
-        code=stage_code("data.prepare_data"),
+        code=stage_code_digest("data.prepare_data"),
         source=source_digest("queries/{split}.tsv"),
     output:
         queries=f"{RESULTS}/data/collection/queries/{{split}}.tsv",
@@ -51,7 +51,7 @@ rule prepare_queries:
 
 rule prepare_qrels:
     input:
-        code=stage_code("data.prepare_data"),
+        code=stage_code_digest("data.prepare_data"),
         source=source_digest("qrels/{split}.txt"),
         corpus=rules.prepare_corpus.output.corpus,
         queries=rules.prepare_queries.output.queries,
@@ -79,7 +79,7 @@ rule prepare_qrels:
 
 rule prepare_data:
     input:
-        code=stage_code("data.prepare_data"),
+        code=stage_code_digest("data.prepare_data"),
         checks=expand(f"{RESULTS}/data/checks/{{split}}.json", split=all_splits()),
     output:
         checks=f"{RESULTS}/data/checks.json",

@@ -5,7 +5,7 @@
 # the examples of generated-query sources (training.annotation_files), from their own files.
 rule annotation_examples:
     input:
-        code=stage_code("data.annotation_examples"),
+        code=stage_code_digest("data.annotation_examples"),
         pointwise=rules.training_examples.output.pointwise,
         groups=rules.training_examples.output.groups,
     output:
@@ -32,7 +32,7 @@ rule annotation_examples:
 
 rule fraction_check:
     input:
-        code=stage_code("data.fraction_check"),
+        code=stage_code_digest("data.fraction_check"),
         pointwise=source_examples("pointwise"),
         groups=source_examples("groups"),
     output:
@@ -66,7 +66,7 @@ ruleorder: annotation_file > prepare_qrels
 
 rule annotation_file:
     input:
-        code=stage_code("data.annotation_files"),
+        code=stage_code_digest("data.annotation_files"),
         queries=annotation_file_input("queries"),
         qrels=annotation_file_input("qrels"),
         corpus=rules.prepare_corpus.output.corpus,
@@ -96,7 +96,7 @@ rule annotation_file:
 
 rule file_examples:
     input:
-        code=stage_code("data.build_examples"),
+        code=stage_code_digest("data.build_examples"),
         collection=rules.prepare_corpus.output.corpus,
         run=f"{RESULTS}/bm25/runs/{{source}}.trec",
         queries=f"{RESULTS}/data/collection/queries/{{source}}.tsv",

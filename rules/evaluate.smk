@@ -1,6 +1,6 @@
 rule evaluate_bm25:
     input:
-        code=stage_code("evaluation.evaluate"),
+        code=stage_code_digest("evaluation.evaluate"),
         runs=expand(f"{RESULTS}/bm25/runs/{{split}}.trec", split=eval_splits()),
         qrels=expand(f"{RESULTS}/data/collection/qrels/{{split}}.txt", split=eval_splits()),
         queries=expand(f"{RESULTS}/data/collection/queries/{{split}}.tsv", split=eval_splits()),
@@ -30,7 +30,7 @@ rule evaluate_bm25:
 # read a small table instead of scanning the whole corpus each (rerank_scaling.evaluation.split_texts).
 rule split_texts:
     input:
-        code=stage_code("evaluation.split_texts"),
+        code=stage_code_digest("evaluation.split_texts"),
         corpus=rules.prepare_corpus.output.corpus,
         run=f"{RESULTS}/bm25/runs/{{split}}.trec",
     output:
@@ -54,7 +54,7 @@ rule split_texts:
 # so evaluation jobs do not each re-tokenize them (rerank_scaling.evaluation.split_tokens).
 rule split_tokens:
     input:
-        code=stage_code("evaluation.split_tokens"),
+        code=stage_code_digest("evaluation.split_tokens"),
         texts=rules.split_texts.output.texts,
         run=f"{RESULTS}/bm25/runs/{{split}}.trec",
         queries=f"{RESULTS}/data/collection/queries/{{split}}.tsv",
@@ -84,7 +84,7 @@ rule split_tokens:
 
 rule evaluate_run:
     input:
-        code=stage_code("evaluation.evaluate"),
+        code=stage_code_digest("evaluation.evaluate"),
         checkpoints=checkpoint_sidecars,
         runs=expand(f"{RESULTS}/bm25/runs/{{split}}.trec", split=eval_splits()),
         texts=expand(f"{RESULTS}/eval/texts/{{split}}.parquet", split=eval_splits()),
@@ -125,7 +125,7 @@ rule evaluate_run:
 
 rule merge_metrics:
     input:
-        code=stage_code("evaluation.merge_metrics"),
+        code=stage_code_digest("evaluation.merge_metrics"),
         runs=run_metric_tables,
         bm25=rules.evaluate_bm25.output.metrics,
         per_query_runs=run_per_query_tables,
@@ -158,7 +158,7 @@ rule merge_metrics:
 # evaluate_run (the cache key ignores the unit); merge_metrics takes the parts (run_metric_tables).
 use rule evaluate_run as evaluate_part with:
     input:
-        code=stage_code("evaluation.evaluate"),
+        code=stage_code_digest("evaluation.evaluate"),
         checkpoints=part_sidecar,
         runs=part_split_files("bm25/runs/{split}.trec"),
         texts=part_split_files("eval/texts/{split}.parquet"),

@@ -1,6 +1,6 @@
 rule fit_laws:
     input:
-        code=stage_code("laws.fit_laws"),
+        code=stage_code_digest("laws.fit_laws"),
         metrics=rules.merge_metrics.output.parquet,
         # the reranking ceiling (oracle value of BM25's candidates) bounds rank-metric asymptotes
         runs=expand(f"{RESULTS}/bm25/runs/{{split}}.trec", split=fitted_splits()),

@@ -1,6 +1,6 @@
 rule plan:
     input:
-        code=stage_code("planning.plan"),
+        code=stage_code_digest("planning.plan"),
         metrics=rules.merge_metrics.output.parquet,
         fits=rules.fit_laws.output.fits,
     output:

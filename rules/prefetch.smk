@@ -5,7 +5,7 @@ localrules:
 
 rule prefetch:
     input:
-        code=stage_code("data.prefetch"),
+        code=stage_code_digest("data.prefetch"),
     output:
         manifest=f"{RESULTS}/prefetch/manifest.tsv",
     params:

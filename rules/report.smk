@@ -1,6 +1,6 @@
 rule report_figures:
     input:
-        code=stage_code("report.write_report"),
+        code=stage_code_digest("report.write_report"),
         metrics=rules.merge_metrics.output.parquet,
         per_query=rules.merge_metrics.output.per_query,
         fits=rules.fit_laws.output.fits,
@@ -39,7 +39,7 @@ rule report_figures:
 
 rule report_answer:
     input:
-        code=stage_code("report.answer_page"),
+        code=stage_code_digest("report.answer_page"),
         metrics=rules.merge_metrics.output.parquet,
         forecasts=rules.fit_laws.output.forecasts,
         tables=rules.fit_laws.output.tables,

@@ -1,6 +1,6 @@
 rule bm25_index:
     input:
-        code=stage_code("data.bm25_retrieve"),
+        code=stage_code_digest("data.bm25_retrieve"),
         corpus=rules.prepare_corpus.output.corpus,
     output:
         index=directory(f"{RESULTS}/bm25/index"),
@@ -23,7 +23,7 @@ rule bm25_index:
 
 rule bm25_search:
     input:
-        code=stage_code("data.bm25_retrieve"),
+        code=stage_code_digest("data.bm25_retrieve"),
         index=rules.bm25_index.output.index,
         queries=f"{RESULTS}/data/collection/queries/{{split}}.tsv",
     output:
@@ -52,7 +52,7 @@ rule bm25_search:
 
 rule training_examples:
     input:
-        code=stage_code("data.build_examples"),
+        code=stage_code_digest("data.build_examples"),
         collection=rules.prepare_corpus.output.corpus,
         run=f"{RESULTS}/bm25/runs/{config['dataset']['train_split']}.trec",
         queries=f"{RESULTS}/data/collection/queries/{config['dataset']['train_split']}.tsv",

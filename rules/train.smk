@@ -1,6 +1,6 @@
 rule train:
     input:
-        code=stage_code("training.train"),
+        code=stage_code_digest("training.train"),
         pointwise=run_examples("pointwise"),
         groups=run_examples("groups"),
         fraction_check=run_fraction_check,

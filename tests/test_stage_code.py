@@ -1,4 +1,5 @@
-"""The code inputs of each stage, derived from the imports: what they hold and what they leave out.
+"""The code inputs of each stage, derived from the imports: what they hold and what they leave out,
+and the digest file that stands for them (what changes it and what does not).
 
 tests/workflow/test_workflow.py checks the same on Snakemake's own plan of the real DAG (slow); these check
 the derivation itself, on the library and on a small made-up package.
@@ -7,13 +8,14 @@ the derivation itself, on the library and on a small made-up package.
 from __future__ import annotations
 
 import ast
+import os
 import re
 from pathlib import Path
 
 import pytest
 from conftest import REPO
 
-from rerank_scaling.stage_code import stage_code
+from rerank_scaling.stage_code import module_digest, record_stage_digest, stage_code
 
 SOURCE = REPO / "src"
 
@@ -100,7 +102,7 @@ def test_figures_drawn_by_other_stages_are_their_code():
 def test_every_rule_lists_the_code_of_the_module_its_shell_runs():
     called = {}
     for block in rule_blocks():
-        entries = re.findall(r'stage_code\("([\w.]+)"\)', block)
+        entries = re.findall(r'stage_code_digest\("([\w.]+)"\)', block)
         # rules call rerank_python (training: rerank_python_exec), shell functions of common.smk
         modules = re.findall(r"python(?:_exec)? -m rerank_scaling\.([\w.]+)", block)
         if modules:
@@ -172,3 +174,72 @@ def test_a_module_that_does_not_exist_fails_at_parse_time(package):
     (package / "rerank_scaling" / "fam" / "entry.py").write_text("from rerank_scaling.nowhere import x\n")
     with pytest.raises(FileNotFoundError, match="rerank_scaling.nowhere"):
         stage_code("fam.entry", package)
+
+
+def test_the_package_reads_docstrings_only_into_help_texts():
+    """The code digests leave docstrings out: no output may depend on one (module_digest)."""
+    for path in sorted((SOURCE / "rerank_scaling").rglob("*.py")):
+        text = path.read_text()
+        for use in re.finditer(r"[\w.]*__doc__|getdoc", text):
+            line = text[text.rfind("\n", 0, use.start()) + 1 : text.find("\n", use.end())]
+            assert re.search(r"description=__doc__\b", line), f"{path}: {line.strip()}"
+
+
+MODULE = '''"""A module."""
+
+import math
+
+
+def area(radius: float) -> float:
+    """The disc's area."""
+    return math.pi * radius**2  # pi r^2
+'''
+
+
+@pytest.mark.parametrize(
+    ("edit", "same"),
+    [
+        (lambda text: text + "\n# a comment\n", True),
+        (lambda text: text.replace("The disc's area.", "Area of the disc (Euclid XII.2)."), True),
+        (lambda text: text.replace('"""A module."""', '"""A module,\n\nnow with more words."""'), True),
+        (lambda text: text.replace("radius**2", "radius ** 2").replace("\n\n\ndef", "\n\ndef"), True),
+        (lambda text: text.replace('    """The disc\'s area."""\n', ""), True),
+        (lambda text: text.replace("radius**2", "radius**3"), False),
+        (lambda text: text + "\nLIMIT = 1\n", False),
+        (lambda text: text.replace("import math", "import math\nimport os"), False),
+    ],
+    ids=[
+        "comment",
+        "docstring",
+        "module docstring",
+        "layout",
+        "docstring removed",
+        "code",
+        "a new name",
+        "import",
+    ],
+)
+def test_a_module_digest_changes_with_code_not_with_comments_docstrings_or_layout(tmp_path, edit, same):
+    path = tmp_path / "module.py"
+    path.write_text(MODULE)
+    before = module_digest(path)
+    path.write_text(edit(MODULE))
+    os.utime(path, ns=(1, 1))  # another version of the file for the per-process cache, whatever the clock
+    assert (module_digest(path) == before) is same
+
+
+def test_the_digest_file_is_rewritten_only_when_the_code_changes(package, tmp_path):
+    out = tmp_path / "code"
+    digest = record_stage_digest("fam.entry", out, package)
+    assert digest.name == "fam.entry.code"
+    lines = digest.read_text().splitlines()
+    assert [line.split("  ")[1] for line in lines] == [
+        Path(path).relative_to(package).as_posix() for path in stage_code("fam.entry", package)
+    ]
+    os.utime(digest, ns=(1, 1))
+    part = package / "rerank_scaling" / "fam" / "part.py"
+    part.write_text(part.read_text() + "# a comment\n")
+    assert record_stage_digest("fam.entry", out, package).stat().st_mtime_ns == 1, "no change: not rewritten"
+    part.write_text(part.read_text() + "other = 2\n")
+    assert record_stage_digest("fam.entry", out, package).stat().st_mtime_ns > 1
+    assert digest.read_text() != "\n".join(lines) + "\n"

@@ -1,10 +1,19 @@
-"""The library files behind a stage, read from its imports: the code inputs of its rules.
+"""The library files behind a stage, read from its imports, and the digest file of their code: the
+code input of its rules.
 
 Snakemake re-runs a job when its shell text, params or input files change, not when a module it
-imports changes, so every rule lists its stage's code among its inputs (``rules/common.smk``). The
-list is derived from the layout instead of kept by hand: a stage's code is its entry module (e.g.
-``data.prepare_data``) and every package module it imports, transitively: modules of its own
-subpackage, the shared modules at the top, and what it uses of other subpackages (the figure
+imports changes, so every rule lists its stage's code digest among its inputs (``rules/common.smk``,
+:func:`record_stage_digest`): one small file per stage, rewritten at parse time only when the code
+changes. Its lines are each module's digest (:func:`module_digest`: the syntax tree, without
+docstrings), so a comment, a docstring or a reformatting re-runs nothing, and neither does a file
+rewritten with the same code: Snakemake checksums inputs under 1 MB and lets a newer one with the
+recorded checksum pass (``--max-checksum-file-size``), as it does the data's digest files
+(:mod:`.data.source_digests`). Any other edit re-runs the stage and its dependants. (The package's
+docstrings reach no output: only ``--help`` texts read them; ``tests/test_stage_code.py`` keeps it so.)
+
+The list of modules is derived from the layout instead of kept by hand: a stage's code is its
+entry module (e.g. ``data.prepare_data``) and every package module it imports, transitively: modules
+of its own subpackage, the shared modules at the top, and what it uses of other subpackages (the figure
 helpers of :mod:`.plotting`, say). Editing any of them re-runs the stage and its dependants;
 editing a module the stage never imports re-runs nothing of it.
 
@@ -21,7 +30,10 @@ from __future__ import annotations
 
 import ast
 import functools
+import hashlib
 from pathlib import Path
+
+from rerank_scaling.atomic import write_text
 
 PACKAGE = "rerank_scaling"
 
@@ -51,8 +63,22 @@ def _imported(node: ast.Import | ast.ImportFrom, module: str, is_package: bool, 
     return [name for name in names if module_file(name, source) is not None] or [base]
 
 
-def package_imports(path: Path, module: str, source: Path) -> tuple[set[str], set[str]]:
-    """The package modules ``module`` (at ``path``) imports: (at module level, inside functions)."""
+def _stamp(path: Path) -> tuple[int, int]:
+    """What changes with a file's content, for the per-process caches: (mtime in ns, size)."""
+    stat = path.stat()
+    return stat.st_mtime_ns, stat.st_size
+
+
+def package_imports(path: Path, module: str, source: Path) -> tuple[frozenset[str], frozenset[str]]:
+    """The package modules ``module`` (at ``path``) imports: (at module level, inside functions).
+    Read once per process and version of the file: stages share most of their modules."""
+    return _package_imports(path, module, source, _stamp(path))
+
+
+@functools.cache
+def _package_imports(
+    path: Path, module: str, source: Path, stamp: tuple[int, int]
+) -> tuple[frozenset[str], frozenset[str]]:
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     is_package = path.name == "__init__.py"
     at_top: set[str] = set()
@@ -67,7 +93,7 @@ def package_imports(path: Path, module: str, source: Path) -> tuple[set[str], se
             visit(child, in_function or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef))
 
     visit(tree, False)
-    return at_top, in_functions
+    return frozenset(at_top), frozenset(in_functions)
 
 
 @functools.cache
@@ -101,3 +127,48 @@ def stage_code(entry: str, source: str | Path = "src") -> list[str]:
     entry = entry if entry.startswith(PACKAGE + ".") else f"{PACKAGE}.{entry}"
     paths = [module_file(module, source) for module in stage_modules(entry, source)]
     return sorted(str(path) for path in paths if path is not None and path.name != "__init__.py")
+
+
+def module_digest(path: Path) -> str:
+    """SHA-256 of a module's code: its syntax tree (:func:`ast.dump`, no line numbers) with every
+    docstring removed. Comments and layout are not in the tree."""
+    return _module_digest(path, _stamp(path))
+
+
+@functools.cache
+def _module_digest(path: Path, stamp: tuple[int, int]) -> str:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    scopes = ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef
+    for node in ast.walk(tree):
+        if isinstance(node, scopes) and node.body and _is_docstring(node.body[0]):
+            node.body = node.body[1:] or [ast.Pass()]
+    return hashlib.sha256(ast.dump(tree).encode()).hexdigest()
+
+
+def _is_docstring(statement: ast.stmt) -> bool:
+    return (
+        isinstance(statement, ast.Expr)
+        and isinstance(statement.value, ast.Constant)
+        and isinstance(statement.value.value, str)
+    )
+
+
+def stage_digest(entry: str, source: str | Path = "src") -> str:
+    """The code of a stage as text: a ``<module digest>  <path>`` line per file of
+    :func:`stage_code` (a file added to the stage, or removed, changes it too)."""
+    source = Path(source)
+    lines = [
+        f"{module_digest(Path(path))}  {Path(path).relative_to(source).as_posix()}"
+        for path in stage_code(entry, source)
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def record_stage_digest(entry: str, out_dir: str | Path, source: str | Path = "src") -> Path:
+    """``out_dir/<entry>.code``: :func:`stage_digest`, written (atomically) only when it differs from
+    what the file holds, so its modification time moves only with the code."""
+    target = Path(out_dir) / f"{entry}.code"
+    text = stage_digest(entry, source)
+    if not target.exists() or target.read_text() != text:
+        write_text(target, text)
+    return target
