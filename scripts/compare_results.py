@@ -7,8 +7,8 @@ Every table under either folder (``.parquet``, ``.csv``; ``.tsv`` read as text w
 compared with ``pandas.testing.assert_frame_equal(check_exact=True)``, and every
 ``model.safetensors`` by its sha256. Timing is not a result and is ignored, listed in the output:
 Snakemake's per-job timings (``benchmarks/``), the job logs (``logs/``), the jobs' scratch and
-caches (``work/``: an evaluation cache file is named by a hash of the checkpoint's sidecar, which
-holds its training ``wall_s``), ``workflow_time.json`` and any column whose name says it is a time
+caches (``work/``: the training's resume state, and caches whose content the compared tables
+already hold), ``workflow_time.json`` and any column whose name says it is a time
 (:data:`TIMING_COLUMN`). Exit status 1 when a file differs
 or is on one side only.
 """

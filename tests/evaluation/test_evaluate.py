@@ -129,6 +129,29 @@ def test_evaluation_scores_every_checkpoint_and_only_new_ones_on_rerun(small_col
     pd.testing.assert_frame_equal(third, fresh)
 
 
+def test_a_retrained_identical_checkpoint_is_not_scored_again(small_collection, trained, tmp_path):
+    """Training re-run to the same weights (its sidecars' wall_s differ): the metrics come from the
+    cached scores (no model loaded: no run file rewritten) and equal the first evaluation's. A
+    checkpoint with other weights is scored again, alone."""
+    ckpts, work = checkpoints_copy(trained, tmp_path), tmp_path / "eval-work"
+    first = evaluate(small_collection, ckpts, work, tmp_path / "m1.parquet")
+    runs = {p.name: p.stat().st_mtime_ns for p in (work / "runs").glob("*.trec")}
+    assert len(runs) == 6  # 3 checkpoints x 2 splits
+    for sidecar in ckpts.glob("ckpt-*/checkpoint.json"):
+        fields = json.loads(sidecar.read_text())
+        sidecar.write_text(json.dumps({**fields, "wall_s": fields["wall_s"] + 1.5}))
+    second = evaluate(small_collection, ckpts, work, tmp_path / "m2.parquet")
+    assert {p.name: p.stat().st_mtime_ns for p in (work / "runs").glob("*.trec")} == runs
+    pd.testing.assert_frame_equal(second, first)
+
+    shutil.copy(ckpts / "ckpt-01" / "model.safetensors", ckpts / "ckpt-02" / "model.safetensors")
+    third = evaluate(small_collection, ckpts, work, tmp_path / "m3.parquet")
+    rescored = {p.name for p in (work / "runs").glob("*.trec") if p.stat().st_mtime_ns != runs[p.name]}
+    assert rescored == {"ckpt-02.dev.trec", "ckpt-02.test.trec"}
+    ndcg = third[third["metric"] == "nDCG@10"].set_index(["checkpoint", "split"])["value"]
+    assert (ndcg.loc[2] == ndcg.loc[1]).all(), "ckpt-02 now holds ckpt-01's weights"
+
+
 def _scores(trec):
     from rerank_scaling.data.trec import read_run
 

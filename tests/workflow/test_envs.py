@@ -148,7 +148,10 @@ def stages_by_env() -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
     for rule_file in (REPO / "rules").glob("*.smk"):
         for block in re.split(r"\n(?=rule |use rule )", rule_file.read_text()):
-            stage, env = re.search(r'stage_code\("([^"]+)"\)', block), re.search(r"ENVS\}/(\w+)\.yaml", block)
+            stage, env = (
+                re.search(r'stage_code_digest\("([^"]+)"\)', block),
+                re.search(r"ENVS\}/(\w+)\.yaml", block),
+            )
             if stage and env:
                 found.setdefault(env.group(1), set()).add(stage.group(1))
     return found

@@ -17,6 +17,7 @@ import pytest
 import yaml
 from conftest import REPO, copy_workflow, job_table, snakemake_command, workflow_env
 
+from rerank_scaling.data.source_digests import file_sha256
 from rerank_scaling.laws.forecast_status import STATUSES
 from rerank_scaling.precision import cpu_name
 from rerank_scaling.report.browser import (
@@ -329,3 +330,25 @@ def test_the_readme_block_and_the_pointwise_table_read_a_finished_run(workflow, 
         str(int(dev["step"].max())),
     ]
     assert cells[6].strip() == observed
+
+
+def test_retraining_to_the_same_weights_scores_nothing_again(workflow):
+    """Last (it re-runs the workflow): a training-code edit that changes no number. Snakemake re-runs
+    training and what follows (the code changed); the checkpoints come out bit-identical, so the
+    evaluation takes every score from its cache (evaluation.checkpoints.checkpoint_identity: no
+    reranked run file is rewritten) and the metrics are the same."""
+    results = workflow / "results" / "tiny"
+    weights = {
+        path: file_sha256(path) for path in sorted((results / "checkpoints").rglob("model.safetensors"))
+    }
+    reranked = {path: path.stat().st_mtime_ns for path in (results / "work" / "eval").rglob("*.trec")}
+    before = pd.read_parquet(results / "metrics" / "all.parquet")
+    trainer = workflow / "src" / "rerank_scaling" / "training" / "trainer.py"
+    trainer.write_text(trainer.read_text() + "\nEDITED = True\n")
+    assert planned_jobs(workflow)["train"] == 8
+    result = snakemake(workflow)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    assert {path: file_sha256(path) for path in weights} == weights, "precondition: deterministic training"
+    assert len(reranked) == 8 * 5 * 2  # runs x checkpoints x splits
+    assert {path: path.stat().st_mtime_ns for path in reranked} == reranked
+    pd.testing.assert_frame_equal(pd.read_parquet(results / "metrics" / "all.parquet"), before)

@@ -3,12 +3,14 @@
 Per split, the BM25 top ``rerank_depth`` candidates are reranked by each checkpoint and scored
 with every metric of :mod:`rerank_scaling.evaluation.metrics`, per query (``records.PER_QUERY_COLUMNS``) and
 as the long table's means (``records.METRIC_COLUMNS``). The per-query rows are cached per
-(checkpoint, split) under a key made of the checkpoint's sidecar, the evaluation settings and the
+(checkpoint, split) under a key made of the checkpoint's content (:func:`checkpoint_identity`: its
+files' digest, and its sidecar without the training's timing), the evaluation settings and the
 digest of the split's queries, qrels, candidates and texts (:func:`split_digest`), so a
-killed job resumes and a re-run after adding one checkpoint scores only that checkpoint. The
-scores are cached too, keyed without the qrels and the metric settings: a qrels fix recomputes
-the metrics without loading a model. The key
-ignores ``evaluation.unit`` (how the work is split into jobs), so the units share one cache.
+killed job resumes, a re-run after adding one checkpoint scores only that checkpoint, and a re-run
+of training that made the same weights (a training-code edit that changes no number) scores
+nothing again. The scores are cached too, keyed without the qrels and the metric settings: a qrels
+fix recomputes the metrics without loading a model. The keys
+ignore ``evaluation.unit`` (how the work is split into jobs), so the units share one cache.
 
 ``evaluation.max_queries`` ({split: n}) evaluates a seeded random subset of n queries of a large
 split (:func:`subsample_queries`); the ``queries`` column of the metrics table records how many.
@@ -33,6 +35,7 @@ import pandas as pd
 
 from rerank_scaling.atomic import write_table
 from rerank_scaling.data.collection import CollectionDir, Queries, load_texts, read_split
+from rerank_scaling.data.source_digests import file_sha256
 from rerank_scaling.data.trec import Qrels, Run, read_run, top_k, write_run
 from rerank_scaling.evaluation.metrics import (
     DROPPED,
@@ -231,10 +234,32 @@ def split_digest(split: SplitData, with_qrels: bool = True) -> str:
 
 # Settings that change a metric but no score: a scores cache entry ignores them.
 METRIC_ONLY = MetricSettings.names()
+#: A checkpoint's files that do not score: its sidecar (read field by field) and the model card that
+#: sentence-transformers writes beside the weights.
+NOT_SCORING_FILES = ("checkpoint.json", "README.md")
+#: Sidecar fields that say how the training went, not what it made.
+TRAINING_TIMING = ("wall_s",)
+
+
+def checkpoint_identity(ckpt: Path, sidecar: dict[str, Any]) -> dict[str, Any]:
+    """What a checkpoint's scores depend on: the SHA-256 of its files (weights, configs, tokenizer;
+    :data:`NOT_SCORING_FILES` aside) and its sidecar without :data:`TRAINING_TIMING`. A retrained,
+    bit-identical checkpoint has the same identity; its sidecar's other fields (attention variant,
+    step, run) stay in, as before."""
+    files = sorted(
+        path
+        for path in ckpt.rglob("*")
+        if path.is_file() and path.relative_to(ckpt).as_posix() not in NOT_SCORING_FILES
+    )
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(f"{path.relative_to(ckpt).as_posix()}\0{file_sha256(path)}\n".encode())
+    kept = {key: value for key, value in sidecar.items() if key not in TRAINING_TIMING}
+    return {**kept, "files_sha256": digest.hexdigest()}
 
 
 def _cache_key(
-    sidecar: dict[str, Any],
+    checkpoint: dict[str, Any],
     split: SplitData,
     settings: EvalSettings,
     max_length: int,
@@ -242,8 +267,9 @@ def _cache_key(
     device: str,
     kind: str = "per_query",
 ) -> str:
-    # kind "per_query": the entry holds per-query rows (older caches held means and must not
-    # match); "scores": the reranker's scores, which the qrels and the metric settings do not change.
+    # checkpoint: its checkpoint_identity (content, not the sidecar's timing). kind "per_query":
+    # the entry holds per-query rows (older caches held means and must not match); "scores": the
+    # reranker's scores, which the qrels and the metric settings do not change.
     # Not the job layout nor which checkpoints score a split; the precision resolved on this device,
     # not the request ("auto" means different things on different machines); the split's content
     # by its digest, not its name
@@ -258,7 +284,7 @@ def _cache_key(
     rescored = f"{precision} weights, fp32 near ties of different grades"
     relevant["precision"] = rescored if rescores else precision
     data = [split.name, split_digest(split, with_qrels=kind != "scores" or rescores)]
-    blob = json.dumps([sidecar, data, relevant, max_length, kind], sort_keys=True, default=str)
+    blob = json.dumps([checkpoint, data, relevant, max_length, kind], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -357,10 +383,10 @@ def evaluate_checkpoints(
         fields.setdefault("data_fraction", 1.0)  # trained before the data axes: on every query
         fields.setdefault("annotations", "human")  # of the collection's own qrels
         fields["precision"] = precision
-        scorer = None
+        scorer, identity = None, checkpoint_identity(ckpt, sidecar)
         scored = settings.splits_at(splits, final=sidecar["step"] == sidecar["total_steps"])
         for split in scored:
-            key = _cache_key(sidecar, split, settings, max_length, precision, device)
+            key = _cache_key(identity, split, settings, max_length, precision, device)
             cached = cache_dir / f"{ckpt.name}.{split.name}.{key}.parquet"
             if cached.exists():
                 per_query.append(pd.read_parquet(cached))
@@ -368,7 +394,7 @@ def evaluate_checkpoints(
                 continue
             scores_file = cache_dir / (
                 f"{ckpt.name}.{split.name}.scores."
-                f"{_cache_key(sidecar, split, settings, max_length, precision, device, 'scores')}.parquet"
+                f"{_cache_key(identity, split, settings, max_length, precision, device, 'scores')}.parquet"
             )
             if scores_file.exists():  # e.g. after a qrels fix: the metrics again, no model
                 scores = _read_scores(scores_file)
