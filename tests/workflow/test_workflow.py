@@ -335,7 +335,7 @@ def test_the_readme_block_and_the_pointwise_table_read_a_finished_run(workflow, 
 def test_retraining_to_the_same_weights_scores_nothing_again(workflow):
     """Last (it re-runs the workflow): a training-code edit that changes no number. Snakemake re-runs
     training and what follows (the code changed); the checkpoints come out bit-identical, so the
-    evaluation takes every score from its cache (evaluation.checkpoints.checkpoint_identity: no
+    evaluation takes every score from its cache (evaluation.checkpoint_identity: no
     reranked run file is rewritten) and the metrics are the same."""
     results = workflow / "results" / "tiny"
     weights = {

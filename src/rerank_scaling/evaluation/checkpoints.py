@@ -35,8 +35,8 @@ import pandas as pd
 
 from rerank_scaling.atomic import write_table
 from rerank_scaling.data.collection import CollectionDir, Queries, load_texts, read_split
-from rerank_scaling.data.source_digests import file_sha256
 from rerank_scaling.data.trec import Qrels, Run, read_run, top_k, write_run
+from rerank_scaling.evaluation.checkpoint_identity import checkpoint_identity
 from rerank_scaling.evaluation.metrics import (
     DROPPED,
     MetricSettings,
@@ -234,28 +234,6 @@ def split_digest(split: SplitData, with_qrels: bool = True) -> str:
 
 # Settings that change a metric but no score: a scores cache entry ignores them.
 METRIC_ONLY = MetricSettings.names()
-#: A checkpoint's files that do not score: its sidecar (read field by field) and the model card that
-#: sentence-transformers writes beside the weights.
-NOT_SCORING_FILES = ("checkpoint.json", "README.md")
-#: Sidecar fields that say how the training went, not what it made.
-TRAINING_TIMING = ("wall_s",)
-
-
-def checkpoint_identity(ckpt: Path, sidecar: dict[str, Any]) -> dict[str, Any]:
-    """What a checkpoint's scores depend on: the SHA-256 of its files (weights, configs, tokenizer;
-    :data:`NOT_SCORING_FILES` aside) and its sidecar without :data:`TRAINING_TIMING`. A retrained,
-    bit-identical checkpoint has the same identity; its sidecar's other fields (attention variant,
-    step, run) stay in, as before."""
-    files = sorted(
-        path
-        for path in ckpt.rglob("*")
-        if path.is_file() and path.relative_to(ckpt).as_posix() not in NOT_SCORING_FILES
-    )
-    digest = hashlib.sha256()
-    for path in files:
-        digest.update(f"{path.relative_to(ckpt).as_posix()}\0{file_sha256(path)}\n".encode())
-    kept = {key: value for key, value in sidecar.items() if key not in TRAINING_TIMING}
-    return {**kept, "files_sha256": digest.hexdigest()}
 
 
 def _cache_key(
