@@ -6,7 +6,7 @@ checkpoints under the temporary folder, and a full disk fails them all at once, 
 ``OSError: [Errno 28] No space left on device`` deep in a Snakemake log (CI, stop 37). Standard
 library only: it runs before the install.
 
-    scripts/check_free_space.py --path /tmp --need-gb 9 --for "the test suite"
+    scripts/check_free_space.py --path /tmp --need-gb 6 --for "the test suite"
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from two_step_simulation import BOOTSTRAP, KEYS, REPLICATES, U, ladder, simulate
 
 from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.laws.forecast_status import StatusRule
-from rerank_scaling.laws.two_step import fit_two_step
+from rerank_scaling.laws.two_step import fit_map, fit_two_step, map_draws
 
 
 def judged(frame: pd.DataFrame) -> tuple[float, float]:
@@ -55,3 +55,32 @@ def test_the_readme_quotes_the_two_step_simulation_as_generated():
     coverage, width, above, below = cells[2], cells[3], cells[4], cells[5]
     readme = " ".join((repo / "README.md").read_text().split())
     assert f"it covers {coverage} (misses {above} above / {below} below) at {width}× the oracle's" in readme
+
+
+def _resampled_fit_maps(pairs: pd.DataFrame, draws: int, seed: int) -> np.ndarray:
+    """map_draws by its definition: fit_map on the chosen runs' rows concatenated (same draws)."""
+    rng, runs = np.random.default_rng(seed), pairs["model"].unique()
+    by_run = {run: part for run, part in pairs.groupby("model")}
+    out = []
+    for _ in range(draws):
+        chosen = rng.choice(len(runs), size=len(runs), replace=True)
+        while len(set(chosen)) < 2:
+            chosen = rng.choice(len(runs), size=len(runs), replace=True)
+        out.append(fit_map(pd.concat([by_run[runs[i]] for i in chosen])))
+    return np.array(out)
+
+
+@pytest.mark.parametrize("equal_losses", [False, True], ids=["spread", "all losses equal"])
+def test_map_draws_are_fit_map_on_each_resample(equal_losses):
+    """The per-run sums give fit_map's least squares on every resample, also where a resample's
+    losses are all equal (no slope: the minimum-norm solution, as fit_map's lstsq gives, no error)."""
+    rng = np.random.default_rng(3)
+    rows = [
+        (f"L{run}", 1.0 if equal_losses else 1.0 + 0.1 * run + rng.normal(0, 0.01), 0.3 + rng.normal(0, 0.01))
+        for run in range(5)
+        for _ in range(4)
+    ]
+    pairs = pd.DataFrame(rows, columns=["model", "loss", "target"])
+    expected = _resampled_fit_maps(pairs, 50, seed=11)
+    drawn = map_draws(pairs, 50, np.random.default_rng(11))
+    np.testing.assert_allclose(drawn, expected, rtol=1e-7, atol=1e-9)

@@ -62,7 +62,9 @@ def map_draws(pairs: pd.DataFrame, draws: int, rng: np.random.Generator) -> np.n
     """(draws, 2) maps refitted on resamples of the runs (column ``model``) with replacement.
 
     A resample's least squares is :func:`fit_map` on the chosen runs' rows concatenated, a run
-    drawn c times counting c times: the normal equations of per-run sums weighted by the counts."""
+    drawn c times counting c times: the normal equations of per-run sums weighted by the counts,
+    solved by least squares as :func:`fit_map` is (a resample whose losses are all equal has no
+    slope to find: the minimum-norm solution, not an error)."""
     runs = pairs["model"].unique()
     loss, target = pairs["loss"].to_numpy(float), pairs["target"].to_numpy(float)
     run_of = pd.Categorical(pairs["model"], categories=runs).codes
@@ -79,7 +81,7 @@ def map_draws(pairs: pd.DataFrame, draws: int, rng: np.random.Generator) -> np.n
         while len(set(chosen)) < 2:  # one run alone cannot place a line through the sizes
             chosen = rng.choice(len(runs), size=len(runs), replace=True)
         n, x, xx, y, xy = np.bincount(chosen, minlength=len(runs)) @ sums
-        out[index] = np.linalg.solve([[n, x], [x, xx]], [y, xy])
+        out[index] = np.linalg.lstsq(np.array([[n, x], [x, xx]]), np.array([y, xy]), rcond=None)[0]
     return out
 
 
