@@ -59,6 +59,40 @@ BAD = [
     ),
     pytest.param(["models", 1, "name"], "L1", "models", "duplicate", id="duplicate-model"),
     pytest.param(
+        ["models", 0, "hidden"],
+        999,
+        "models[0].hidden",
+        "a ladder model does not read 'hidden'",
+        id="ladder-hidden",
+    ),
+    pytest.param(
+        ["evaluation", "max_queries"],
+        {"devv": 2},
+        "evaluation.max_queries.devv",
+        "use one of ['dev', 'test']",
+        id="max-queries-split",
+    ),
+    pytest.param(
+        ["evaluation", "ce_sizes"],
+        [4, 4],
+        "evaluation.ce_sizes",
+        "lists 4 more than once",
+        id="ce-sizes-twice",
+    ),
+    pytest.param(
+        ["evaluation", "rbp_k"], [1, 3, 1], "evaluation.rbp_k", "lists 1 more than once", id="rbp-k-twice"
+    ),
+    pytest.param(
+        ["training", "seeds"], [13, 13], "training.seeds", "lists 13 more than once", id="seed-twice"
+    ),
+    pytest.param(
+        ["training", "max_length"],
+        1024,
+        "training.max_length",
+        "more than the positions of models[0] (L1): 512, models[1] (L2): 512",
+        id="max-length-positions",
+    ),
+    pytest.param(
         ["dataset", "eval_splits"],
         ["dev", "validation"],
         "dataset.eval_splits",
@@ -129,6 +163,8 @@ def test_bad_config_names_the_field(default_config, path, value, field, hint):
     [
         (["training", "objectives"], ["pointwise", "pairwize"], "training.objectives[1]"),
         (["evaluation", "rerank_depth"], 500, "evaluation.rerank_depth"),
+        (["training", "max_length"], 1024, "training.max_length"),
+        (["models", 0, "hidden"], 999, "models[0].hidden"),
     ],
 )
 def test_bad_config_fails_snakemake_before_any_job(repo, tmp_path, default_config, path, value, field):
@@ -168,3 +204,35 @@ def test_fitted_metrics_follow_the_evaluation_settings(default_config):
     default_config["evaluation"]["rerank_depth"] = 64
     default_config["fitting"]["metrics"] = ["nDCG@10", "CE@64", "RRstar@10", "RBP@3", "AP"]
     assert validate_config(default_config)
+
+
+def test_a_scratch_model_reads_vocab_size_and_nothing_else(default_config):
+    scratch = {"name": "S1", "family": "scratch", "layers": 1, "hidden": 32, "heads": 2, "intermediate": 64}
+    default_config["models"][0] = {**scratch, "role": "fit", "vocab_size": 500}
+    validate_config(default_config)
+    default_config["models"][0]["path"] = "/models/x"
+    with pytest.raises(ConfigError, match=r"'models\[0\].path': a scratch model does not read 'path'"):
+        validate_config(default_config)
+
+
+def test_max_length_is_checked_against_positions_less_robertas_padding_offset():
+    from rerank_scaling.config_training_checks import usable_positions
+
+    assert usable_positions({"model_type": "bert", "max_position_embeddings": 512}) == 512
+    assert (
+        usable_positions({"model_type": "roberta", "max_position_embeddings": 514, "pad_token_id": 1}) == 512
+    )
+    assert usable_positions({"model_type": "bert"}) is None  # no limit given: not checked
+
+
+def test_ir_datasets_max_queries_name_configured_splits(default_config):
+    default_config["dataset"].update(
+        source="ir_datasets",
+        ir_datasets={
+            "corpus": "cranfield",
+            "splits": {"train": "cranfield", "dev": "cranfield", "test": "cranfield"},
+            "max_queries": {"trian": 5, "dev": 3},
+        },
+    )
+    with pytest.raises(ConfigError, match=r"'dataset.ir_datasets.max_queries.trian': 'trian' is not a split"):
+        validate_config(default_config)

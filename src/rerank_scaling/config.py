@@ -51,6 +51,12 @@ def _describe(error: jsonschema.ValidationError) -> str:
         return (
             f"config field '{field}': {error.instance!r} is not allowed; use one of {error.validator_value}"
         )
+    if error.validator == "uniqueItems":
+        twice = sorted({repr(v) for i, v in enumerate(error.instance) if v in error.instance[:i]})
+        return (
+            f"config field '{field}': {error.instance!r} lists {', '.join(twice)} more than once; each "
+            "value adds rows (runs, metrics or splits) of its own, so a repeat doubles them: list each once"
+        )
     if error.validator == "type" and isinstance(error.instance, float) and error.instance.is_integer():
         whole, text = int(error.instance), "is not an integer; write"
         return f"config field '{field}': {error.instance!r} {text} {whole}, without a decimal point"

@@ -21,6 +21,7 @@ from rerank_scaling.config_result_checks import final_only_problems, fitting_pro
 from rerank_scaling.config_training_checks import (
     attention_problems,
     data_axis_problems,
+    max_length_problems,
     model_problems,
     training_problems,
 )
@@ -29,6 +30,7 @@ CHECKS: tuple[Callable[[dict[str, Any]], Problems], ...] = (
     dataset_problems,
     depth_problems,
     model_problems,
+    max_length_problems,
     attention_problems,
     training_problems,
     data_axis_problems,

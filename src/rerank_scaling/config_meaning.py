@@ -5,6 +5,7 @@
 * ``run_name`` a plain directory name (``..`` would write into the project's parent);
 * the splits' roles: the train split is not evaluated (its metrics would be training fit, not
   generalisation), ``planning.split`` is an evaluated split;
+* the maps keyed by split name name configured splits;
 * ``fitting.equal_compute`` compares two different models.
 
 Integers (``training.checkpoints: 3.0``) are refused by the schema's validator itself
@@ -89,6 +90,23 @@ def split_role_problems(config: dict[str, Any]) -> Problems:
     return problems
 
 
+def split_key_problems(config: dict[str, Any]) -> Problems:
+    """The maps keyed by split name (``evaluation.max_queries``, ``dataset.ir_datasets.max_queries``)
+    name configured splits: a misspelt key (``devv``) would be ignored, and its split run whole."""
+    dataset = config["dataset"]
+    evaluated = dataset["eval_splits"]
+    maps = [("evaluation.max_queries", config["evaluation"]["max_queries"] or {}, evaluated)]
+    if "ir_datasets" in dataset:
+        splits = [dataset["train_split"], *evaluated]
+        maps.append(("dataset.ir_datasets.max_queries", dataset["ir_datasets"]["max_queries"], splits))
+    return [
+        problem(f"{field}.{key}", f"{key!r} is not a split it applies to; use one of {splits}")
+        for field, by_split, splits in maps
+        for key in by_split
+        if key not in splits
+    ]
+
+
 def equal_compute_problems(config: dict[str, Any]) -> Problems:
     """``fitting.equal_compute`` names two different models."""
     pair = config["fitting"]["equal_compute"]
@@ -103,4 +121,9 @@ def equal_compute_problems(config: dict[str, Any]) -> Problems:
 
 def meaning_problems(config: dict[str, Any]) -> Problems:
     """Every check of this module that reads the config (not the files: see duplicate_key_problems)."""
-    return [*run_name_problems(config), *split_role_problems(config), *equal_compute_problems(config)]
+    return [
+        *run_name_problems(config),
+        *split_role_problems(config),
+        *split_key_problems(config),
+        *equal_compute_problems(config),
+    ]

@@ -139,8 +139,9 @@ def _looks_local(path: str) -> bool:
 
 
 def model_problems(config: dict[str, Any]) -> Problems:
-    """Unique names, a model to fit; local and packaged model paths exist; each family's own checks
-    (:meth:`rerank_scaling.families.family.ModelFamily.problems`: a ladder fits its base)."""
+    """Unique names, a model to fit; each family's own checks
+    (:meth:`rerank_scaling.families.family.ModelFamily.problems`: the keys it needs and only keys it
+    reads, a ladder fits its base); then local and packaged model paths exist."""
     from rerank_scaling.families.paths import resolve_path
     from rerank_scaling.families.registry import family_of
     from rerank_scaling.hub import is_hub_id
@@ -154,12 +155,14 @@ def model_problems(config: dict[str, Any]) -> Problems:
     if not any(m["role"] == "fit" for m in models):
         problems.append(problem("models", "no model has role 'fit'; the laws need sizes to fit on"))
     for i, model in enumerate(models):
-        if "path" not in model:  # scratch models have none (the schema's if/then)
+        found = family_of(model).problems(model)  # keys it lacks or does not read, its own rules
+        problems += [problem(f"models[{i}].{key}", message) for key, message in found]
+        # scratch models have no path (the schema's if/then); a hub id is downloaded by the prefetch
+        # rule, and a compute job names it if still missing
+        path = model.get("path")
+        if found or path is None or is_hub_id(path):
             continue
-        path = model["path"]
         field = f"models[{i}].path"
-        if is_hub_id(path):  # downloaded by the prefetch rule; a compute job names it if still missing
-            continue
         try:
             resolved = resolve_path(path)
         except FileNotFoundError as err:
@@ -170,13 +173,56 @@ def model_problems(config: dict[str, Any]) -> Problems:
             problems.append(
                 problem(field, f"{resolved} is not a directory; give an existing model directory")
             )
-            continue
-        for key, message in family_of(model).problems(model):
-            problems.append(problem(f"models[{i}].{key}", message))
     for name in config["training"]["extra_seeds"]["models"]:
         if name not in names:
             problems.append(problem("training.extra_seeds.models", f"{name!r} is not a model name"))
     return problems
+
+
+#: model types whose position ids start after the padding index (RoBERTa's
+#: ``create_position_ids_from_input_ids``): ``pad_token_id + 1`` of their positions hold no token
+PADDING_OFFSET_TYPES = frozenset(
+    {"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "mpnet", "longformer", "data2vec-text"}
+)
+
+
+def usable_positions(config: dict[str, Any]) -> int | None:
+    """Tokens a sequence of the model whose ``config.json`` is ``config`` can hold: its
+    ``max_position_embeddings``, less RoBERTa's padding offset; None where the config sets no limit
+    (a scratch model is built with ``training.max_length`` positions)."""
+    if "max_position_embeddings" not in config:
+        return None
+    positions = int(config["max_position_embeddings"])
+    if config.get("model_type") in PADDING_OFFSET_TYPES:
+        positions -= int(config.get("pad_token_id", 1)) + 1
+    return positions
+
+
+def max_length_problems(config: dict[str, Any]) -> Problems:
+    """``training.max_length`` fits every model's positions (read from its ``config.json`` where it
+    can be read before any job: local, packaged and prefetched models). A longer sequence indexes
+    past the position embeddings: a bare tensor-size error at the first long batch of training."""
+    from rerank_scaling.families.registry import family_of
+
+    max_length = config["training"]["max_length"]
+    short: dict[str, int] = {}  # models[i] (name) -> its positions, where fewer than max_length
+    for i, model in enumerate(config["models"]):
+        model_config = family_of(model).config_json(model)
+        positions = None if model_config is None else usable_positions(model_config)
+        if positions is not None and max_length > positions:
+            short[f"models[{i}] ({model['name']})"] = positions
+    if not short:
+        return []
+    fewest = min(short.values())
+    named = ", ".join(f"{model}: {positions}" for model, positions in short.items())
+    return [
+        problem(
+            "training.max_length",
+            f"{max_length} tokens, more than the positions of {named} (max_position_embeddings of the "
+            f"config.json); a longer sequence would crash training. Use training.max_length: {fewest} "
+            "or less, or models with more positions",
+        )
+    ]
 
 
 def attention_problems(config: dict[str, Any]) -> Problems:

@@ -27,3 +27,13 @@ def test_the_schema_and_the_registry_name_the_same_families_and_keys():
     }
     assert required == {name: set(entry.required) for name, entry in REGISTRY.items()}
     assert all(entry.name == name for name, entry in REGISTRY.items())
+
+
+def test_every_key_of_the_schemas_models_entry_is_read_by_some_family():
+    """The schema's ``models[]`` keys are the union of what the families read: a key no family reads
+    would be accepted by the schema and then refused for every family."""
+    from rerank_scaling.families.family import COMMON_KEYS
+
+    models = yaml.safe_load(SCHEMA.read_text())["properties"]["models"]["items"]
+    read = {key for entry in REGISTRY.values() for key in (*COMMON_KEYS, *entry.required, *entry.optional)}
+    assert read == set(models["properties"])

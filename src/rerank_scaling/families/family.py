@@ -42,6 +42,10 @@ class EncoderSource:
     config_kwargs: dict[str, Any] | None = None
 
 
+#: keys of every ``models[]`` entry, whatever its family (``head``: the relevance head on the encoder)
+COMMON_KEYS = ("name", "family", "role", "head")
+
+
 class ModelFamily(ABC):
     """One model family (the value of ``models[].family``); subclasses set the class attributes."""
 
@@ -49,6 +53,10 @@ class ModelFamily(ABC):
     name: str = ""
     #: keys an entry of this family must give besides name, family and role
     required: tuple[str, ...] = ()
+    #: keys an entry of this family may give besides :data:`COMMON_KEYS` and :attr:`required`; any
+    #: other key of the schema's ``models[]`` properties is one the family never reads (a ladder's
+    #: ``hidden``), refused by :meth:`problems` rather than ignored
+    optional: tuple[str, ...] = ()
     #: the build trains on the collection's texts (a tokenizer of its own): the train job reads the corpus
     needs_corpus: bool = False
     #: a ``path`` that is not a hub id must be an existing directory (not only when it looks local)
@@ -69,7 +77,15 @@ class ModelFamily(ABC):
 
     def problems(self, spec: dict[str, Any]) -> list[tuple[str, str]]:
         """(field of the entry, what is wrong and the fix) for every problem of one entry: missing
-        required keys here, a family's own cross-field rules in its override."""
-        return [
+        required keys and keys the family does not read here, a family's own cross-field rules in
+        its override."""
+        found = [
             (key, f"a {self.name} model needs '{key}'; give it") for key in self.required if key not in spec
         ]
+        read = (*COMMON_KEYS, *self.required, *self.optional)
+        found += [
+            (key, f"a {self.name} model does not read '{key}' (its keys: {', '.join(read)}); remove it")
+            for key in spec
+            if key not in read
+        ]
+        return found

@@ -31,6 +31,7 @@ class ScratchFamily(ModelFamily):
 
     name = "scratch"
     required = ("layers", "hidden", "heads", "intermediate")
+    optional = ("vocab_size",)
     needs_corpus = True
 
     def encoder_source(self, spec: dict[str, Any], inputs: BuildInputs) -> EncoderSource:
