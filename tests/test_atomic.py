@@ -36,6 +36,27 @@ def test_written_files_follow_the_umask(tmp_path, umask, mask, expected):
     assert mode(tmp_path / "ckpt") == expected | 0o111 & ~mask
 
 
+def test_weights_a_library_writes_into_a_checkpoint_follow_the_umask(tmp_path, umask):
+    """safetensors writes through a temporary file of mode 0600 (as mkstemp does) and copy2 keeps
+    the mode: a checkpoint directory's weights still get the umask's mode; a file its writer made
+    read-only stays read-only, an executable one executable."""
+    import torch
+    from safetensors.torch import save_file
+
+    umask(0o022)
+    save_file({"w": torch.zeros(2)}, tmp_path / "written.safetensors")
+    assert mode(tmp_path / "written.safetensors") == 0o600, "safetensors no longer writes 0600"
+    with atomic_directory(tmp_path / "ckpt") as staging:
+        save_file({"w": torch.zeros(2)}, staging / "model.safetensors")
+        (staging / "sub").mkdir(mode=0o700)
+        (staging / "sub" / "frozen").write_text("x")
+        os.chmod(staging / "sub" / "frozen", 0o400)
+        (staging / "run.sh").write_text("#!/bin/sh\n")
+        os.chmod(staging / "run.sh", 0o700)
+    assert mode(tmp_path / "ckpt" / "model.safetensors") == 0o644
+    assert [mode(tmp_path / "ckpt" / n) for n in ("sub", "sub/frozen", "run.sh")] == [0o755, 0o444, 0o755]
+
+
 def test_an_interrupted_directory_write_keeps_the_previous_one(tmp_path):
     target = tmp_path / "ckpt-01"
     with atomic_directory(target) as staging:

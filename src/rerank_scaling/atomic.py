@@ -4,7 +4,8 @@ Every stage writes through :func:`atomic_path` (write to a temporary sibling,
 then ``os.replace``), so a job killed mid-write leaves no output that Snakemake
 or a later stage could mistake for a complete one. Files and directories get the permissions the
 user's umask gives a newly created one (``mkstemp`` alone would leave files at 0600, unreadable for
-a group sharing a project directory on a cluster).
+a group sharing a project directory on a cluster), including the files a library writes into an
+:func:`atomic_directory` (safetensors writes weights at 0600).
 """
 
 from __future__ import annotations
@@ -31,6 +32,25 @@ def _umask() -> int:
 def follow_umask(path: str | os.PathLike[str]) -> None:
     """Give a file created by ``mkstemp`` (mode 0600) the mode ``open()`` would have given it."""
     os.chmod(path, 0o666 & ~_umask())
+
+
+def follow_umask_tree(root: str | os.PathLike[str]) -> None:
+    """Give every directory and file under ``root`` the mode the umask gives a new one, whoever
+    wrote it: safetensors writes weights through a temporary file of mode 0600, and ``copy2`` keeps
+    that mode. A file left without write permission (made read-only on purpose) stays read-only,
+    an executable one executable; links are left alone."""
+    mask = _umask()
+    for path in Path(root).rglob("*"):
+        if path.is_symlink():
+            continue
+        mode = os.stat(path).st_mode
+        if path.is_dir():
+            os.chmod(path, 0o777 & ~mask)
+            continue
+        wanted = 0o777 if mode & 0o111 else 0o666
+        if not mode & 0o200:
+            wanted &= ~0o222
+        os.chmod(path, wanted & ~mask)
 
 
 @contextlib.contextmanager
@@ -69,6 +89,7 @@ def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
 
     A kill inside the block leaves ``path`` as it was (absent or complete) and a ``.<name>.partial``
     sibling, which the next call removes. The swap itself is two renames, never a half-copied tree.
+    What the block wrote gets the umask's modes (:func:`follow_umask_tree`), whichever library wrote it.
     """
     target = Path(path)
     staging = target.with_name(f".{target.name}.partial")
@@ -77,6 +98,7 @@ def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
     staging.mkdir(parents=True)
     with naming_path(target):
         yield staging
+    follow_umask_tree(staging)
     if target.exists():
         # rename the old tree aside first: removing it in place could be cut short by a kill
         stale = target.with_name(f".{target.name}.stale")
