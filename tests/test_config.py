@@ -89,7 +89,7 @@ BAD = [
         ["training", "max_length"],
         1024,
         "training.max_length",
-        "more than the positions of models[0] (L1): 512, models[1] (L2): 512",
+        "more than the 512 positions of L1, L2, L3, L4, L6 (max_position_embeddings in config.json)",
         id="max-length-positions",
     ),
     pytest.param(

@@ -205,22 +205,23 @@ def max_length_problems(config: dict[str, Any]) -> Problems:
     from rerank_scaling.families.registry import family_of
 
     max_length = config["training"]["max_length"]
-    short: dict[str, int] = {}  # models[i] (name) -> its positions, where fewer than max_length
-    for i, model in enumerate(config["models"]):
+    short: dict[int, list[str]] = {}  # positions -> the models with them, where fewer than max_length
+    for model in config["models"]:
         model_config = family_of(model).config_json(model)
         positions = None if model_config is None else usable_positions(model_config)
         if positions is not None and max_length > positions:
-            short[f"models[{i}] ({model['name']})"] = positions
+            short.setdefault(positions, []).append(model["name"])
     if not short:
         return []
-    fewest = min(short.values())
-    named = ", ".join(f"{model}: {positions}" for model, positions in short.items())
+    named = "; ".join(
+        f"the {positions} positions of {', '.join(names)}" for positions, names in sorted(short.items())
+    )
     return [
         problem(
             "training.max_length",
-            f"{max_length} tokens, more than the positions of {named} (max_position_embeddings of the "
-            f"config.json); a longer sequence would crash training. Use training.max_length: {fewest} "
-            "or less, or models with more positions",
+            f"{max_length} tokens, more than {named} (max_position_embeddings in config.json); a longer "
+            f"sequence would crash training. Use training.max_length: {min(short)} or less, or models "
+            "with more positions",
         )
     ]
 
