@@ -77,10 +77,37 @@ rule prepare_qrels:
         " --part qrels --split {wildcards.split} {params.threshold} --checks {output.checks} > {log} 2>&1"
 
 
+# Every split's queries against every other's (data/split_overlap.py): a query in two splits stops
+# the workflow. No training job reads its output, so that adding or editing a split re-trains
+# nothing; its priority runs it, like the checks above, long before the chain to training gets far.
+rule check_splits:
+    input:
+        code=stage_code_digest("data.prepare_data"),
+        queries=expand(f"{RESULTS}/data/collection/queries/{{split}}.tsv", split=all_splits()),
+    output:
+        checks=f"{RESULTS}/data/checks/splits.json",
+    params:
+        dataset=section_json("dataset"),
+        out=directory_of("input", "queries", levels=2),
+    resources:
+        **job_resources("check_splits", mem_mb=4000, runtime=10),
+    priority: 50
+    log:
+        log_path("data", "splits"),
+    benchmark:
+        benchmark_path("data", "splits")
+    conda:
+        f"{ENVS}/retrieval.yaml"
+    shell:
+        "rerank_python -m rerank_scaling.data.prepare_data --dataset {params.dataset:q} --out {params.out}"
+        " --check-splits --checks {output.checks} > {log} 2>&1"
+
+
 rule prepare_data:
     input:
         code=stage_code_digest("data.prepare_data"),
         checks=expand(f"{RESULTS}/data/checks/{{split}}.json", split=all_splits()),
+        splits=rules.check_splits.output.checks,
     output:
         checks=f"{RESULTS}/data/checks.json",
     resources:
@@ -92,5 +119,6 @@ rule prepare_data:
     conda:
         f"{ENVS}/retrieval.yaml"
     shell:
-        "rerank_python -m rerank_scaling.data.prepare_data --merge-checks {input.checks} --checks {output.checks}"
+        "rerank_python -m rerank_scaling.data.prepare_data --merge-checks {input.checks} {input.splits}"
+        " --checks {output.checks}"
         " > {log} 2>&1"

@@ -8,6 +8,7 @@ rule report_figures:
         allocation=rules.fit_laws.output.allocation,
         equal_compute=rules.fit_laws.output.equal_compute,
         data_checks=rules.prepare_data.output.checks,
+        example_counts=rules.training_examples.output.counts,
     output:
         figures=figure_reports("png"),
         pdfs=figure_files("pdf"),
@@ -34,7 +35,8 @@ rule report_figures:
         "rerank_python -m rerank_scaling.report.write_report --metrics {input.metrics} --per-query {input.per_query}"
         " --laws {params.laws}"
         " --metric {params.metrics:q} --split {params.splits} --figures {params.figures}"
-        " --summary {output.summary} --data-checks {input.data_checks} > {log} 2>&1"
+        " --summary {output.summary} --data-checks {input.data_checks}"
+        " --example-counts {input.example_counts} > {log} 2>&1"
 
 
 rule report_answer:
@@ -44,6 +46,7 @@ rule report_answer:
         forecasts=rules.fit_laws.output.forecasts,
         tables=rules.fit_laws.output.tables,
         plan=f"{RESULTS}/planning/plan.parquet",  # rule plan (plan.smk, included after this file)
+        example_counts=rules.training_examples.output.counts,
     output:
         markdown=f"{RESULTS}/answer.md",
         page=report(f"{RESULTS}/answer.html", caption="../report/answer.rst", category="Answer"),
@@ -67,4 +70,4 @@ rule report_answer:
     shell:
         "rerank_python -m rerank_scaling.report.answer_page --metrics {input.metrics} --laws {params.laws}"
         " --planning {params.planning} --fitting {params.fitting:q} --split {params.split}"
-        " --out-dir {params.out} > {log} 2>&1"
+        " --out-dir {params.out} --example-counts {input.example_counts} > {log} 2>&1"

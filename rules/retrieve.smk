@@ -60,6 +60,7 @@ rule training_examples:
     output:
         pointwise=f"{RESULTS}/examples/pointwise.parquet",
         groups=f"{RESULTS}/examples/groups.parquet",
+        counts=f"{RESULTS}/examples/counts.json",  # queries that give examples: the summary's warning
     params:
         examples=section_json("examples"),
         training=training_steps_json(),
@@ -76,4 +77,4 @@ rule training_examples:
     shell:
         "rerank_python -m rerank_scaling.data.build_examples --collection {params.collection} --split {params.split}"
         " --run {input.run} --settings {params.examples:q} --pointwise {output.pointwise}"
-        " --groups {output.groups} --training {params.training:q} > {log} 2>&1"
+        " --groups {output.groups} --training {params.training:q} --counts {output.counts} > {log} 2>&1"

@@ -1,4 +1,4 @@
-"""The bad inputs of issues 13 and 26 and the message each now gets, by running the real checks.
+"""The bad inputs users and probes found, and the message each now gets, by running the real checks.
 
 ``python tests/bad_inputs.py`` prints the README's table ("What a bad input gets"); the test
 ``test_bad_inputs.py`` runs every case and keeps the README's copy equal to this output.
@@ -33,14 +33,16 @@ QRELS = {"train": ["t1 0 d0 2", "t2 0 d2 2", "t3 0 d4 2"], "dev": ["v1 0 d6 2"]}
 
 
 def write_local(root: Path, corpus=None, queries=None, qrels=None) -> Path:
-    """A local collection (splits train, dev) of 12 documents; any file's lines can be replaced."""
+    """A local collection (splits train, dev, and any other that ``queries`` and ``qrels`` give) of 12
+    documents; any file's lines can be replaced."""
     (root / "queries").mkdir(parents=True)
     (root / "qrels").mkdir()
     (root / "corpus.jsonl").write_text("\n".join(corpus if corpus is not None else DOCS) + "\n")
-    for split in ("train", "dev"):
-        lines = (queries or {}).get(split, QUERIES[split])
+    queries, qrels = {**QUERIES, **(queries or {})}, {**QRELS, **(qrels or {})}
+    for split in queries:
+        lines = queries[split]
         (root / "queries" / f"{split}.tsv").write_text("".join(f"{line}\n" for line in lines))
-        lines = (qrels or {}).get(split, QRELS[split])
+        lines = qrels[split]
         (root / "qrels" / f"{split}.txt").write_text("".join(f"{line}\n" for line in lines))
     return root
 
@@ -78,7 +80,7 @@ def build_examples(work: Path, root: Path, settings: dict, training: dict | None
     run.write_text("\n".join(lines) + "\n")
     argv = ["--collection", str(work / "data" / "collection"), "--split", "train", "--run", str(run)]
     argv += ["--settings", json.dumps(settings), "--pointwise", str(work / "pw.parquet")]
-    argv += ["--groups", str(work / "gr.parquet")]
+    argv += ["--groups", str(work / "gr.parquet"), "--counts", str(work / "counts.json")]
     if training is not None:
         argv += ["--training", json.dumps(training)]
     stage.main(argv)
@@ -273,6 +275,20 @@ def _file_source(qrels: list[str], prices: dict | None = None) -> Callable[[Path
     return run
 
 
+def _prepare_splits(eval_splits: list[str], **files) -> Callable[[Path], None]:
+    """prepare_data on a local collection whose configured eval splits are ``eval_splits``."""
+    return lambda work: prepare(work, write_local(work / "local", **files), eval_splits=eval_splits)
+
+
+def _thin_training_data(work: Path) -> None:
+    """2 of the 3 training queries judged below examples.positive_threshold: the examples job's
+    warning (counts.json), which the summary and the answer page show."""
+    qrels = {"train": ["t1 0 d0 2", "t2 0 d2 1", "t3 0 d4 1"]}
+    settings = {"positive_threshold": 2, "pointwise_negatives": 2, "group_negatives": 2}
+    build_examples(work, write_local(work / "local", qrels=qrels), settings, {"objectives": ["pointwise"]})
+    raise Warning("warning: " + json.loads((work / "counts.json").read_text())["warnings"][0])
+
+
 BINARY = {"train": ["t1 0 d0 1", "t1 0 d1 0", "t2 0 d2 1", "t3 0 d4 1"]}
 CASES = [
     BadInput(
@@ -444,6 +460,60 @@ CASES = [
     ),
     BadInput("a BM25 run without some queries (Anserini exits 0)", "bm25_search", _bm25_missing_query),
     BadInput("a retry while the trainer still runs", "train", _second_trainer),
+    BadInput(
+        "a space (or a tab) inside a document id",
+        "prepare_data",
+        _prepare(corpus=[*DOCS[:3], '{"id": "d 3", "contents": "harbour"}', *DOCS[4:]]),
+    ),
+    BadInput(
+        "a space inside a query id",
+        "prepare_data",
+        _prepare(queries={"dev": ["v 1\tvalley meadow"]}, qrels={"dev": ["v 1 0 d6 2"]}),
+    ),
+    BadInput(
+        "dev queries and qrels appended to train",
+        "check_splits",
+        _prepare(
+            queries={"train": [*QUERIES["train"], *QUERIES["dev"]]},
+            qrels={"train": [*QRELS["train"], *QRELS["dev"]]},
+        ),
+    ),
+    BadInput(
+        "a test split identical to dev",
+        "check_splits",
+        _prepare_splits(["dev", "test"], queries={"test": QUERIES["dev"]}, qrels={"test": QRELS["dev"]}),
+    ),
+    BadInput(
+        "one query text in two splits under two ids",
+        "check_splits",
+        _prepare(queries={"train": [*QUERIES["train"][:2], "t3\tValley meadow"]}),
+    ),
+    BadInput(
+        "a judged document with empty text",
+        "prepare_data",
+        _prepare(corpus=[*DOCS[:6], '{"id": "d6", "contents": ""}', *DOCS[7:]]),
+    ),
+    BadInput(
+        "thin training data (most queries unjudged)", "training_examples (warning)", _thin_training_data
+    ),
+    BadInput(
+        "`hidden` on a `ladder` model", "config (parse time)", _config(_set("models", 0, "hidden", 999))
+    ),
+    BadInput(
+        "`evaluation.max_queries: {devv: 2}` (a split not evaluated)",
+        "config (parse time)",
+        _config(_set("evaluation", "max_queries", {"devv": 2})),
+    ),
+    BadInput(
+        "`evaluation.ce_sizes: [4, 4]` (or any repeated metric parameter)",
+        "config (parse time)",
+        _config(_set("evaluation", "ce_sizes", [4, 4])),
+    ),
+    BadInput(
+        "`training.max_length: 1024` on 512-position models",
+        "config (parse time)",
+        _config(_set("training", "max_length", 1024)),
+    ),
     BadInput("a full disk (or any OS error) while writing", "every writer", _full_disk),
 ]
 

@@ -87,6 +87,57 @@ BAD_DATA = [
 ]
 
 
+DEV_IN_TRAIN = {  # the dev split appended to train, its qrels too
+    "queries": {"train": [*QUERIES["train"], *QUERIES["dev"]]},
+    "qrels": {"train": [*QRELS["train"], *QRELS["dev"]]},
+}
+TEST_IS_DEV = {"queries": {"test": QUERIES["dev"]}, "qrels": {"test": QRELS["dev"]}}
+BAD_IDS_AND_SPLITS = [
+    pytest.param(
+        {"corpus": [*DOCS[:3], '{"id": "d 3", "contents": "harbour"}', *DOCS[4:]]},
+        "corpus.jsonl:4: document id 'd 3' contains whitespace",
+        {},
+        id="space-in-docid",
+    ),
+    pytest.param(
+        {"corpus": [*DOCS[:3], '{"id": "d\\t3", "contents": "harbour"}', *DOCS[4:]]},
+        "corpus.jsonl:4: document id 'd\\t3' contains whitespace",
+        {},
+        id="tab-in-docid",
+    ),
+    pytest.param(
+        {"queries": {"dev": ["v 1\tvalley meadow"]}, "qrels": {"dev": ["v 1 0 d6 2"]}},
+        "queries/dev.tsv:1: query id 'v 1' contains whitespace",
+        {},
+        id="space-in-qid",
+    ),
+    pytest.param(
+        DEV_IN_TRAIN,
+        "queries/train.tsv:4: query 'v1' is also in split 'dev' (",
+        {},
+        id="dev-appended-to-train",
+    ),
+    pytest.param(
+        {"queries": {"train": [*QUERIES["train"][:2], "t3\tValley   MEADOW"]}},
+        "queries/train.tsv:3: query 't3' is also in split 'dev' (",
+        {},
+        id="same-text-other-id",
+    ),
+    pytest.param(
+        TEST_IS_DEV,
+        "queries/dev.tsv:1: query 'v1' is also in split 'test' (",
+        {"eval_splits": ["dev", "test"]},
+        id="test-identical-to-dev",
+    ),
+    pytest.param(
+        {"corpus": [*DOCS[:6], '{"id": "d6", "contents": "  "}', *DOCS[7:]]},
+        "corpus.jsonl:7: document 'd6' has no text, but",
+        {},
+        id="judged-empty-document",
+    ),
+]
+
+
 @pytest.mark.parametrize(("defect", "message"), BAD_DATA)
 def test_bad_data_stop_prepare_data_naming_file_and_line(tmp_path, defect, message):
     root = write_local(tmp_path / "local", **defect)
@@ -94,6 +145,33 @@ def test_bad_data_stop_prepare_data_naming_file_and_line(tmp_path, defect, messa
         prepare(tmp_path, root)
     assert message in str(err.value), err.value
     assert str(root) in str(err.value)
+
+
+@pytest.mark.parametrize(("defect", "message", "extra"), BAD_IDS_AND_SPLITS)
+def test_bad_ids_and_shared_queries_stop_prepare_data_naming_file_and_line(tmp_path, defect, message, extra):
+    root = write_local(tmp_path / "local", **defect)
+    with pytest.raises(SystemExit) as err:
+        prepare(tmp_path, root, **extra)
+    assert message in str(err.value), err.value
+    assert str(root) in str(err.value)
+
+
+def test_deliberate_overlap_is_kept_counted_and_named_in_the_log(tmp_path, caplog):
+    """dataset.allow_split_overlap: true: the shared queries stay, each split's count in checks.json."""
+    root = write_local(tmp_path / "local", **DEV_IN_TRAIN)
+    checks = prepare(tmp_path, root, allow_split_overlap=True)
+    assert {row["split"]: row["shared_queries"] for row in checks["splits"]} == {"train": 1, "dev": 1}
+    assert f"{root}/queries/train.tsv:4: query 'v1' is also in split 'dev'" in caplog.text
+    clean = prepare(tmp_path / "clean", write_local(tmp_path / "clean-local"))
+    assert [row["shared_queries"] for row in clean["splits"]] == [0, 0]
+
+
+def test_an_empty_document_nobody_judges_relevant_passes(tmp_path):
+    """Only a relevant judgement of an empty document is refused (BM25 could never find it)."""
+    corpus = [*DOCS[:6], '{"id": "d6", "contents": ""}', *DOCS[7:]]
+    prepare(
+        tmp_path, write_local(tmp_path / "local", corpus=corpus, qrels={"dev": ["v1 0 d7 2", "v1 0 d6 0"]})
+    )
 
 
 def test_bytes_that_are_not_utf8_name_file_line_and_column(tmp_path):

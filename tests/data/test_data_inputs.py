@@ -156,6 +156,26 @@ def test_metrics_after_a_dev_qrels_fix_equal_a_from_scratch_run(workflow, collec
     )
 
 
+def test_a_dev_queries_edit_rechecks_the_splits_and_trains_nothing(workflow, collection):
+    """The splits check reads every split's queries, and no training job reads its output."""
+    queries = collection / "queries" / "dev.tsv"
+    lines = queries.read_text().splitlines()
+    with edited(
+        queries, "".join(f"{line} again\n" if i == 0 else f"{line}\n" for i, line in enumerate(lines))
+    ):
+        jobs = planned_jobs(workflow)
+    assert jobs["prepare_queries"] == 1 and jobs["check_splits"] == 1, jobs
+    assert not {"training_examples", "train", "bm25_index"} & set(jobs), jobs
+
+
+def test_examples_counts_reach_the_summary_without_a_warning_on_full_data(workflow):
+    """Every training query of the tiny collection gives examples: counted, and no warning."""
+    counts = json.loads((workflow / "results" / "tiny" / "examples" / "counts.json").read_text())
+    assert counts["queries"] == 24 and counts["without_positive"] == 0 and counts["warnings"] == [], counts
+    summary = (workflow / "results" / "tiny" / "summary.md").read_text()
+    assert "Training queries: 24; without a judgement" in summary and "thin training data" not in summary
+
+
 def test_a_corpus_edit_reruns_the_duplicate_check(workflow, collection):
     """Last: it leaves the workflow with a failed corpus job."""
     corpus = collection / "corpus.jsonl"
@@ -196,4 +216,69 @@ def test_bad_dev_data_stop_the_workflow_before_any_training_job(
     result = snakemake(workdir)
     text = (workdir / "results" / "tiny" / "logs" / "data" / f"{log}.log").read_text()
     assert result.returncode != 0 and f"{local / file}" in text and message in text, text[-2000:]
+    assert not (workdir / "results" / "tiny" / "logs" / "train").exists()
+
+
+def _replace_lines(path: Path, change) -> None:
+    lines = path.read_text().splitlines()
+    path.write_text("".join(f"{line}\n" for line in change(lines)))
+
+
+def _docid_with_space(local: Path) -> None:
+    """A corpus line's id with a space (a document no qrels judge: the id alone is wrong)."""
+    judged = {
+        line.split()[2] for path in (local / "qrels").glob("*.txt") for line in path.read_text().splitlines()
+    }
+    lines = (local / "corpus.jsonl").read_text().splitlines()
+    index = next(i for i, line in enumerate(lines) if json.loads(line)["id"] not in judged)
+    record = json.loads(lines[index])
+    lines[index] = json.dumps({**record, "id": record["id"] + " b"})
+    (local / "corpus.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def _judged_document_emptied(local: Path) -> None:
+    judged = (local / "qrels" / "dev.txt").read_text().split()[2]
+    _replace_lines(
+        local / "corpus.jsonl",
+        lambda lines: [
+            json.dumps({"id": judged, "contents": ""}) if json.loads(line)["id"] == judged else line
+            for line in lines
+        ],
+    )
+
+
+def _dev_appended_to_train(local: Path) -> None:
+    for part in ("queries/{}.tsv", "qrels/{}.txt"):
+        train = local / part.format("train")
+        train.write_text(train.read_text() + (local / part.format("dev")).read_text())
+
+
+def _test_copied_from_dev(local: Path) -> None:
+    for part in ("queries/{}.tsv", "qrels/{}.txt"):
+        shutil.copyfile(local / part.format("dev"), local / part.format("test"))
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (_docid_with_space, " b' contains whitespace; TREC run and qrels files separate fields"),
+        (_judged_document_emptied, "has no text, but"),
+        (_dev_appended_to_train, "queries/train.tsv:25: query"),
+        (_test_copied_from_dev, "queries/dev.tsv:1: query"),
+    ],
+    ids=["space-in-docid", "judged-empty-document", "dev-appended-to-train", "test-copied-from-dev"],
+)
+def test_bad_ids_and_shared_queries_stop_the_workflow_before_any_training_job(
+    collection, tmp_path, change, message
+):
+    """Each fails in a data job (naming the user's file and line) and no training job starts."""
+    local = shutil.copytree(collection, tmp_path / "local")
+    change(local)
+    workdir = workflow_copy(tmp_path / "w", local)
+    result = snakemake(workdir)
+    logs = {
+        path.name: path.read_text() for path in (workdir / "results" / "tiny" / "logs" / "data").glob("*.log")
+    }
+    failed = [text for text in logs.values() if message in text and str(local) in text]
+    assert result.returncode != 0 and failed, (result.stdout + result.stderr)[-3000:]
     assert not (workdir / "results" / "tiny" / "logs" / "train").exists()

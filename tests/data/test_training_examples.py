@@ -75,3 +75,77 @@ def test_a_run_not_grouped_by_query_is_refused_naming_the_line(tmp_path):
     path.write_text("q1 Q0 d1 1 2.0 t\nq2 Q0 d1 1 2.0 t\nq1 Q0 d2 2 1.0 t\n")
     with pytest.raises(ValueError, match=r"run\.trec:3: query 'q1' comes back .* sort the run"):
         list(iter_run_queries(path))
+
+
+def test_thin_training_data_is_counted_with_a_warning_naming_the_settings(tmp_path, caplog):
+    """2 of 3 training queries without a judgement at positive_threshold 2: more than THIN_SHARE."""
+    from bad_inputs import build_examples, write_local
+
+    from rerank_scaling.data.training_examples import THIN_SHARE
+
+    qrels = {"train": ["t1 0 d0 2", "t2 0 d2 1", "t3 0 d4 1"]}
+    settings = {"positive_threshold": 2, "pointwise_negatives": 2, "group_negatives": 2}
+    build_examples(
+        tmp_path, write_local(tmp_path / "local", qrels=qrels), settings, {"objectives": ["pointwise"]}
+    )
+    counts = json.loads((tmp_path / "counts.json").read_text())
+    assert counts["queries"] == 3 and counts["without_positive"] == 2, counts
+    assert counts["dropped_for_negatives"] == {"pointwise": 0}, "groups are not trained: not counted"
+    (warning,) = counts["warnings"]
+    assert warning.startswith(
+        f"thin training data (pointwise examples): 2 of 3 training queries (67%, more than {THIN_SHARE:.0%})"
+    )
+    assert "examples.positive_threshold = 2" in warning and warning in caplog.text
+
+
+def test_queries_dropped_for_too_few_negatives_are_counted_per_kind(tmp_path):
+    """A shallow BM25 run leaves t3 one negative: enough for pointwise (1), not for groups (3)."""
+    from bad_inputs import write_local
+
+    from rerank_scaling.data import build_examples, prepare_data
+
+    root = write_local(tmp_path / "local")
+    section = {
+        "name": "x",
+        "source": "local",
+        "train_split": "train",
+        "eval_splits": ["dev"],
+        "local": {"path": str(root)},
+    }
+    prepare_data.main(["--dataset", json.dumps(section), "--out", str(tmp_path / "c")])
+    run = tmp_path / "train.trec"
+    depth = {"t1": 12, "t2": 12, "t3": 2}  # t3's positive d4 and one more document
+    lines = [
+        f"{q} Q0 d{(i + 4) % 12 if q == 't3' else i} {i + 1} {20 - i} bm25"
+        for q, n in depth.items()
+        for i in range(n)
+    ]
+    run.write_text("\n".join(lines) + "\n")
+    settings = {"pointwise_negatives": 1, "group_negatives": 3}
+    argv = [
+        "--collection",
+        str(tmp_path / "c"),
+        "--split",
+        "train",
+        "--run",
+        str(run),
+        "--settings",
+        json.dumps(settings),
+    ]
+    argv += ["--pointwise", str(tmp_path / "p.parquet"), "--groups", str(tmp_path / "g.parquet")]
+    build_examples.main(
+        [
+            *argv,
+            "--counts",
+            str(tmp_path / "counts.json"),
+            "--training",
+            json.dumps({"objectives": ["pointwise", "listwise"]}),
+        ]
+    )
+    counts = json.loads((tmp_path / "counts.json").read_text())
+    assert counts["dropped_for_negatives"] == {"pointwise": 0, "groups": 1}, counts
+    (warning,) = counts["warnings"]  # 1 of 3 (33%) > 10% for groups only
+    assert (
+        warning.startswith("thin training data (groups examples): 1 of 3")
+        and "examples.group_negatives = 3" in warning
+    )

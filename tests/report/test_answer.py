@@ -4,6 +4,7 @@ inside and outside their intervals, an untrained target, planning decisions pres
 from __future__ import annotations
 
 import base64
+import html
 import json
 import re
 from pathlib import Path
@@ -109,11 +110,12 @@ def write_results(root: Path, decisions: bool, plan: bool = True) -> Path:
     return root
 
 
-def build(root: Path) -> tuple[str, str]:
+def build(root: Path, *extra: str) -> tuple[str, str]:
     """Run the stage's entry point on ``root``; (answer.md, answer.html)."""
     answer_page.main(
         ["--metrics", str(root / "metrics" / "all.parquet"), "--laws", str(root / "laws"),
-         "--planning", str(root / "planning"), "--fitting", FITTING, "--split", "dev", "--out-dir", str(root)]
+         "--planning", str(root / "planning"), "--fitting", FITTING, "--split", "dev", "--out-dir", str(root),
+         *extra]
     )  # fmt: skip
     return (root / "answer.md").read_text(), (root / "answer.html").read_text()
 
@@ -198,3 +200,16 @@ def test_no_held_out_size_says_so(tmp_path):
     markdown, page = build(root)
     assert answer.NO_FORECAST in markdown and answer.NO_FORECAST in page
     assert "data:image/png;base64," in page
+
+
+def test_thin_training_data_is_warned_on_the_answer_page(tmp_path):
+    root = write_results(tmp_path / "run", decisions=True)
+    warning = (
+        "thin training data (pointwise examples): 20 of 24 training queries (83%, more than 10%) give none"
+    )
+    (root / "counts.json").write_text(json.dumps({"warnings": [warning]}))
+    markdown, page = build(root, "--example-counts", str(root / "counts.json"))
+    assert f"**Warning**: {warning}" in markdown and markdown.index(warning) < markdown.index("## ")
+    assert f"<strong>Warning</strong>: {html.escape(warning)}" in page
+    (root / "counts.json").write_text(json.dumps({"warnings": []}))
+    assert "Warning" not in build(root, "--example-counts", str(root / "counts.json"))[0]

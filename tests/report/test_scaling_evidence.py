@@ -185,6 +185,30 @@ def test_summary_warns_about_judgements_the_data_checks_dropped(tmp_path):
     assert "(no data checks recorded)" in summary(metrics, tmp_path, None, None)
 
 
+def test_summary_shows_thin_training_data_before_the_answer(tmp_path):
+    """The examples job's warning (counts.json) heads the summary; its counts are in Data checks."""
+    from rerank_scaling.report.summary import summary
+
+    metrics = with_bm25(synthetic_metrics_table(noise=0.0), 0.3)
+    metrics = metrics[metrics["metric"] == "nDCG@10"]
+    counts = {
+        "queries": 24,
+        "without_positive": 20,
+        "left_out_by_max_queries": 0,
+        "dropped_for_negatives": {"pointwise": 1},
+        "warnings": ["thin training data (pointwise examples): 21 of 24 training queries ..."],
+    }
+    text = summary(metrics, tmp_path, None, None, counts)
+    assert text.index("- **Warning**: thin training data (pointwise examples): 21 of 24") < text.index(
+        "## Claims"
+    )
+    checks = text.split("## Data checks")[1].split("\n## ")[0]
+    assert "Training queries: 24; without a judgement at examples.positive_threshold: 20" in checks
+    assert "dropped for too few BM25 negatives: 1 (pointwise)" in checks
+    quiet = summary(metrics, tmp_path, None, None, {**counts, "warnings": []})
+    assert "**Warning**" not in quiet.split("## Data checks")[0]
+
+
 def _final_rows(values: dict[str, float], sizes: dict[str, int], queries: int) -> pd.DataFrame:
     """Two checkpoints per size; the final one (step 10) carries ``values``."""
     rows = []

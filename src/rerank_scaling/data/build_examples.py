@@ -1,11 +1,13 @@
 """Stage: training examples for every objective from the train split and its BM25 run.
 
     python -m rerank_scaling.data.build_examples --collection DIR --split train --run RUN \
-        --settings JSON --pointwise OUT.parquet --groups OUT.parquet [--training JSON]
+        --settings JSON --pointwise OUT.parquet --groups OUT.parquet [--training JSON] [--counts OUT.json]
 
 Fails, naming the config field, when an objective gets no examples (e.g. binary 0/1 qrels with
 ``examples.positive_threshold: 2``), or when ``--training`` (the training keys that set the number
-of optimizer steps) asks for more checkpoints than the examples give steps.
+of optimizer steps) asks for more checkpoints than the examples give steps. ``--counts``: how many
+training queries give examples (``training_examples.example_counts``), with a warning when more
+than ``training_examples.THIN_SHARE`` give none, which the summary and the answer page show.
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ from __future__ import annotations
 import argparse
 import logging
 
-from rerank_scaling.atomic import write_table
+from rerank_scaling.atomic import write_json, write_table
 from rerank_scaling.config_training_checks import training_steps_problems
 from rerank_scaling.data.collection import CollectionDir, load_texts, read_split
 from rerank_scaling.data.training_examples import (
     ExampleSettings,
+    example_counts,
     group_examples,
     needed_docids,
     negative_pools,
@@ -42,6 +45,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pointwise", required=True)
     parser.add_argument("--groups", required=True)
     parser.add_argument("--training", default=None, help="JSON: objectives, checkpoints and step keys")
+    parser.add_argument("--counts", default=None, help="JSON: queries giving examples, warnings")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     settings = settings_from_dict(ExampleSettings, parse_json_arg(args.settings), "examples")
@@ -61,6 +65,14 @@ def main(argv: list[str] | None = None) -> None:
         problems = training_steps_problems(settings_from_dict(StepSettings, training), rows, exact=True)
         if problems:
             raise SystemExit("build_examples: " + "; ".join(problems))
+    if args.counts:
+        trained = {"pointwise" if o == "pointwise" else "groups" for o in training["objectives"]}
+        frames = {"pointwise": pointwise, "groups": groups}
+        kinds = {kind: frame for kind, frame in frames.items() if kind in trained}
+        counts = example_counts(queries, qrels, selected, kinds, settings)
+        for warning in counts["warnings"]:
+            log.warning("%s", warning)
+        write_json(args.counts, counts)
     write_table(pointwise, args.pointwise)
     write_table(groups, args.groups)
 

@@ -62,6 +62,20 @@ class CollectionDir:
             )
 
 
+def id_problem(kind: str, name: str) -> str | None:
+    """Why ``name`` cannot be a document or query id (``kind``), with the fix; None if it can. TREC
+    run and qrels lines separate their fields by whitespace, so an id holding a space or a tab
+    would be read back as two fields, or as another id, by every later stage."""
+    if not name:
+        return f"empty {kind} id; give every {kind} an id"
+    if any(char.isspace() for char in name):
+        return (
+            f"{kind} id {name!r} contains whitespace; TREC run and qrels files separate fields by "
+            f"whitespace, so it would not survive them: rename it (e.g. spaces to '_') here and in the qrels"
+        )
+    return None
+
+
 def iter_corpus(path: str | os.PathLike[str]) -> Iterator[tuple[str, str]]:
     """Yield (docid, text) from a JSONL corpus."""
     for _, docid, text in iter_corpus_lines(path):
@@ -83,6 +97,9 @@ def iter_corpus_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, str, 
             ) from err
         if not isinstance(text, str):
             raise ValueError(f"{path}:{line_no}: 'contents' of document {docid!r} is not a string")
+        problem = id_problem("document", docid)
+        if problem:
+            raise ValueError(f"{path}:{line_no}: {problem}")
         yield line_no, docid, text
 
 
@@ -94,27 +111,39 @@ def load_texts(path: str | os.PathLike[str], docids: Iterable[str] | None = None
 
 def read_queries(path: str | os.PathLike[str]) -> Queries:
     """Read a ``qid<TAB>text`` query file."""
-    queries: Queries = {}
-    first_line: dict[str, int] = {}
+    return {qid: text for qid, (_, text) in read_query_lines(path).items()}
+
+
+def read_query_lines(path: str | os.PathLike[str]) -> dict[str, tuple[int, str]]:
+    """Read a ``qid<TAB>text`` query file: qid -> (line number, text); a bad line raises naming
+    file:line (no tab, an id with whitespace, no text, an id given twice)."""
+    queries: dict[str, tuple[int, str]] = {}
     for line_no, line in numbered_lines(path):
         if not line:
             continue
         qid, sep, text = line.partition("\t")
         if not sep:
             raise ValueError(f"{path}:{line_no}: expected 'qid<TAB>query text', got {line!r}")
+        problem = id_problem("query", qid)
+        if problem:
+            raise ValueError(f"{path}:{line_no}: {problem}")
         if not text.strip():
             raise ValueError(
                 f"{path}:{line_no}: query {qid!r} has no text (empty or whitespace only); "
                 "write its text after the tab, or remove the line and its judgements"
             )
-        if qid in first_line:
+        if qid in queries:
             raise ValueError(
-                f"{path}:{line_no}: duplicate query id {qid!r} (first on line {first_line[qid]}); "
+                f"{path}:{line_no}: duplicate query id {qid!r} (first on line {queries[qid][0]}); "
                 "query ids must be unique"
             )
-        first_line[qid] = line_no
-        queries[qid] = text
+        queries[qid] = (line_no, text)
     return queries
+
+
+def query_key(text: str) -> str:
+    """What makes two query texts the same query: their words, case folded."""
+    return " ".join(text.split()).casefold()
 
 
 def _one_line(text: str) -> str:

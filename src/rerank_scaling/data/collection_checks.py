@@ -3,7 +3,8 @@
 Malformed lines, a byte-order mark, bytes that are not UTF-8 and empty queries fail in the readers
 naming file:line (:mod:`.lines`, :mod:`.collection`, :mod:`.trec`). Here: duplicate document ids
 (file:line), empty splits, an evaluated split without a judgement at ``evaluation.relevance_threshold``
-(its every metric would be 0), and judgements naming documents that are not in the corpus or
+(its every metric would be 0), a relevant judgement of a document without text (BM25 never
+retrieves it), and judgements naming documents that are not in the corpus or
 queries that are not in the split. Those are counted per split; up to
 ``dataset.max_unknown_qrels_share`` of a split's judgements they are dropped with a warning in the
 job's log, and more stop the job. The counts go to ``results/<run>/data/checks.json``, which the
@@ -13,6 +14,7 @@ summary can read.
 from __future__ import annotations
 
 import logging
+import os
 from collections import Counter
 from dataclasses import dataclass
 
@@ -54,6 +56,34 @@ def corpus_ids(collection: CollectionDir) -> set[str]:
     return ids
 
 
+def corpus_index(corpus: str | os.PathLike[str]) -> tuple[set[str], dict[str, int]]:
+    """In one pass over ``corpus``: every document id, and the documents without text (empty or
+    whitespace only) with their lines."""
+    ids: set[str] = set()
+    empty: dict[str, int] = {}
+    for line, docid, text in iter_corpus_lines(corpus):
+        ids.add(docid)
+        if not text.strip():
+            empty[docid] = line
+    return ids, empty
+
+
+def judged_empty_problem(collection: CollectionDir, split: str, qrels: Qrels, empty: dict[str, int]) -> None:
+    """Raise when ``qrels`` judges relevant (grade >= 1) a document without text: Lucene indexes no
+    term of it, so BM25 never retrieves it (silently), and no model can rank it from its text."""
+    judged = sorted(
+        (empty[d], d, q, g) for q, docs in qrels.items() for d, g in docs.items() if g >= 1 and d in empty
+    )
+    if judged:
+        line, docid, qid, grade = judged[0]
+        raise DataError(
+            f"{collection.corpus}:{line}: document {docid!r} has no text, but {collection.qrels(split)} "
+            f"judges it relevant (query {qid!r}, grade {grade}; relevant judgements of documents without "
+            f"text in split {split!r}: {len(judged)}); BM25 cannot retrieve a document without text. Write "
+            "its text, or remove the document and its judgements"
+        )
+
+
 def _examples(items: list[str]) -> str:
     return ", ".join(repr(i) for i in sorted(items)[:3]) + (", ..." if len(items) > 3 else "")
 
@@ -77,11 +107,13 @@ def check_split(
     max_unknown_share: float,
     out: CollectionDir,
     relevance_threshold: int | None = None,
+    empty: dict[str, int] | None = None,
 ) -> SplitCheck:
     """Check one split of ``collection`` (messages name its files); the few judgements that name
     unknown ids are dropped from the qrels written to ``out`` (the materialised copy). With
     ``relevance_threshold`` (an evaluated split: config ``evaluation.relevance_threshold``), a split
-    with no judgement at or above it raises: every metric of it would be 0."""
+    with no judgement at or above it raises: every metric of it would be 0. ``empty``
+    (from :func:`corpus_index`): a relevant judgement of one of these documents raises."""
     queries = check_queries(collection, split)
     qrels = read_qrels(collection.qrels(split))
     judgements = sum(len(docs) for docs in qrels.values())
@@ -114,6 +146,7 @@ def check_split(
             f"{where}: split {split!r} has no judgements of its queries; without qrels it can be neither "
             "trained on nor evaluated"
         )
+    judged_empty_problem(collection, split, qrels, empty or {})
     if relevance_threshold is not None:
         relevant_problem(qrels, relevance_threshold, where, split)
     return SplitCheck(

@@ -21,13 +21,13 @@ from rerank_scaling.atomic import copy_file
 from rerank_scaling.data.collection import (
     CollectionDir,
     Queries,
-    iter_corpus,
     read_queries,
     write_corpus,
     write_queries,
 )
-from rerank_scaling.data.collection_checks import check_queries, check_split, corpus_ids
+from rerank_scaling.data.collection_checks import check_queries, check_split, corpus_ids, corpus_index
 from rerank_scaling.data.ict import IctSettings, build_ict_collection
+from rerank_scaling.data.split_overlap import check_overlap
 from rerank_scaling.data.trec import Qrels, read_qrels, write_qrels
 from rerank_scaling.dataset_download import guarded_download
 from rerank_scaling.settings import settings_from_dict, with_defaults
@@ -90,12 +90,35 @@ def prepare_dataset(
     ``relevance_threshold`` (config ``evaluation.relevance_threshold``) applies to the eval splits.
     """
     prepare_part(section, out_dir, "corpus")
-    rows = []
-    for split in dict.fromkeys([section["train_split"], *section["eval_splits"]]):
+    splits = configured_splits(section)
+    for split in splits:
         prepare_part(section, out_dir, "queries", split)
+    shared = check_splits(section, out_dir)
+    rows = []
+    for split in splits:
         threshold = relevance_threshold if split in section["eval_splits"] else None
         rows.append(prepare_part(section, out_dir, "qrels", split, threshold))
-    return rows
+    return [{**row, "shared_queries": shared[row["split"]]} for row in rows]
+
+
+def check_splits(section: dict[str, Any], out_dir: str | os.PathLike[str]) -> dict[str, int]:
+    """The configured splits share no query (:func:`.split_overlap.check_overlap`, on the
+    materialised queries of every split, naming the user's files for a local source); returns each
+    split's count of shared queries (all 0 unless ``dataset.allow_split_overlap``)."""
+    section = with_defaults("dataset", section)
+    out = CollectionDir(Path(out_dir))
+    names = CollectionDir(Path(section["local"]["path"])) if section["source"] == "local" else out
+    splits = configured_splits(section)
+    allow = section["allow_split_overlap"]
+    return {
+        split: check_overlap(names, out, split, [other for other in splits if other != split], allow)
+        for split in splits
+    }
+
+
+def configured_splits(section: dict[str, Any]) -> list[str]:
+    """The splits config ``dataset`` names: the train split, then the evaluated ones."""
+    return list(dict.fromkeys([section["train_split"], *section["eval_splits"]]))
 
 
 def prepare_part(
@@ -118,9 +141,9 @@ def prepare_part(
     if part == "queries":
         check_queries(source, split)
         return None
-    ids = {docid for docid, _ in iter_corpus(out.corpus)}
+    ids, empty = corpus_index(out.corpus)
     share = section["max_unknown_qrels_share"]
-    return asdict(check_split(source, split, ids, share, out, relevance_threshold))
+    return asdict(check_split(source, split, ids, share, out, relevance_threshold, empty))
 
 
 def _write_split_part(out: CollectionDir, part: str, split: str, queries: Queries, qrels: Qrels) -> None:
@@ -175,7 +198,7 @@ def materialise_part(
 def materialise_dataset(section: dict[str, Any], out_dir: str | os.PathLike[str]) -> CollectionDir:
     """Write the configured dataset (config ``dataset``) into ``out_dir`` in the local format."""
     out = materialise_part(section, out_dir, "corpus")
-    for split in dict.fromkeys([section["train_split"], *section["eval_splits"]]):
+    for split in configured_splits(section):
         for part in ("queries", "qrels"):
             materialise_part(section, out_dir, part, split)
     return out

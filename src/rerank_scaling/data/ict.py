@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from rerank_scaling.data.collection import Queries
+from rerank_scaling.data.collection import Queries, query_key
 from rerank_scaling.data.trec import Qrels
 from rerank_scaling.settings import SectionSettings
 
@@ -95,7 +95,9 @@ def build_ict_collection(
 
     Every passage carries at most one query; a query passage enters the corpus without its
     query sentence (otherwise the task would be exact string matching), the others whole.
-    Splits are disjoint in passages: test first, then dev, then train.
+    Splits are disjoint in passages and in query texts (:func:`.collection.query_key`: the
+    shipped text repeats a few articles word for word, so a passage whose sentence was already
+    asked is skipped): test first, then dev, then train.
     """
     with open(shipped_text_path(settings.text), encoding="utf-8") as handle:
         articles = [line.strip() for line in handle if line.strip()]
@@ -114,6 +116,7 @@ def build_ict_collection(
     qrels: dict[str, Qrels] = {split: {} for split in wanted}
     splits = iter(wanted)
     split = next(splits)
+    asked: set[str] = set()  # query texts already asked (the text repeats some articles word for word)
     for index in order:
         while len(queries[split]) >= wanted[split]:
             split = next(splits, None)
@@ -128,6 +131,9 @@ def build_ict_collection(
         if not candidates:
             continue
         pick = rng.choice(candidates)
+        if query_key(passage.sentences[pick]) in asked:  # one query in two splits, or twice in one
+            continue
+        asked.add(query_key(passage.sentences[pick]))
         qid = f"{split}-{len(queries[split]):05d}"
         queries[split][qid] = passage.sentences[pick]
         corpus_text[passage.docid] = " ".join(s for i, s in enumerate(passage.sentences) if i != pick)

@@ -12,7 +12,8 @@ Parquet schemas (one file per objective family):
 Positives are the judged documents with grade >= ``positive_threshold``. Negatives are sampled
 without replacement from the query's BM25 top ``negative_depth`` among documents judged below
 ``relevance_threshold`` or unjudged (so partially relevant documents are never used as negatives).
-Queries with no positive, or too few negatives, are skipped and counted.
+Queries with no positive, or too few negatives, are skipped and counted (:func:`example_counts`);
+more than :data:`THIN_SHARE` of them is a warning in the run's summary and answer page.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pandas as pd
 
@@ -130,6 +131,58 @@ def group_examples(
                 }
             )
     return pd.DataFrame(rows, columns=["qid", "query", "docids", "documents", "labels"])
+
+
+#: The share of the training queries above which giving no training example is a warning in the
+#: run's summary and answer page (not only in the examples job's log): with more unused, the laws
+#: are fitted on far fewer queries than the split holds, and usually a setting is off (a
+#: ``positive_threshold`` above the qrels' grades, a ``negative_depth`` too shallow for the negatives)
+THIN_SHARE = 0.10
+
+
+def example_counts(
+    queries: Queries,
+    qrels: Qrels,
+    selected: list[QueryExamples],
+    frames: dict[str, pd.DataFrame],
+    settings: ExampleSettings,
+) -> dict[str, Any]:
+    """How many training queries give examples (the examples job's ``counts.json``): the split's
+    queries, those without a judgement at ``positive_threshold`` (unjudged or judged lower), those
+    left out by ``examples.max_queries`` (by choice), and per example kind (``frames``: pointwise,
+    groups) those dropped for too few BM25 negatives; ``warnings``: :func:`thin_data_warnings`."""
+    with_positive = sum(
+        1 for q in queries if any(g >= settings.positive_threshold for g in qrels.get(q, {}).values())
+    )
+    kept = {example.qid for example in selected}
+    counts: dict[str, Any] = {
+        "queries": len(queries),
+        "without_positive": len(queries) - with_positive,
+        "left_out_by_max_queries": with_positive - len(kept),
+        "dropped_for_negatives": {kind: len(kept - set(frame["qid"])) for kind, frame in frames.items()},
+    }
+    counts["warnings"] = thin_data_warnings(counts, settings)
+    return counts
+
+
+def thin_data_warnings(counts: dict[str, Any], settings: ExampleSettings) -> list[str]:
+    """One warning per example kind whose training queries without an example exceed
+    :data:`THIN_SHARE` of those the examples could use (all but ``examples.max_queries``'s choice)."""
+    usable = counts["queries"] - counts["left_out_by_max_queries"]
+    warnings = []
+    for kind, dropped in counts["dropped_for_negatives"].items():
+        unused = counts["without_positive"] + dropped
+        if usable and unused / usable > THIN_SHARE:
+            key = "pointwise_negatives" if kind == "pointwise" else "group_negatives"
+            warnings.append(
+                f"thin training data ({kind} examples): {unused} of {usable} training queries "
+                f"({unused / usable:.0%}, more than {THIN_SHARE:.0%}) give none: "
+                f"{counts['without_positive']} have no judgement at examples.positive_threshold = "
+                f"{settings.positive_threshold} (unjudged or judged lower), {dropped} have fewer BM25 "
+                f"negatives than examples.{key} = {getattr(settings, key)}. Judge more queries, lower "
+                f"examples.positive_threshold or examples.{key}, or raise examples.negative_depth"
+            )
+    return warnings
 
 
 def needed_docids(selected: list[QueryExamples]) -> set[str]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import base64
 import html
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -62,12 +63,17 @@ def _verdicts(decisions: pd.DataFrame | None) -> str:
     return answer.decision_table(decisions).to_html(index=False, table_id="answer-verdicts", border=0)
 
 
-def section(inputs: AnswerInputs, figure_png: bytes) -> str:
-    """The answer as one HTML section: question, forecast table, verdicts, figure (embedded)."""
+def section(inputs: AnswerInputs, figure_png: bytes, warnings: list[str] | None = None) -> str:
+    """The answer as one HTML section: the data's warnings (thin training data), question, forecast
+    table, verdicts, figure (embedded)."""
     table = answer.forecast_table(inputs.forecasts)
     parts = [
         '<section id="answer">',
         f"<style>{CSS}</style>",
+        *(
+            f'<p class="answer-warning"><strong>Warning</strong>: {html.escape(w)}</p>'
+            for w in warnings or []
+        ),
         "<h2>The question</h2>",
         f'<p id="answer-question">{html.escape(answer.question_sentence(inputs.question))}</p>',
         "<h2>The forecasts</h2>",
@@ -101,9 +107,10 @@ def page(title: str, body: str) -> str:
     )
 
 
-def markdown(title: str, inputs: AnswerInputs) -> str:
-    """answer.md: the same answer, the figure linked, then the links."""
-    lines = [f"# {title}", "", *answer.answer_lines(inputs.question, inputs.forecasts, inputs.decisions)]
+def markdown(title: str, inputs: AnswerInputs, warnings: list[str] | None = None) -> str:
+    """answer.md: the data's warnings, the same answer, the figure linked, then the links."""
+    lines = [f"# {title}", "", *(f"**Warning**: {warning}\n" for warning in warnings or [])]
+    lines += answer.answer_lines(inputs.question, inputs.forecasts, inputs.decisions)
     lines += ["![the answer's figure](figures/answer.png)", "", FIGURE_CAPTION, "", "## Everything else", ""]
     lines += [f"- [{label}]({path})" for label, path in LINKS]
     return "\n".join([*lines, ""])
@@ -118,6 +125,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--split", required=True, help="the headline split (the first fitted split)")
     parser.add_argument("--out-dir", required=True, help="results/<run>")
     parser.add_argument("--title", default="rerank-scaling: the answer")
+    parser.add_argument(
+        "--example-counts", default=None, help="examples/counts.json: its warnings come first"
+    )
     args = parser.parse_args(argv)
     out = Path(args.out_dir)
     fitting = settings_from_dict(FitSettings, parse_json_arg(args.fitting), "fitting")
@@ -129,10 +139,12 @@ def main(argv: list[str] | None = None) -> None:
         metrics, forecasts, inputs.forecasts, metric, args.split, SIZE_COLUMNS[size_axis]
     )
     save_figure(figure, out / "figures" / "answer")
-    body = section(inputs, (out / "figures" / "answer.png").read_bytes())
+    counts = json.loads(Path(args.example_counts).read_text()) if args.example_counts else {}
+    warnings = counts.get("warnings", [])
+    body = section(inputs, (out / "figures" / "answer.png").read_bytes(), warnings)
     write_text(out / "answer_section.html", body + "\n")
     write_text(out / "answer.html", page(args.title, body))
-    write_text(out / "answer.md", markdown(args.title, inputs))
+    write_text(out / "answer.md", markdown(args.title, inputs, warnings))
 
 
 if __name__ == "__main__":

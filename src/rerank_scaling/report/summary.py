@@ -71,6 +71,25 @@ def data_check_lines(checks: dict | None) -> list[str]:
     return lines
 
 
+def example_count_lines(counts: dict | None) -> list[str]:
+    """The examples job's ``examples/counts.json``: how many training queries give examples."""
+    if not counts:
+        return []
+    dropped = ", ".join(f"{n} ({kind})" for kind, n in counts["dropped_for_negatives"].items())
+    return [
+        f"Training queries: {counts['queries']}; without a judgement at examples.positive_threshold: "
+        f"{counts['without_positive']}; left out by examples.max_queries: "
+        f"{counts['left_out_by_max_queries']}; dropped for too few BM25 negatives: {dropped}.",
+        "",
+    ]
+
+
+def warning_lines(counts: dict | None) -> list[str]:
+    """The examples job's warnings (thin training data), shown before the answer they qualify."""
+    found = counts["warnings"] if counts else []
+    return [*(f"- **Warning**: {warning}" for warning in found), ""] if found else []
+
+
 def held_out_lines(metrics: pd.DataFrame, laws_dir: Path, errors: pd.DataFrame) -> list[str]:
     """The held-out size's final checkpoint against the gap between the two largest sizes
     (:mod:`rerank_scaling.report.held_out_check`), for the model law and the joint law planning uses."""
@@ -114,10 +133,12 @@ def summary(
     laws_dir: Path,
     per_query: pd.DataFrame | None = None,
     data_checks: dict | None = None,
+    example_counts: dict | None = None,
 ) -> str:
     """Key numbers, the answer first: the question and held-out forecasts; then the evidence (claims,
     held-out check, scaling evidence with its yardsticks, data checks); then the raw tables (BM25 vs
-    every run's final checkpoint with its standard error, forecast errors, Table 8, exponents)."""
+    every run's final checkpoint with its standard error, forecast errors, Table 8, exponents).
+    ``example_counts``: the examples job's counts.json; its warnings (thin training data) come first."""
     final = final_rows(metrics)
     main = final[final["metric"].isin(["nDCG@10", "RR@10", "CE@16", "CE@64"])]
     pivot = main.pivot_table(
@@ -140,6 +161,7 @@ def summary(
     parts = [
         "# rerank-scaling summary",
         "",
+        *warning_lines(example_counts),
         *answer_lines(metrics, laws_dir),
         "## Claims",
         "",
@@ -163,6 +185,7 @@ def summary(
         "",
         *data_check_lines(data_checks),
         "",
+        *example_count_lines(example_counts),
         "## Final checkpoints vs BM25",
         "",
         pivot.round(4).to_markdown(),
