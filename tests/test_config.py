@@ -236,3 +236,23 @@ def test_ir_datasets_max_queries_name_configured_splits(default_config):
     )
     with pytest.raises(ConfigError, match=r"'dataset.ir_datasets.max_queries.trian': 'trian' is not a split"):
         validate_config(default_config)
+
+
+def test_a_price_for_an_unknown_annotation_source_is_an_error(default_config):
+    default_config.setdefault("planning", {})["annotation_cost_per_pair"] = {"humna": 0.6}
+    with pytest.raises(
+        ConfigError, match=r"'planning.annotation_cost_per_pair.humna': 'humna' is not an annotation"
+    ):
+        validate_config(default_config)
+    default_config["planning"]["annotation_cost_per_pair"] = {"human": 0.6, "ict": 0.0}
+    validate_config(default_config)
+
+
+def test_a_relevance_map_key_that_is_not_a_grade_is_an_error(default_config):
+    default_config["dataset"].update(
+        source="ir_datasets",
+        ir_datasets={"corpus": "cranfield", "splits": {s: "cranfield" for s in ("train", "dev", "test")}},
+    )
+    default_config["dataset"]["ir_datasets"]["relevance_map"] = {"one": 4}
+    with pytest.raises(ConfigError, match=r"'dataset.ir_datasets.relevance_map': 'one' does not match"):
+        validate_config(default_config)

@@ -5,7 +5,7 @@
 * ``run_name`` a plain directory name (``..`` would write into the project's parent);
 * the splits' roles: the train split is not evaluated (its metrics would be training fit, not
   generalisation), ``planning.split`` is an evaluated split;
-* the maps keyed by split name name configured splits;
+* the maps keyed by split name name configured splits, the price map annotation sources;
 * ``fitting.equal_compute`` compares two different models.
 
 Integers (``training.checkpoints: 3.0``) are refused by the schema's validator itself
@@ -107,6 +107,23 @@ def split_key_problems(config: dict[str, Any]) -> Problems:
     ]
 
 
+def price_key_problems(config: dict[str, Any]) -> Problems:
+    """``planning.annotation_cost_per_pair`` prices annotation sources: a built-in one or a key of
+    ``training.annotation_files`` (a misspelt source would be ignored, its runs priced by z_data)."""
+    from rerank_scaling.grid import ANNOTATIONS
+
+    prices = config["planning"]["annotation_cost_per_pair"] or {}
+    sources = [*ANNOTATIONS, *config["training"]["annotation_files"]]
+    return [
+        problem(
+            f"planning.annotation_cost_per_pair.{key}",
+            f"{key!r} is not an annotation source; use one of {sources}",
+        )
+        for key in prices
+        if key not in sources
+    ]
+
+
 def equal_compute_problems(config: dict[str, Any]) -> Problems:
     """``fitting.equal_compute`` names two different models."""
     pair = config["fitting"]["equal_compute"]
@@ -125,5 +142,6 @@ def meaning_problems(config: dict[str, Any]) -> Problems:
         *run_name_problems(config),
         *split_role_problems(config),
         *split_key_problems(config),
+        *price_key_problems(config),
         *equal_compute_problems(config),
     ]
