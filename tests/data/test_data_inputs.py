@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
+import stat
 import subprocess
 from collections import Counter
 from collections.abc import Iterator
@@ -174,6 +176,16 @@ def test_examples_counts_reach_the_summary_without_a_warning_on_full_data(workfl
     assert counts["queries"] == 24 and counts["without_positive"] == 0 and counts["warnings"] == [], counts
     summary = (workflow / "results" / "tiny" / "summary.md").read_text()
     assert "Training queries: 24; without a judgement" in summary and "thin training data" not in summary
+
+
+def test_published_weights_are_readable_as_the_umask_allows(workflow):
+    """safetensors writes weights at 0600; the published checkpoints follow the umask (read bits:
+    a checkpoint may be made read-only, never unreadable to the group the umask admits)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    weights = sorted((workflow / "results" / "tiny" / "checkpoints").rglob("*.safetensors"))
+    modes = {oct(stat.S_IMODE(path.stat().st_mode) & 0o444) for path in weights}
+    assert weights and modes == {oct(0o444 & ~mask)}, (modes, weights[:2])
 
 
 def test_a_corpus_edit_reruns_the_duplicate_check(workflow, collection):
