@@ -294,3 +294,24 @@ def test_bad_ids_and_shared_queries_stop_the_workflow_before_any_training_job(
     failed = [text for text in logs.values() if message in text and str(local) in text]
     assert result.returncode != 0 and failed, (result.stdout + result.stderr)[-3000:]
     assert not (workdir / "results" / "tiny" / "logs" / "train").exists()
+
+
+def test_thin_training_data_warns_in_the_examples_job_before_training(collection, tmp_path):
+    """20 of the 24 training queries judged below examples.positive_threshold (2): the examples job,
+    which runs before any training job, writes the warning to counts.json (the summary and the
+    answer page show it) and to its log."""
+    local = shutil.copytree(collection, tmp_path / "local")
+    qrels = local / "qrels" / "train.txt"
+    kept = sorted({line.split()[0] for line in qrels.read_text().splitlines()})[:4]
+    _replace_lines(
+        qrels,
+        lambda lines: [line if line.split()[0] in kept else f"{line.rsplit(' ', 1)[0]} 1" for line in lines],
+    )
+    workdir = workflow_copy(tmp_path / "w", local)
+    completed(workdir, "results/tiny/examples/counts.json")
+    counts = json.loads((workdir / "results" / "tiny" / "examples" / "counts.json").read_text())
+    assert counts["queries"] == 24 and counts["without_positive"] == 20, counts
+    (warning,) = counts["warnings"]
+    assert warning.startswith("thin training data (pointwise examples): 20 of 24 training queries (83%")
+    assert warning in (workdir / "results" / "tiny" / "logs" / "examples" / "build.log").read_text()
+    assert not (workdir / "results" / "tiny" / "logs" / "train").exists()
