@@ -1,6 +1,7 @@
 # Helpers shared by the rule files (config validation, paths, target lists, JSON params).
 import copy
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from rerank_scaling.evaluation.checkpoints import EvalSettings
 from rerank_scaling.grid import Grid, RunSpec
 from rerank_scaling.job_resources import JobSizes, resources_for
 from rerank_scaling.laws.table_names import TABLES as LAW_TABLES
+from rerank_scaling.planning.gpu_fit import PLANNED_GPU_ENV, planned_gpu_json
 from rerank_scaling.config_resource_checks import memory_plans
 from rerank_scaling.data.annotation_files import annotation_files
 from rerank_scaling.data.source_digests import part_section, record_source_digests
@@ -326,6 +328,12 @@ MEMORY_PLANS = memory_plans(config)
 for _note in sorted({plan.note for plan in MEMORY_PLANS.values() if plan.note}):
     print(f"memory preflight: {_note}", file=sys.stderr)
 
+# The GPU those plans are for, in the environment every job inherits (locally, and through sbatch
+# --export=ALL): a GPU job checks the card it got against it at start-up (planning.gpu_fit), and
+# re-plans its micro-batches or stops naming the card and the fix. Not a param, so that changing it
+# re-runs nothing. cluster.gpu_constraint asks SLURM for such cards (job_resources.placement).
+os.environ[PLANNED_GPU_ENV] = planned_gpu_json(config["gpu_memory_gb"], config["planning"]["gpu_name"])
+
 
 # What every job asks the cluster for (rerank_scaling.job_resources): the GPU partition for the rules
 # that run a model, the CPU partition for the rest, the account, and memory and time sized per model
@@ -340,7 +348,8 @@ SIZES = JobSizes.from_config(
 
 def job_resources(rule_name, **values):
     """A rule's resources: placement (partition, account, gpu) plus ``values`` (mem_mb and runtime
-    in MB and minutes, clamped), for a rule's ``resources: **job_resources(...)``."""
+    in MB and minutes, grown with the attempt and clamped; or functions of wildcards and attempt),
+    for a rule's ``resources: **job_resources(...)``."""
     return resources_for(SIZES, rule_name, **values)
 
 
@@ -348,7 +357,7 @@ def train_resources():
     return job_resources(
         "train",
         mem_mb=lambda wildcards, attempt: SIZES.model_mem_mb("train", wildcards.run, attempt),
-        runtime=lambda wildcards: SIZES.train_runtime(wildcards.run),
+        runtime=lambda wildcards, attempt: SIZES.train_runtime(wildcards.run, attempt),
         # SIGTERM 120 s before the time limit (SLURM's default notice is KillWait, often 30 s): the
         # trainer saves its state at the end of the current step, and the retry resumes from there
         slurm_extra="'--signal=TERM@120'",
@@ -361,7 +370,9 @@ def evaluation_resources(rule_name, checkpoints_per_split):
     return job_resources(
         rule_name,
         mem_mb=lambda wildcards, attempt: SIZES.model_mem_mb("evaluate", wildcards.run, attempt),
-        runtime=lambda wildcards: SIZES.evaluation_runtime(wildcards.run, checkpoints_per_split(wildcards)),
+        runtime=lambda wildcards, attempt: SIZES.evaluation_runtime(
+            wildcards.run, checkpoints_per_split(wildcards), attempt
+        ),
     )
 
 

@@ -139,7 +139,13 @@ rule merge_metrics:
         csv=f"{RESULTS}/metrics/all.csv",
         per_query=f"{RESULTS}/metrics/per_query.parquet",
     resources:
-        **job_resources("merge_metrics", mem_mb=4000, runtime=30),
+        # streamed run by run: one file and one run's rows (rerank_scaling.cpu_memory, measured)
+        **job_resources(
+            "merge_metrics",
+            **SIZES.cpu_job(
+                "merge_metrics", SIZES.merge_counts(len(GRID.run_ids()), len(GRID.checkpoint_indices()))
+            ),
+        ),
     log:
         log_path("eval", "merge"),
     benchmark:

@@ -5,6 +5,7 @@ partitions) and no --set-resources / --default-resources on the command line."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import math
@@ -16,12 +17,15 @@ import pytest
 from conftest import REPO, copy_workflow, dry_run_jobs, readme_block
 
 from rerank_scaling.config import load_config
+from rerank_scaling.cpu_memory import EXAMPLES, MERGE
 from rerank_scaling.job_resources import (
     BM25_FALLBACK_MINUTES,
     BM25_RATES,
+    CPU_MEMORY_MARGIN,
     JVM_NATIVE_MB,
     ClusterSettings,
     JobSizes,
+    resources_for,
 )
 from rerank_scaling.workload import Workload, config_workload
 
@@ -162,3 +166,87 @@ def test_bm25_rates_are_the_measured_ones():
     measured = json.loads(text.split("```json\n", 1)[1].split("```", 1)[0])
     for name, value in vars(BM25_RATES).items():
         assert value == measured[name], name
+
+
+def test_cpu_jobs_that_grow_with_the_data_are_sized_by_the_measured_model(paper_jobs):
+    """training_examples and merge_metrics: the cpu_memory model of the paper's data, with its
+    margin, not a fixed 4000 MB (about 11 GB measured for training_examples at full size)."""
+    config = load_config(REPO / "config.paper.yaml")
+    sizes = JobSizes.from_config(config, config_workload(config), {})
+    declared = {job["rule"]: job["resources"] for job in paper_jobs}
+    counts = sizes.examples_counts()
+    assert counts is not None and counts.queries == 200_000 and counts.passages == 8_841_823
+    examples_mb = math.ceil(CPU_MEMORY_MARGIN * EXAMPLES.peak_mb(counts))
+    assert int(declared["training_examples"]["mem_mb"]) == examples_mb > 10_000
+    runs = len({job["wildcards"]["run"] for job in paper_jobs if job["rule"] == "train"})
+    merge = sizes.merge_counts(runs, config["training"]["checkpoints"])
+    assert merge is not None and merge.largest_file_rows == 7127 * 16  # a checkpoint's 4 splits x 16 metrics
+    merge_mb = max(math.ceil(CPU_MEMORY_MARGIN * MERGE.peak_mb(merge)), 1000)
+    assert int(declared["merge_metrics"]["mem_mb"]) == merge_mb
+    for rule, seconds in (
+        ("training_examples", EXAMPLES.seconds(counts)),
+        ("merge_metrics", MERGE.seconds(merge)),
+    ):
+        assert int(declared[rule]["runtime"]) == sizes.margin_minutes(seconds), rule
+
+
+def test_merge_memory_does_not_grow_with_the_grid_and_examples_memory_grows_with_the_data():
+    config = load_config(REPO / "config.paper.yaml")
+    workload = config_workload(config)
+    sizes = JobSizes.from_config(config, workload, {})
+    small, large = sizes.merge_counts(18, 20), sizes.merge_counts(180, 20)
+    assert MERGE.peak_mb(small) == MERGE.peak_mb(large) and MERGE.seconds(small) < MERGE.seconds(large)
+    half = JobSizes.from_config(
+        config,
+        Workload(
+            workload.train_positives // 2, workload.eval_queries, workload.documents // 2, {"train": 100_000}
+        ),
+        {},
+    )
+    assert EXAMPLES.peak_mb(half.examples_counts()) < EXAMPLES.peak_mb(sizes.examples_counts())
+    unknown = JobSizes.from_config(config, Workload(None), {})
+    assert unknown.examples_counts() is None and unknown.merge_counts(18, 20) is None
+    assert unknown.cpu_job("training_examples", None) == {"mem_mb": 4000, "runtime": 60}
+
+
+def test_every_rules_time_and_memory_grow_with_the_attempt():
+    """Each rule's resources are functions of the attempt: a retry after an out-of-memory kill or a
+    time limit asks for more, up to the cluster's caps."""
+    config = load_config(REPO / "config.paper.yaml")
+    sizes = JobSizes.from_config(config, config_workload(config), {})
+    fixed = resources_for(sizes, "prepare_data", mem_mb=1000, runtime=10)
+    sized = resources_for(
+        sizes, "training_examples", **sizes.cpu_job("training_examples", sizes.examples_counts())
+    )
+    for resources in (fixed, sized):
+        for key in ("mem_mb", "runtime"):
+            first, second = resources[key](None, 1), resources[key](None, 2)
+            assert second == 2 * first, (key, first, second)
+    assert fixed["mem_mb"](None, 1) == 1000 and fixed["runtime"](None, 3) == 30
+    caps = {**config["cluster"], "max_mem_mb": 1500, "max_runtime": 15}
+    capped = JobSizes.from_config({**config, "cluster": caps}, Workload(None), {})
+    assert resources_for(capped, "plan", mem_mb=1000)["mem_mb"](None, 2) == 1500
+    assert capped.train_runtime("ettin-17m__pointwise__full__s42", 2) <= 15
+
+
+def test_cpu_memory_coefficients_are_the_measured_ones():
+    """cpu_memory.EXAMPLES and MERGE hold the numbers of benchmarks/results/cpu_memory.md."""
+    text = (REPO / "benchmarks" / "results" / "cpu_memory.md").read_text()
+    measured = json.loads(text.split("```json\n", 1)[1].split("```", 1)[0])
+    assert dataclasses.asdict(EXAMPLES) == measured["examples"]
+    assert dataclasses.asdict(MERGE) == measured["merge"]
+    assert "**off**" not in text  # every held-out check within the tolerance
+
+
+def test_gpu_jobs_carry_the_gpu_constraint_and_cpu_jobs_do_not():
+    config = load_config(REPO / "config.paper.yaml")
+    cluster = ClusterSettings.of(gpu_constraint="h100|h200")
+    sizes = JobSizes(config, cluster, Workload(None), {}, {})
+    assert sizes.placement("train")["constraint"] == "h100|h200"
+    assert sizes.placement("evaluate_part")["constraint"] == "h100|h200"
+    assert "constraint" not in sizes.placement("training_examples")
+    on_cpu = JobSizes({**config, "device": "cpu"}, cluster, Workload(None), {}, {})
+    assert "constraint" not in on_cpu.placement("train")
+    assert "constraint" not in JobSizes(config, ClusterSettings.of(), Workload(None), {}, {}).placement(
+        "train"
+    )

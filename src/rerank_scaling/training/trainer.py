@@ -41,6 +41,7 @@ from typing import Any
 
 from rerank_scaling.device import resolve_device
 from rerank_scaling.grid import RunSpec
+from rerank_scaling.planning.gpu_fit import checked_plan
 from rerank_scaling.planning.memory import MemoryPlan, MemoryShape, plan_memory
 from rerank_scaling.precision import fp32_score_layer, resolve_precision
 from rerank_scaling.settings import without
@@ -199,6 +200,9 @@ def train_run(
     )
     batch = settings.pointwise_batch_size if objective == "pointwise" else settings.group_queries_per_batch
     plan = run_memory_plan(memory, model.model.config, dataset, objective, batch, settings, half, run)
+    plan = checked_plan(
+        plan, device, run_memory_plan, (model.model.config, dataset, objective, batch, settings, half, run)
+    )
     if plan.gradient_checkpointing:
         enable_checkpointing(model.model)
     total = total_steps(settings, len(dataset), batch, data_fraction)
