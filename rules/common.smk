@@ -10,6 +10,7 @@ from rerank_scaling import workflow_time
 from rerank_scaling.config import validate_config, validate_config_files
 from rerank_scaling.evaluation.checkpoints import EvalSettings
 from rerank_scaling.grid import Grid, RunSpec
+from rerank_scaling.eval_bundles import evaluation_bundles
 from rerank_scaling.job_resources import JobSizes, resources_for
 from rerank_scaling.laws.table_names import TABLES as LAW_TABLES
 from rerank_scaling.planning.gpu_fit import PLANNED_GPU_ENV, planned_gpu_json
@@ -204,18 +205,23 @@ def run_tokens_dir(wildcards):
 
 
 def run_metric_tables(wildcards=None):
-    """The per-job metric tables merged into metrics/all.parquet, by evaluation.unit."""
+    """The per-job metric tables merged into metrics/all.parquet: each evaluation bundle's (BUNDLES),
+    then the other runs' by evaluation.unit."""
+    bundles = [f"{RESULTS}/eval/bundles/{name}/metrics.parquet" for name in BUNDLES]
+    runs = [run for run in GRID.run_ids() if run not in BUNDLE_OF]
     if eval_unit() == "run":
-        return [f"{RESULTS}/eval/{run}/metrics.parquet" for run in GRID.run_ids()]
-    return [f"{RESULTS}/eval/{run}/parts/{part}.parquet" for run in GRID.run_ids() for part in eval_parts()]
+        return bundles + [f"{RESULTS}/eval/{run}/metrics.parquet" for run in runs]
+    return bundles + [f"{RESULTS}/eval/{run}/parts/{part}.parquet" for run in runs for part in eval_parts()]
 
 
 def run_per_query_tables(wildcards=None):
-    """The per-query tables written beside run_metric_tables, by the same jobs."""
-    per_run = eval_unit() == "run"  # eval/<run>/per_query.parquet, else parts/<part>.per_query.parquet
+    """The per-query tables written beside run_metric_tables, by the same jobs: per_query.parquet
+    beside a metrics.parquet, else parts/<part>.per_query.parquet."""
+    paths = [Path(path) for path in run_metric_tables()]
+    beside = {path: path.name == "metrics.parquet" for path in paths}
     return [
-        str(Path(path).with_name("per_query.parquet") if per_run else Path(path).with_suffix(".per_query.parquet"))
-        for path in run_metric_tables()
+        str(path.with_name("per_query.parquet") if beside[path] else path.with_suffix(".per_query.parquet"))
+        for path in paths
     ]
 
 
@@ -381,6 +387,49 @@ def run_checkpoints_per_split(wildcards):
     final_only = config["evaluation"]["final_only_splits"]
     every = len(GRID.checkpoint_indices())
     return {split: 1 if split in final_only else every for split in eval_splits()}
+
+
+# Evaluation bundles (rerank_scaling.eval_bundles): the runs whose evaluation.unit jobs would spend
+# more than cluster.max_setup_share of their time on set-up (imports, parse, table reads), by the
+# cost model, are scored whole, several a job, by rule evaluate_bundle.
+BUNDLES = {
+    f"b{index}": runs
+    for index, runs in enumerate(evaluation_bundles(SIZES, GRID.run_ids(), len(GRID.checkpoint_indices())))
+}
+BUNDLE_OF = {run: name for name, runs in BUNDLES.items() for run in runs}
+
+
+def bundle_sidecars(wildcards):
+    """Every checkpoint sidecar of every run of the bundle."""
+    return [
+        f"{RESULTS}/checkpoints/{run}/ckpt-{k:02d}/checkpoint.json"
+        for run in BUNDLES[wildcards.bundle]
+        for k in GRID.checkpoint_indices()
+    ]
+
+
+def bundle_token_files(wildcards):
+    """The tokenized pairs of each model of the bundle's runs (none for the scratch family)."""
+    models = dict.fromkeys(RunSpec.parse(run).model for run in BUNDLES[wildcards.bundle])
+    return [
+        path
+        for model in models
+        if GRID.model(model)["family"] != "scratch"
+        for path in expand(f"{RESULTS}/eval/tokens/{model}/{{split}}.parquet", split=eval_splits())
+    ]
+
+
+def bundle_resources():
+    """An evaluate_bundle job: the largest model's memory, the time of all its runs' scoring."""
+    return job_resources(
+        "evaluate_bundle",
+        mem_mb=lambda wildcards, attempt: max(
+            SIZES.model_mem_mb("evaluate", run, attempt) for run in BUNDLES[wildcards.bundle]
+        ),
+        runtime=lambda wildcards, attempt: SIZES.bundle_runtime(
+            BUNDLES[wildcards.bundle], run_checkpoints_per_split(wildcards), attempt
+        ),
+    )
 
 
 def part_checkpoints_per_split(wildcards):

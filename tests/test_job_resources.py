@@ -18,6 +18,7 @@ from conftest import REPO, copy_workflow, dry_run_jobs, readme_block
 
 from rerank_scaling.config import load_config
 from rerank_scaling.cpu_memory import EXAMPLES, MERGE
+from rerank_scaling.eval_bundles import EVAL_SETUP, evaluation_bundles, setup_share
 from rerank_scaling.job_resources import (
     BM25_FALLBACK_MINUTES,
     BM25_RATES,
@@ -31,7 +32,7 @@ from rerank_scaling.workload import Workload, config_workload
 
 PLUGIN_DIR = REPO / ".venv" / "slurm-extra"  # scripts/install_slurm_test_deps.sh
 CLUSTER = {"account": "acct1", "gpu_partition": "gpu-h100", "cpu_partition": "cpu-std"}
-GPU_RULES = {"train", "evaluate_run", "evaluate_part", "plan"}
+GPU_RULES = {"train", "evaluate_run", "evaluate_part", "evaluate_bundle", "plan"}
 SIZES = ["ettin-17m", "ettin-32m", "ettin-68m", "ettin-150m", "ettin-400m", "ettin-1b"]
 
 
@@ -58,7 +59,7 @@ def paper_jobs(tmp_path_factory) -> list[dict]:
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
     jobs = [job for job in dry_run_jobs(output) if job["rule"] != "all"]
-    assert len(jobs) > 390, output[-3000:]
+    assert len(jobs) > 190, output[-3000:]  # the small models' evaluation bundled (eval_bundles)
     return jobs
 
 
@@ -79,6 +80,11 @@ def test_every_model_rule_goes_to_the_gpu_partition_and_the_rest_to_the_cpu_part
 
 
 def test_time_and_memory_of_model_jobs_are_sized_per_model(paper_jobs):
+    scored_by_parts = {
+        job["wildcards"]["run"].split("__")[0] for job in paper_jobs if job["rule"] == "evaluate_part"
+    }
+    expected = {"train": SIZES, "evaluate_part": [size for size in SIZES if size in scored_by_parts]}
+    assert "ettin-1b" in expected["evaluate_part"]  # large models keep one job per checkpoint
     by_model: dict[str, dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
     for job in paper_jobs:
         if job["rule"] in ("train", "evaluate_part"):
@@ -86,13 +92,15 @@ def test_time_and_memory_of_model_jobs_are_sized_per_model(paper_jobs):
             key = f"{job['rule']}:{objective}"
             by_model[key][model].add((int(job["resources"]["runtime"]), int(job["resources"]["mem_mb"])))
     for key, models in by_model.items():
-        assert list(models) == SIZES or sorted(models, key=SIZES.index) == SIZES, key
+        names = expected[key.split(":")[0]]
+        assert sorted(models, key=SIZES.index) == names, key
         # one size per (rule, objective, model), growing with the model
-        sizes = [models[name] for name in SIZES]
+        sizes = [models[name] for name in names]
         assert all(len(s) == 1 for s in sizes), (key, sizes)
         runtimes = [next(iter(s))[0] for s in sizes]
         memory = [next(iter(s))[1] for s in sizes]
-        assert runtimes == sorted(runtimes) and runtimes[-1] > 3 * runtimes[0], (key, runtimes)
+        growth = 3 if len(names) == len(SIZES) else 1  # 17M to 1B; the per-checkpoint jobs: 400M to 1B
+        assert runtimes == sorted(runtimes) and runtimes[-1] > growth * runtimes[0], (key, runtimes)
         assert memory == sorted(memory) and memory[-1] > memory[0], (key, memory)
     # the README's "at most 15 minutes" evaluation job gets a limit near it, not 12 hours
     part_1b = next(iter(by_model["evaluate_part:pointwise"]["ettin-1b"]))[0]
@@ -250,3 +258,35 @@ def test_gpu_jobs_carry_the_gpu_constraint_and_cpu_jobs_do_not():
     assert "constraint" not in JobSizes(config, ClusterSettings.of(), Workload(None), {}, {}).placement(
         "train"
     )
+
+
+def test_eval_setup_is_the_measured_one():
+    """eval_bundles.EVAL_SETUP holds the numbers of benchmarks/results/eval_job_setup.md."""
+    text = (REPO / "benchmarks" / "results" / "eval_job_setup.md").read_text()
+    measured = json.loads(text.split("```json\n", 1)[1].split("```", 1)[0])
+    assert dataclasses.asdict(EVAL_SETUP) == measured
+
+
+def test_every_evaluation_job_of_the_paper_grid_spends_at_most_a_tenth_on_setup(paper_jobs):
+    """By the cost model and the set-up measured on a CPU: the runs whose per-checkpoint jobs would
+    mostly pay set-up (the smallest models) are scored whole, several a job (evaluate_bundle); every
+    evaluation job, bundled or not, spends at most cluster.max_setup_share (0.1) on set-up."""
+    config = load_config(REPO / "config.paper.yaml")
+    sizes = JobSizes.from_config(config, config_workload(config), {})
+    runs = sorted({job["wildcards"]["run"] for job in paper_jobs if job["rule"] == "train"})
+    checkpoints = config["training"]["checkpoints"]
+    bundles = evaluation_bundles(sizes, runs, checkpoints)
+    bundled = {run for bundle in bundles for run in bundle}
+    jobs = [job for job in paper_jobs if job["rule"] in ("evaluate_bundle", "evaluate_part")]
+    assert sum(job["rule"] == "evaluate_bundle" for job in jobs) == len(bundles) > 0
+    parts = {job["wildcards"]["run"] for job in jobs if job["rule"] == "evaluate_part"}
+    assert parts | bundled == set(runs) and not parts & bundled  # every run scored once
+    assert {run for run in runs if run.startswith("ettin-17m")} <= bundled
+    assert setup_share(sizes, [runs[0]], 1) > 0.1  # a per-checkpoint job of a small model would not be
+    shares = [setup_share(sizes, bundle, checkpoints) for bundle in bundles]
+    shares += [setup_share(sizes, [run], 1) for run in parts]
+    assert max(shares) <= 0.1, shares
+    for job in jobs:
+        assert (
+            job["resources"]["slurm_partition"] == CLUSTER["gpu_partition"] and job["resources"]["gpu"] == "1"
+        )

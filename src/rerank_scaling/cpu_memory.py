@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
+
+from rerank_scaling.workload import Workload
 
 MB = 1e6
 
@@ -118,6 +121,48 @@ class MergeCoefficients:
 
     def seconds(self, counts: MergeCounts) -> float:
         return self.start_seconds + self.seconds_per_row * counts.total_rows
+
+
+def examples_counts(config: dict[str, Any], workload: Workload) -> ExamplesCounts | None:
+    """What a validated config's ``training_examples`` job holds (None: the corpus, the train
+    queries or their positives unknown at parse time)."""
+    examples = config["examples"]
+    queries = workload.split_queries.get(config["dataset"]["train_split"])
+    if workload.documents is None or queries is None or workload.train_positives is None:
+        return None
+    if examples["max_queries"] is not None:
+        queries = min(queries, int(examples["max_queries"]))
+    return ExamplesCounts.of(
+        workload.documents,
+        queries,
+        workload.train_positives,
+        int(config["retrieval"]["depth"]),
+        int(examples["negative_depth"]),
+        int(examples["pointwise_negatives"]),
+        int(examples["group_negatives"]),
+    )
+
+
+def merge_counts(
+    config: dict[str, Any], workload: Workload, runs: int, checkpoints: int
+) -> MergeCounts | None:
+    """What ``merge_metrics`` holds and reads of ``runs`` runs' per-query tables at ``checkpoints``
+    evaluated checkpoints each (None: a split's queries unknown): a file is a run's, a checkpoint's
+    or a (checkpoint, split)'s rows by ``evaluation.unit``; a run keeps two checkpoints' rows."""
+    from rerank_scaling.evaluation.metrics import MetricSettings, metric_names
+    from rerank_scaling.settings import settings_of
+
+    queries, splits = workload.eval_queries, config["dataset"]["eval_splits"]
+    if any(split not in queries for split in splits):
+        return None
+    metrics = len(metric_names(settings_of(MetricSettings, config["evaluation"])))
+    per_checkpoint = sum(queries[split] for split in splits) * metrics
+    largest = {
+        "run": checkpoints * per_checkpoint,
+        "checkpoint": per_checkpoint,
+        "checkpoint_split": max(queries[split] for split in splits) * metrics,
+    }[config["evaluation"]["unit"]]
+    return MergeCounts(largest, 2 * per_checkpoint, (runs * checkpoints + 1) * per_checkpoint)
 
 
 #: The measured coefficients (``benchmarks/results/cpu_memory.md``'s JSON block; a test checks

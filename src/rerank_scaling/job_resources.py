@@ -8,10 +8,10 @@ One owner for the numbers the rules' ``resources:`` blocks declare (``rules/comm
   :data:`MODEL_RULES`, go to ``cluster.gpu_partition``, every other rule to
   ``cluster.cpu_partition``; every rule carries ``cluster.account``. A key left null is not set,
   so the executor's own choice (or ``--default-resources``) applies.
-* **GPUs**: a model rule asks for one GPU when the config's ``device`` is ``cuda``, on nodes with
-  the feature ``cluster.gpu_constraint`` when set (the plugin's ``constraint``: ``sbatch -C``), the
-  cards of ``gpu_memory_gb`` that the memory preflight planned for (each GPU job checks its card at
-  start-up: :mod:`rerank_scaling.planning.gpu_fit`).
+* **GPUs** (:data:`MODEL_RULES`): a model rule asks for one GPU when the config's ``device`` is
+  ``cuda``, on nodes with the feature ``cluster.gpu_constraint`` when set (the plugin's
+  ``constraint``: ``sbatch -C``), the cards of ``gpu_memory_gb`` that the memory preflight planned
+  for (each GPU job checks its card at start-up: :mod:`rerank_scaling.planning.gpu_fit`).
 * **time** (minutes): a model job's FLOPs from the planning cost model
   (:class:`rerank_scaling.planning.encoder_flops.EncoderShape`; every sequence at ``training.max_length``
   tokens, an upper bound) over the achieved FLOP/s ``planning.peak_flops x planning.mfu``, times
@@ -50,7 +50,14 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from rerank_scaling.cpu_memory import EXAMPLES, MERGE, ExamplesCounts, MergeCounts
+from rerank_scaling.cpu_memory import (
+    EXAMPLES,
+    MERGE,
+    ExamplesCounts,
+    MergeCounts,
+    examples_counts,
+    merge_counts,
+)
 from rerank_scaling.grid import RunSpec
 from rerank_scaling.planning.encoder_flops import EncoderShape
 from rerank_scaling.settings import SectionSettings
@@ -60,7 +67,7 @@ if TYPE_CHECKING:
     from rerank_scaling.data.bm25 import Bm25Settings
 
 #: The rules that load a model and run it: on the GPU partition, one GPU each under device: cuda.
-MODEL_RULES = ("train", "evaluate_run", "evaluate_part", "plan")
+MODEL_RULES = ("train", "evaluate_run", "evaluate_part", "evaluate_bundle", "plan")
 
 #: Host bytes per parameter beyond the section's mem_mb: fp32 weights read from disk, and the fp32
 #: copy a checkpoint export serialises (training); the weights read (evaluation).
@@ -122,6 +129,7 @@ class ClusterSettings(SectionSettings):
     max_runtime: int
     min_mem_mb: int
     max_mem_mb: int
+    max_setup_share: float | None
 
 
 def encoder_shape(spec: dict[str, Any], config: dict[str, Any]) -> EncoderShape:
@@ -267,14 +275,25 @@ class JobSizes:
     def evaluation_runtime(self, run_id: str, checkpoints_per_split: dict[str, int], attempt: int = 1) -> int:
         """Time of one evaluation job of ``run_id`` scoring ``checkpoints_per_split[split]``
         checkpoints of each split."""
+        flops = self.evaluation_flops(run_id, checkpoints_per_split)
+        return self._minutes(flops, self.config["evaluation"]["runtime"], attempt)
+
+    def evaluation_flops(self, run_id: str, checkpoints_per_split: dict[str, int]) -> float | None:
+        """FLOPs of scoring ``checkpoints_per_split[split]`` checkpoints of ``run_id`` on each split
+        (None: the model's shape or a split's queries unknown)."""
         cost = self.models[RunSpec.parse(run_id).model]
         queries = self.workload.eval_queries
-        flops = None
-        if cost is not None and all(split in queries for split in checkpoints_per_split):
-            depth = int(self.config["evaluation"]["rerank_depth"])
-            pairs = sum(queries[split] * depth * n for split, n in checkpoints_per_split.items())
-            flops = pairs * cost.shape.forward_flops(self.config["training"]["max_length"])
-        return self._minutes(flops, self.config["evaluation"]["runtime"], attempt)
+        if cost is None or any(split not in queries for split in checkpoints_per_split):
+            return None
+        depth = int(self.config["evaluation"]["rerank_depth"])
+        pairs = sum(queries[split] * depth * n for split, n in checkpoints_per_split.items())
+        return pairs * cost.shape.forward_flops(self.config["training"]["max_length"])
+
+    def bundle_runtime(self, runs: list[str], checkpoints_per_split: dict[str, int], attempt: int = 1) -> int:
+        """Time of one evaluation job scoring every run of ``runs`` (:meth:`evaluation_bundles`)."""
+        flops = [self.evaluation_flops(run, checkpoints_per_split) for run in runs]
+        total = None if None in flops else sum(flops)  # type: ignore[arg-type]
+        return self._minutes(total, self.config["evaluation"]["runtime"] * len(runs), attempt)
 
     def model_mem_mb(self, stage: str, run_id: str, attempt: int = 1) -> int:
         """Host memory of a ``stage`` (train | evaluate) job of ``run_id``."""
@@ -323,44 +342,12 @@ class JobSizes:
     # --- CPU jobs sized from the data (rerank_scaling.cpu_memory) -----------------------------------
 
     def examples_counts(self) -> ExamplesCounts | None:
-        """What the ``training_examples`` job holds, from the workload and the examples section
-        (None: the corpus, the train queries or their positives are unknown at parse time)."""
-        workload, examples = self.workload, self.config["examples"]
-        queries = workload.split_queries.get(self.config["dataset"]["train_split"])
-        if workload.documents is None or queries is None or workload.train_positives is None:
-            return None
-        if examples["max_queries"] is not None:
-            queries = min(queries, int(examples["max_queries"]))
-        return ExamplesCounts.of(
-            workload.documents,
-            queries,
-            workload.train_positives,
-            int(self.config["retrieval"]["depth"]),
-            int(examples["negative_depth"]),
-            int(examples["pointwise_negatives"]),
-            int(examples["group_negatives"]),
-        )
+        """What the ``training_examples`` job holds (:func:`rerank_scaling.cpu_memory.examples_counts`)."""
+        return examples_counts(self.config, self.workload)
 
     def merge_counts(self, runs: int, checkpoints: int) -> MergeCounts | None:
-        """What ``merge_metrics`` holds and reads of ``runs`` runs' per-query tables at
-        ``checkpoints`` evaluated checkpoints each (None: a split's queries are unknown): a file is a
-        run's, a checkpoint's or a (checkpoint, split)'s rows by ``evaluation.unit``; a run keeps two
-        checkpoints' rows."""
-        from rerank_scaling.evaluation.metrics import MetricSettings, metric_names
-        from rerank_scaling.settings import settings_of
-
-        queries, splits = self.workload.eval_queries, self.config["dataset"]["eval_splits"]
-        if any(split not in queries for split in splits):
-            return None
-        metrics = len(metric_names(settings_of(MetricSettings, self.config["evaluation"])))
-        per_checkpoint = sum(queries[split] for split in splits) * metrics
-        unit = self.config["evaluation"]["unit"]
-        largest = {
-            "run": checkpoints * per_checkpoint,
-            "checkpoint": per_checkpoint,
-            "checkpoint_split": max(queries[split] for split in splits) * metrics,
-        }[unit]
-        return MergeCounts(largest, 2 * per_checkpoint, (runs * checkpoints + 1) * per_checkpoint)
+        """What ``merge_metrics`` holds (:func:`rerank_scaling.cpu_memory.merge_counts`)."""
+        return merge_counts(self.config, self.workload, runs, checkpoints)
 
     def cpu_job(self, rule: str, counts: ExamplesCounts | MergeCounts | None) -> dict[str, Any]:
         """mem_mb and runtime of a data-sized CPU job (functions of the attempt) from its ``counts``
