@@ -13,6 +13,7 @@ from rerank_scaling.grid import Grid, RunSpec
 from rerank_scaling.eval_bundles import evaluation_bundles
 from rerank_scaling.job_resources import JobSizes, resources_for
 from rerank_scaling.laws.table_names import TABLES as LAW_TABLES
+from rerank_scaling.model_pins import PIN_FILE, pinned_models, read_pins
 from rerank_scaling.planning.gpu_fit import PLANNED_GPU_ENV, planned_gpu_json
 from rerank_scaling.config_resource_checks import memory_plans
 from rerank_scaling.data.annotation_files import annotation_files
@@ -28,6 +29,14 @@ from rerank_scaling.workload import config_workload
 # code) re-runs nothing. Each job fills the schema's defaults into the sections it is passed
 # (rerank_scaling.settings.settings_from_dict), as validate_config does for `config` here.
 WRITTEN = copy.deepcopy(config)
+
+# Pinned revisions (rerank_scaling.model_pins): `./run.sh --prefetch --pin` wrote PIN_FILE; every hub
+# model named without a revision loads the commit it lists (not while the prefetch re-pins).
+if not os.environ.get("RERANK_SCALING_PIN"):
+    _PINS = read_pins(PIN_FILE)
+    for _section in (config, WRITTEN):
+        if "models" in _section:
+            _section["models"] = pinned_models(_section["models"], _PINS)
 
 # Fails at parse time, before any job runs, naming the field (or file:line) and the fix; then every
 # section of `config` has every key (the schema's defaults, applied once: rerank_scaling.config).

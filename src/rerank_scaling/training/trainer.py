@@ -41,6 +41,7 @@ from typing import Any
 
 from rerank_scaling.device import resolve_device
 from rerank_scaling.grid import RunSpec
+from rerank_scaling.model_pins import model_commit
 from rerank_scaling.planning.gpu_fit import checked_plan
 from rerank_scaling.planning.memory import MemoryPlan, MemoryShape, plan_memory
 from rerank_scaling.precision import fp32_score_layer, resolve_precision
@@ -283,6 +284,7 @@ def train_run(
                 "wall_s": clock["offset"] + time.perf_counter() - clock["start"],
                 "loss": clock["loss"],
                 "device": device,
+                "model_commit": model_commit(spec),  # the hub snapshot's commit (None: not a hub model)
                 "train_precision": precision,
                 "attn_implementation": attn_used,
                 "gradient_checkpointing": plan.gradient_checkpointing,
