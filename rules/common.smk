@@ -1,6 +1,7 @@
 # Helpers shared by the rule files (config validation, paths, target lists, JSON params).
 import copy
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -9,8 +10,11 @@ from rerank_scaling import workflow_time
 from rerank_scaling.config import validate_config, validate_config_files
 from rerank_scaling.evaluation.checkpoints import EvalSettings
 from rerank_scaling.grid import Grid, RunSpec
+from rerank_scaling.eval_bundles import evaluation_bundles
 from rerank_scaling.job_resources import JobSizes, resources_for
 from rerank_scaling.laws.table_names import TABLES as LAW_TABLES
+from rerank_scaling.model_pins import PIN_FILE, pinned_models, read_pins
+from rerank_scaling.planning.gpu_fit import PLANNED_GPU_ENV, planned_gpu_json
 from rerank_scaling.config_resource_checks import memory_plans
 from rerank_scaling.data.annotation_files import annotation_files
 from rerank_scaling.data.source_digests import part_section, record_source_digests
@@ -25,6 +29,14 @@ from rerank_scaling.workload import config_workload
 # code) re-runs nothing. Each job fills the schema's defaults into the sections it is passed
 # (rerank_scaling.settings.settings_from_dict), as validate_config does for `config` here.
 WRITTEN = copy.deepcopy(config)
+
+# Pinned revisions (rerank_scaling.model_pins): `./run.sh --prefetch --pin` wrote PIN_FILE; every hub
+# model named without a revision loads the commit it lists (not while the prefetch re-pins).
+if not os.environ.get("RERANK_SCALING_PIN"):
+    _PINS = read_pins(PIN_FILE)
+    for _section in (config, WRITTEN):
+        if "models" in _section:
+            _section["models"] = pinned_models(_section["models"], _PINS)
 
 # Fails at parse time, before any job runs, naming the field (or file:line) and the fix; then every
 # section of `config` has every key (the schema's defaults, applied once: rerank_scaling.config).
@@ -202,18 +214,23 @@ def run_tokens_dir(wildcards):
 
 
 def run_metric_tables(wildcards=None):
-    """The per-job metric tables merged into metrics/all.parquet, by evaluation.unit."""
+    """The per-job metric tables merged into metrics/all.parquet: each evaluation bundle's (BUNDLES),
+    then the other runs' by evaluation.unit."""
+    bundles = [f"{RESULTS}/eval/bundles/{name}/metrics.parquet" for name in BUNDLES]
+    runs = [run for run in GRID.run_ids() if run not in BUNDLE_OF]
     if eval_unit() == "run":
-        return [f"{RESULTS}/eval/{run}/metrics.parquet" for run in GRID.run_ids()]
-    return [f"{RESULTS}/eval/{run}/parts/{part}.parquet" for run in GRID.run_ids() for part in eval_parts()]
+        return bundles + [f"{RESULTS}/eval/{run}/metrics.parquet" for run in runs]
+    return bundles + [f"{RESULTS}/eval/{run}/parts/{part}.parquet" for run in runs for part in eval_parts()]
 
 
 def run_per_query_tables(wildcards=None):
-    """The per-query tables written beside run_metric_tables, by the same jobs."""
-    per_run = eval_unit() == "run"  # eval/<run>/per_query.parquet, else parts/<part>.per_query.parquet
+    """The per-query tables written beside run_metric_tables, by the same jobs: per_query.parquet
+    beside a metrics.parquet, else parts/<part>.per_query.parquet."""
+    paths = [Path(path) for path in run_metric_tables()]
+    beside = {path: path.name == "metrics.parquet" for path in paths}
     return [
-        str(Path(path).with_name("per_query.parquet") if per_run else Path(path).with_suffix(".per_query.parquet"))
-        for path in run_metric_tables()
+        str(path.with_name("per_query.parquet") if beside[path] else path.with_suffix(".per_query.parquet"))
+        for path in paths
     ]
 
 
@@ -326,6 +343,12 @@ MEMORY_PLANS = memory_plans(config)
 for _note in sorted({plan.note for plan in MEMORY_PLANS.values() if plan.note}):
     print(f"memory preflight: {_note}", file=sys.stderr)
 
+# The GPU those plans are for, in the environment every job inherits (locally, and through sbatch
+# --export=ALL): a GPU job checks the card it got against it at start-up (planning.gpu_fit), and
+# re-plans its micro-batches or stops naming the card and the fix. Not a param, so that changing it
+# re-runs nothing. cluster.gpu_constraint asks SLURM for such cards (job_resources.placement).
+os.environ[PLANNED_GPU_ENV] = planned_gpu_json(config["gpu_memory_gb"], config["planning"]["gpu_name"])
+
 
 # What every job asks the cluster for (rerank_scaling.job_resources): the GPU partition for the rules
 # that run a model, the CPU partition for the rest, the account, and memory and time sized per model
@@ -340,7 +363,8 @@ SIZES = JobSizes.from_config(
 
 def job_resources(rule_name, **values):
     """A rule's resources: placement (partition, account, gpu) plus ``values`` (mem_mb and runtime
-    in MB and minutes, clamped), for a rule's ``resources: **job_resources(...)``."""
+    in MB and minutes, grown with the attempt and clamped; or functions of wildcards and attempt),
+    for a rule's ``resources: **job_resources(...)``."""
     return resources_for(SIZES, rule_name, **values)
 
 
@@ -348,7 +372,7 @@ def train_resources():
     return job_resources(
         "train",
         mem_mb=lambda wildcards, attempt: SIZES.model_mem_mb("train", wildcards.run, attempt),
-        runtime=lambda wildcards: SIZES.train_runtime(wildcards.run),
+        runtime=lambda wildcards, attempt: SIZES.train_runtime(wildcards.run, attempt),
         # SIGTERM 120 s before the time limit (SLURM's default notice is KillWait, often 30 s): the
         # trainer saves its state at the end of the current step, and the retry resumes from there
         slurm_extra="'--signal=TERM@120'",
@@ -361,7 +385,9 @@ def evaluation_resources(rule_name, checkpoints_per_split):
     return job_resources(
         rule_name,
         mem_mb=lambda wildcards, attempt: SIZES.model_mem_mb("evaluate", wildcards.run, attempt),
-        runtime=lambda wildcards: SIZES.evaluation_runtime(wildcards.run, checkpoints_per_split(wildcards)),
+        runtime=lambda wildcards, attempt: SIZES.evaluation_runtime(
+            wildcards.run, checkpoints_per_split(wildcards), attempt
+        ),
     )
 
 
@@ -370,6 +396,49 @@ def run_checkpoints_per_split(wildcards):
     final_only = config["evaluation"]["final_only_splits"]
     every = len(GRID.checkpoint_indices())
     return {split: 1 if split in final_only else every for split in eval_splits()}
+
+
+# Evaluation bundles (rerank_scaling.eval_bundles): the runs whose evaluation.unit jobs would spend
+# more than cluster.max_setup_share of their time on set-up (imports, parse, table reads), by the
+# cost model, are scored whole, several a job, by rule evaluate_bundle.
+BUNDLES = {
+    f"b{index}": runs
+    for index, runs in enumerate(evaluation_bundles(SIZES, GRID.run_ids(), len(GRID.checkpoint_indices())))
+}
+BUNDLE_OF = {run: name for name, runs in BUNDLES.items() for run in runs}
+
+
+def bundle_sidecars(wildcards):
+    """Every checkpoint sidecar of every run of the bundle."""
+    return [
+        f"{RESULTS}/checkpoints/{run}/ckpt-{k:02d}/checkpoint.json"
+        for run in BUNDLES[wildcards.bundle]
+        for k in GRID.checkpoint_indices()
+    ]
+
+
+def bundle_token_files(wildcards):
+    """The tokenized pairs of each model of the bundle's runs (none for the scratch family)."""
+    models = dict.fromkeys(RunSpec.parse(run).model for run in BUNDLES[wildcards.bundle])
+    return [
+        path
+        for model in models
+        if GRID.model(model)["family"] != "scratch"
+        for path in expand(f"{RESULTS}/eval/tokens/{model}/{{split}}.parquet", split=eval_splits())
+    ]
+
+
+def bundle_resources():
+    """An evaluate_bundle job: the largest model's memory, the time of all its runs' scoring."""
+    return job_resources(
+        "evaluate_bundle",
+        mem_mb=lambda wildcards, attempt: max(
+            SIZES.model_mem_mb("evaluate", run, attempt) for run in BUNDLES[wildcards.bundle]
+        ),
+        runtime=lambda wildcards, attempt: SIZES.bundle_runtime(
+            BUNDLES[wildcards.bundle], run_checkpoints_per_split(wildcards), attempt
+        ),
+    )
 
 
 def part_checkpoints_per_split(wildcards):

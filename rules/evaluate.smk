@@ -139,7 +139,13 @@ rule merge_metrics:
         csv=f"{RESULTS}/metrics/all.csv",
         per_query=f"{RESULTS}/metrics/per_query.parquet",
     resources:
-        **job_resources("merge_metrics", mem_mb=4000, runtime=30),
+        # streamed run by run: one file and one run's rows (rerank_scaling.cpu_memory, measured)
+        **job_resources(
+            "merge_metrics",
+            **SIZES.cpu_job(
+                "merge_metrics", SIZES.merge_counts(len(GRID.run_ids()), len(GRID.checkpoint_indices()))
+            ),
+        ),
     log:
         log_path("eval", "merge"),
     benchmark:
@@ -185,3 +191,46 @@ use rule evaluate_run as evaluate_part with:
         log_path("eval", "{run}/{part}"),
     benchmark:
         benchmark_path("eval", "{run}/{part}")
+
+
+# Runs whose evaluation.unit jobs would mostly pay set-up (BUNDLES, rerank_scaling.eval_bundles) are
+# scored whole, several a job: one process, one Snakefile parse, the same cache as evaluate_run.
+rule evaluate_bundle:
+    input:
+        code=stage_code_digest("evaluation.evaluate_bundle"),
+        checkpoints=bundle_sidecars,
+        runs=expand(f"{RESULTS}/bm25/runs/{{split}}.trec", split=eval_splits()),
+        texts=expand(f"{RESULTS}/eval/texts/{{split}}.parquet", split=eval_splits()),
+        tokens=bundle_token_files,
+        qrels=expand(f"{RESULTS}/data/collection/qrels/{{split}}.txt", split=eval_splits()),
+        queries=expand(f"{RESULTS}/data/collection/queries/{{split}}.tsv", split=eval_splits()),
+    output:
+        metrics=f"{RESULTS}/eval/bundles/{{bundle}}/metrics.parquet",
+        per_query=f"{RESULTS}/eval/bundles/{{bundle}}/per_query.parquet",
+    wildcard_constraints:
+        bundle="b[0-9]+",
+    params:
+        bundle_runs=lambda wildcards: " ".join(BUNDLES[wildcards.bundle]),
+        evaluation=evaluation_json(),
+        collection=directory_of("input", "qrels", levels=2),
+        bm25_dir=directory_of("input", "runs"),
+        texts_dir=directory_of("input", "texts"),
+        splits=eval_splits(),
+        max_length=config["training"]["max_length"],
+        device=config["device"],
+        results=directory_of("output", "metrics", levels=4),
+    threads: config["evaluation"]["threads"]
+    resources:
+        **bundle_resources(),
+    log:
+        log_path("eval", "bundles/{bundle}"),
+    benchmark:
+        benchmark_path("eval", "bundles/{bundle}")
+    conda:
+        f"{ENVS}/training.yaml"
+    shell:
+        "HF_HUB_OFFLINE=1 rerank_python -m rerank_scaling.evaluation.evaluate_bundle --runs {params.bundle_runs}"
+        " --results {params.results} --collection {params.collection} --bm25-dir {params.bm25_dir}"
+        " --splits {params.splits} --settings {params.evaluation:q} --texts-dir {params.texts_dir}"
+        " --max-length {params.max_length} --device {params.device} --threads {threads}"
+        " --out {output.metrics} --per-query {output.per_query} > {log} 2>&1"

@@ -11,6 +11,7 @@ rule prefetch:
     params:
         models=section_json("models"),
         dataset=section_json("dataset"),
+        lock=PIN_FILE,  # written with ./run.sh --prefetch --pin (RERANK_SCALING_PIN), read by common.smk
     log:
         log_path("prefetch", "prefetch"),
     benchmark:
@@ -19,4 +20,4 @@ rule prefetch:
         f"{ENVS}/training.yaml"
     shell:
         "rerank_python -m rerank_scaling.data.prefetch --models {params.models:q} --dataset {params.dataset:q}"
-        " --out {output.manifest} > {log} 2>&1"
+        " --out {output.manifest} ${{RERANK_SCALING_PIN:+--lock {params.lock}}} > {log} 2>&1"

@@ -36,7 +36,7 @@ rule bm25_search:
         **job_resources(
             "bm25_search",
             mem_mb=SIZES.bm25_mem_mb(),
-            runtime=lambda wildcards: SIZES.bm25_search_runtime(wildcards.split),
+            runtime=lambda wildcards, attempt: SIZES.runtime(SIZES.bm25_search_runtime(wildcards.split), attempt),
         ),
     priority: 50  # a split whose queries BM25 cannot run fails before training starts
     log:
@@ -67,7 +67,8 @@ rule training_examples:
         collection=directory_of("input", "collection"),
         split=config["dataset"]["train_split"],
     resources:
-        **job_resources("training_examples", mem_mb=4000, runtime=60),
+        # sized from the train queries, the corpus and the negatives (rerank_scaling.cpu_memory, measured)
+        **job_resources("training_examples", **SIZES.cpu_job("training_examples", SIZES.examples_counts())),
     log:
         log_path("examples", "build"),
     benchmark:

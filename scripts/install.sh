@@ -12,7 +12,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3.11}
 if [ ! -x .venv/bin/python ]; then
-  "$PYTHON" -m venv .venv
+  # --copies: the venv's interpreter is a copy, not a symlink to this node's; its standard library
+  # still comes from the base installation (pyvenv.cfg's `home`), which every node that runs jobs
+  # must see at the same path (README, "Running the paper grid on a GPU cluster").
+  "$PYTHON" -m venv --copies .venv
+  echo "install.sh: jobs on every node need the base Python at $(sed -n 's/^home = //p' .venv/pyvenv.cfg)" >&2
 fi
 PIP=".venv/bin/python -m pip"
 $PIP install -q --upgrade pip

@@ -108,9 +108,9 @@ def test_every_rule_lists_the_code_of_the_module_its_shell_runs():
         if modules:
             assert entries == modules[:1], block[:200]
             called[modules[0]] = block
-    assert (
-        len(called) == 16
-    )  # 10 + split_texts, split_tokens, answer_page, annotation_examples, fraction_check, annotation_files
+    # 10 + split_texts, split_tokens, answer_page, annotation_examples, fraction_check, annotation_files,
+    # evaluate_bundle
+    assert len(called) == 17
     for entry in called:
         files = stage_code(entry, SOURCE)
         assert str(SOURCE / "rerank_scaling" / f"{entry.replace('.', '/')}.py") in files

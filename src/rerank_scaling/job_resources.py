@@ -8,7 +8,10 @@ One owner for the numbers the rules' ``resources:`` blocks declare (``rules/comm
   :data:`MODEL_RULES`, go to ``cluster.gpu_partition``, every other rule to
   ``cluster.cpu_partition``; every rule carries ``cluster.account``. A key left null is not set,
   so the executor's own choice (or ``--default-resources``) applies.
-* **GPUs**: a model rule asks for one GPU when the config's ``device`` is ``cuda``.
+* **GPUs** (:data:`MODEL_RULES`): a model rule asks for one GPU when the config's ``device`` is
+  ``cuda``, on nodes with the feature ``cluster.gpu_constraint`` when set (the plugin's
+  ``constraint``: ``sbatch -C``), the cards of ``gpu_memory_gb`` that the memory preflight planned
+  for (each GPU job checks its card at start-up: :mod:`rerank_scaling.planning.gpu_fit`).
 * **time** (minutes): a model job's FLOPs from the planning cost model
   (:class:`rerank_scaling.planning.encoder_flops.EncoderShape`; every sequence at ``training.max_length``
   tokens, an upper bound) over the achieved FLOP/s ``planning.peak_flops x planning.mfu``, times
@@ -19,7 +22,12 @@ One owner for the numbers the rules' ``resources:`` blocks declare (``rules/comm
   known at parse time (:mod:`rerank_scaling.workload`) the section's ``runtime`` is used instead.
 * **memory** (host RAM, MB): the section's ``mem_mb`` (data, tokenizer, Python) plus the CPU copies
   of the weights a job makes (loading; the export of a checkpoint), :data:`HOST_BYTES_PER_PARAM`
-  per parameter, times the attempt (a retry after an out-of-memory kill gets more).
+  per parameter.
+* **CPU jobs that grow with the data** (``training_examples``, ``merge_metrics``): memory and time
+  from the measured model of :mod:`rerank_scaling.cpu_memory` (train queries, passages, run depth,
+  the examples' negatives; evaluated queries, metrics, checkpoints and runs), memory times
+  :data:`CPU_MEMORY_MARGIN`, time times ``cluster.runtime_margin`` plus ``cluster.startup_minutes``;
+  the fixed :data:`CPU_FALLBACK` where a count is unknown at parse time.
 * **BM25** (``bm25_index``, ``bm25_search``; :mod:`rerank_scaling.data.bm25`): time from the
   corpus's documents and each split's queries (:class:`rerank_scaling.workload.Workload`) at the
   rates :data:`BM25_RATES` measured on CPU (``benchmarks/bench_bm25.py``), Lucene's work divided
@@ -29,7 +37,9 @@ One owner for the numbers the rules' ``resources:`` blocks declare (``rules/comm
   (mapped into the process, so counted in its resident set) at the measured bytes per document.
   An unknown corpus size (or a split's query count) keeps :data:`BM25_FALLBACK_MINUTES`.
 
-Every time and memory is clamped to [``cluster.min_runtime``, ``cluster.max_runtime``] and
+Every time and memory grows with the attempt (attempt k gets k times the first's: a retry after an
+out-of-memory kill or a time limit gets more; :func:`resources_for`), then is clamped to
+[``cluster.min_runtime``, ``cluster.max_runtime``] and
 [``cluster.min_mem_mb``, ``cluster.max_mem_mb``]: the floor keeps tiny jobs schedulable, the cap
 is the partition's limit.
 """
@@ -40,6 +50,14 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from rerank_scaling.cpu_memory import (
+    EXAMPLES,
+    MERGE,
+    ExamplesCounts,
+    MergeCounts,
+    examples_counts,
+    merge_counts,
+)
 from rerank_scaling.grid import RunSpec
 from rerank_scaling.planning.encoder_flops import EncoderShape
 from rerank_scaling.settings import SectionSettings
@@ -49,7 +67,7 @@ if TYPE_CHECKING:
     from rerank_scaling.data.bm25 import Bm25Settings
 
 #: The rules that load a model and run it: on the GPU partition, one GPU each under device: cuda.
-MODEL_RULES = ("train", "evaluate_run", "evaluate_part", "plan")
+MODEL_RULES = ("train", "evaluate_run", "evaluate_part", "evaluate_bundle", "plan")
 
 #: Host bytes per parameter beyond the section's mem_mb: fp32 weights read from disk, and the fp32
 #: copy a checkpoint export serialises (training); the weights read (evaluation).
@@ -84,6 +102,13 @@ BM25_RATES = Bm25Rates(
 #: Python process that starts it, MB.
 JVM_NATIVE_MB = 1024
 
+#: The measured CPU-job memory model's margin: its held-out predictions were within 25% of the
+#: measured peaks (benchmarks/results/cpu_memory.md), and real texts vary more than synthetic ones.
+CPU_MEMORY_MARGIN = 1.5
+
+#: (MB, minutes) of a data-sized CPU job whose counts are unknown at parse time.
+CPU_FALLBACK = {"training_examples": (4000, 60), "merge_metrics": (4000, 30)}
+
 #: A BM25 job's time limit when the corpus's size is unknown at parse time (minutes, then clamped).
 BM25_FALLBACK_MINUTES = 60
 
@@ -97,12 +122,14 @@ class ClusterSettings(SectionSettings):
     account: str | None
     gpu_partition: str | None
     cpu_partition: str | None
+    gpu_constraint: str | None
     runtime_margin: float
     startup_minutes: int
     min_runtime: int
     max_runtime: int
     min_mem_mb: int
     max_mem_mb: int
+    max_setup_share: float | None
 
 
 def encoder_shape(spec: dict[str, Any], config: dict[str, Any]) -> EncoderShape:
@@ -164,7 +191,7 @@ class JobSizes:
     # --- placement -------------------------------------------------------------------------------
 
     def placement(self, rule: str) -> dict[str, Any]:
-        """slurm_partition, slurm_account and gpu of ``rule`` (only the keys that are set)."""
+        """slurm_partition, slurm_account, gpu and constraint of ``rule`` (only the keys that are set)."""
         model_rule = rule in MODEL_RULES
         partition = self.cluster.gpu_partition if model_rule else self.cluster.cpu_partition
         placed: dict[str, Any] = {}
@@ -172,16 +199,21 @@ class JobSizes:
             placed["slurm_partition"] = partition
         if self.cluster.account:
             placed["slurm_account"] = self.cluster.account
-        placed["gpu"] = 1 if model_rule and self.config["device"] == "cuda" else 0
+        gpu = model_rule and self.config["device"] == "cuda"
+        placed["gpu"] = 1 if gpu else 0
+        if gpu and self.cluster.gpu_constraint:
+            placed["constraint"] = self.cluster.gpu_constraint  # the plugin's sbatch -C
         return placed
 
-    def runtime(self, minutes: float) -> int:
-        """``minutes`` clamped to [cluster.min_runtime, cluster.max_runtime], whole minutes."""
-        return int(min(max(math.ceil(minutes), self.cluster.min_runtime), self.cluster.max_runtime))
+    def runtime(self, minutes: float, attempt: int = 1) -> int:
+        """``minutes`` x ``attempt`` clamped to [cluster.min_runtime, cluster.max_runtime], whole minutes."""
+        limit = math.ceil(minutes) * attempt
+        return int(min(max(limit, self.cluster.min_runtime * attempt), self.cluster.max_runtime))
 
     def mem_mb(self, mb: float, attempt: int = 1) -> int:
         """``mb`` x ``attempt`` clamped to [cluster.min_mem_mb, cluster.max_mem_mb]."""
-        return int(min(max(math.ceil(mb * attempt), self.cluster.min_mem_mb), self.cluster.max_mem_mb))
+        floor = self.cluster.min_mem_mb * attempt
+        return int(min(max(math.ceil(mb) * attempt, floor), self.cluster.max_mem_mb))
 
     # --- model jobs ------------------------------------------------------------------------------
 
@@ -193,11 +225,17 @@ class JobSizes:
             return None
         return float(planning["peak_flops"]) * float(planning["mfu"])
 
-    def _minutes(self, flops: float | None, fallback: float) -> int:
+    def _minutes(self, flops: float | None, fallback: float, attempt: int = 1) -> int:
         rate = self.flops_per_second
         if flops is None or rate is None:
-            return self.runtime(fallback)
-        return self.runtime(self.cluster.runtime_margin * flops / rate / 60 + self.cluster.startup_minutes)
+            return self.runtime(fallback, attempt)
+        return self.margin_minutes(flops / rate, attempt)
+
+    def margin_minutes(self, seconds: float, attempt: int = 1) -> int:
+        """A job's limit from its modelled ``seconds``: x cluster.runtime_margin + startup_minutes."""
+        return self.runtime(
+            self.cluster.runtime_margin * seconds / 60 + self.cluster.startup_minutes, attempt
+        )
 
     def train_sequences(self, objective: str) -> float | None:
         """Sequences one training run of ``objective`` passes forward and backward: steps x rows per
@@ -225,26 +263,37 @@ class JobSizes:
             steps = math.ceil(math.ceil(self.workload.train_positives * pairs / batch) * training.epochs)
         return float(steps * batch * per_row)
 
-    def train_runtime(self, run_id: str) -> int:
+    def train_runtime(self, run_id: str, attempt: int = 1) -> int:
         run = RunSpec.parse(run_id)
         cost, sequences = self.models[run.model], self.train_sequences(run.objective)
         flops = None
         if cost is not None and sequences is not None:
             recompute = 4 / 3 if self.checkpointing.get((run.model, run.objective)) else 1.0
             flops = sequences * cost.shape.train_flops(self.config["training"]["max_length"]) * recompute
-        return self._minutes(flops, self.config["training"]["runtime"])
+        return self._minutes(flops, self.config["training"]["runtime"], attempt)
 
-    def evaluation_runtime(self, run_id: str, checkpoints_per_split: dict[str, int]) -> int:
+    def evaluation_runtime(self, run_id: str, checkpoints_per_split: dict[str, int], attempt: int = 1) -> int:
         """Time of one evaluation job of ``run_id`` scoring ``checkpoints_per_split[split]``
         checkpoints of each split."""
+        flops = self.evaluation_flops(run_id, checkpoints_per_split)
+        return self._minutes(flops, self.config["evaluation"]["runtime"], attempt)
+
+    def evaluation_flops(self, run_id: str, checkpoints_per_split: dict[str, int]) -> float | None:
+        """FLOPs of scoring ``checkpoints_per_split[split]`` checkpoints of ``run_id`` on each split
+        (None: the model's shape or a split's queries unknown)."""
         cost = self.models[RunSpec.parse(run_id).model]
         queries = self.workload.eval_queries
-        flops = None
-        if cost is not None and all(split in queries for split in checkpoints_per_split):
-            depth = int(self.config["evaluation"]["rerank_depth"])
-            pairs = sum(queries[split] * depth * n for split, n in checkpoints_per_split.items())
-            flops = pairs * cost.shape.forward_flops(self.config["training"]["max_length"])
-        return self._minutes(flops, self.config["evaluation"]["runtime"])
+        if cost is None or any(split not in queries for split in checkpoints_per_split):
+            return None
+        depth = int(self.config["evaluation"]["rerank_depth"])
+        pairs = sum(queries[split] * depth * n for split, n in checkpoints_per_split.items())
+        return pairs * cost.shape.forward_flops(self.config["training"]["max_length"])
+
+    def bundle_runtime(self, runs: list[str], checkpoints_per_split: dict[str, int], attempt: int = 1) -> int:
+        """Time of one evaluation job scoring every run of ``runs`` (:meth:`evaluation_bundles`)."""
+        flops = [self.evaluation_flops(run, checkpoints_per_split) for run in runs]
+        total = None if None in flops else sum(flops)  # type: ignore[arg-type]
+        return self._minutes(total, self.config["evaluation"]["runtime"] * len(runs), attempt)
 
     def model_mem_mb(self, stage: str, run_id: str, attempt: int = 1) -> int:
         """Host memory of a ``stage`` (train | evaluate) job of ``run_id``."""
@@ -266,8 +315,7 @@ class JobSizes:
     def _bm25_minutes(self, seconds: float | None) -> int:
         if seconds is None:
             return self.runtime(BM25_FALLBACK_MINUTES)
-        work = BM25_RATES.jvm_start_seconds + seconds
-        return self.runtime(self.cluster.runtime_margin * work / 60 + self.cluster.startup_minutes)
+        return self.margin_minutes(BM25_RATES.jvm_start_seconds + seconds)
 
     def bm25_index_runtime(self) -> int:
         """Time of ``bm25_index``: documents x (the Python passes + Lucene / threads)."""
@@ -291,18 +339,44 @@ class JobSizes:
         index = (self.workload.documents or 0) * BM25_RATES.index_bytes_per_doc / MB
         return self.mem_mb(self.retrieval.memory_mb + JVM_NATIVE_MB + index)
 
+    # --- CPU jobs sized from the data (rerank_scaling.cpu_memory) -----------------------------------
+
+    def examples_counts(self) -> ExamplesCounts | None:
+        """What the ``training_examples`` job holds (:func:`rerank_scaling.cpu_memory.examples_counts`)."""
+        return examples_counts(self.config, self.workload)
+
+    def merge_counts(self, runs: int, checkpoints: int) -> MergeCounts | None:
+        """What ``merge_metrics`` holds (:func:`rerank_scaling.cpu_memory.merge_counts`)."""
+        return merge_counts(self.config, self.workload, runs, checkpoints)
+
+    def cpu_job(self, rule: str, counts: ExamplesCounts | MergeCounts | None) -> dict[str, Any]:
+        """mem_mb and runtime of a data-sized CPU job (functions of the attempt) from its ``counts``
+        and the measured model, or :data:`CPU_FALLBACK` when they are unknown."""
+        if counts is None:
+            return dict(zip(("mem_mb", "runtime"), CPU_FALLBACK[rule], strict=True))
+        model = EXAMPLES if isinstance(counts, ExamplesCounts) else MERGE
+        mb, seconds = CPU_MEMORY_MARGIN * model.peak_mb(counts), model.seconds(counts)
+        return {
+            "mem_mb": lambda wildcards, attempt: self.mem_mb(mb, attempt),
+            "runtime": lambda wildcards, attempt: self.margin_minutes(seconds, attempt),
+        }
+
 
 def resources_for(sizes: JobSizes, rule: str, **values: Any) -> dict[str, Any]:
-    """A rule's resources: its placement plus ``values`` (mem_mb, runtime: numbers, clamped here,
-    or functions of the job that clamp themselves)."""
-    clamped = {
+    """A rule's resources: its placement plus ``values``: mem_mb and runtime as numbers (MB,
+    minutes), which grow with the attempt and are clamped here, or as functions of (wildcards,
+    attempt) that do so themselves (the JobSizes methods' ``attempt``)."""
+    grown = {
         key: (
-            sizes.mem_mb(value)
-            if key == "mem_mb" and isinstance(value, int | float)
-            else sizes.runtime(value)
-            if key == "runtime" and isinstance(value, int | float)
+            _growing(sizes.mem_mb if key == "mem_mb" else sizes.runtime, value)
+            if key in ("mem_mb", "runtime") and isinstance(value, int | float)
             else value
         )
         for key, value in values.items()
     }
-    return {**sizes.placement(rule), **clamped}
+    return {**sizes.placement(rule), **grown}
+
+
+def _growing(limit: Any, value: float) -> Any:
+    """A resource function: ``limit(value, attempt)`` (a function, so that each binds its own value)."""
+    return lambda wildcards, attempt: limit(value, attempt)

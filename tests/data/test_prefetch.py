@@ -5,6 +5,7 @@ run through Snakemake as a user would, without network (HF_HUB_OFFLINE=1)."""
 from __future__ import annotations
 
 import gzip
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -323,3 +324,35 @@ def test_readme_prefetch_step_runs_verbatim_offline(tmp_path: Path) -> None:
     missing = log.split("missing from the local caches")[1]
     assert f"model {models[-1]}" in missing and "dataset msmarco-passage/train/judged" in missing, log[-3000:]
     assert models[0] not in missing and "run.sh --prefetch" in missing
+
+
+@pytest.mark.slow
+def test_a_pinned_prefetch_pins_every_later_offline_run(hub_home: Path, tmp_path: Path) -> None:
+    """`./run.sh --prefetch --pin` (RERANK_SCALING_PIN=1 for the prefetch rule) writes the commit the
+    model named without a revision resolved to into models.lock.yaml; the next run, offline, loads
+    `org/name@<commit>` (its train job's model param) and every checkpoint sidecar names the commit."""
+    workdir = _workflow_copy(tmp_path, [{"name": "tiny", "family": "hf", "path": REPO_ID, "role": "fit"}])
+    config = yaml.safe_load((workdir / "hub.yaml").read_text())
+    config["training"] = {**config["training"], "objectives": ["pointwise"], "attention": ["full"]}
+    (workdir / "hub.yaml").write_text(yaml.safe_dump(config))
+    env = {**workflow_env(), "HF_HOME": str(hub_home), "HF_HUB_OFFLINE": "1"}
+    env.pop("HF_HUB_CACHE", None)
+    command = snakemake_command(workdir, "hub.yaml", "--cores", "1", "--force", "prefetch")
+    pinned = subprocess.run(
+        command, capture_output=True, text=True, cwd=workdir, env={**env, "RERANK_SCALING_PIN": "1"}
+    )
+    assert pinned.returncode == 0, (pinned.stdout + pinned.stderr)[-3000:]
+    lock = yaml.safe_load((workdir / "models.lock.yaml").read_text())
+    assert lock == {"models": {REPO_ID: REVISION}, "datasets": {}}
+    run = subprocess.run(
+        snakemake_command(workdir, "hub.yaml", "--cores", "2", "--until", "train", "--printshellcmds"),
+        capture_output=True,
+        text=True,
+        cwd=workdir,
+        env=env,
+    )
+    assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+    assert f'"path": "{REPO_ID}@{REVISION}"' in run.stdout + run.stderr  # the train job's --model
+    sidecars = sorted((workdir / "results" / "tiny" / "checkpoints").glob("*/ckpt-*/checkpoint.json"))
+    assert len(sidecars) == config["training"]["checkpoints"]
+    assert all(json.loads(path.read_text())["model_commit"] == REVISION for path in sidecars)

@@ -69,3 +69,38 @@ def test_killing_the_wrapper_stops_the_trainer_and_frees_the_work_directory(exam
     assert "SIGTERM: saving the trainer state" in log.read_text()
     with work_lock(tmp_path / "work"):
         pass
+
+
+def test_a_trainer_on_another_node_is_seen_through_its_slurm_job(tmp_path, monkeypatch):
+    """Where flock is node-local (Lustre's localflock), the lock file's record decides: another
+    host's SLURM job that squeue still lists holds the directory; one it no longer lists, or this
+    job's own id (a requeue), does not. squeue is a stand-in that knows one running job, 4242, and
+    answers SLURM's own error for any other id."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    squeue = bin_dir / "squeue"
+    squeue.write_text(
+        '#!/bin/sh\necho "$@" >> "$(dirname "$0")/calls"\n'
+        'case "$*" in *"-j 4242 "*) echo RUNNING ;; '
+        '*) echo "slurm_load_jobs error: Invalid job id specified" >&2; exit 1 ;; esac\n'
+    )
+    squeue.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    work = tmp_path / "work"
+    work.mkdir()
+    lock = work / ".lock"
+    lock.write_text("pid 77 on node-b17 slurm job 4242\n")
+    with pytest.raises(WorkDirBusy, match=r"another node \(pid 77 on node-b17 slurm job 4242\)"):
+        with work_lock(work):
+            pass
+    assert lock.read_text() == "pid 77 on node-b17 slurm job 4242\n"  # untouched
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")  # the same job, requeued: its own record
+    with work_lock(work):
+        assert lock.read_text().split()[-3:] == ["slurm", "job", "4242"]
+    assert lock.read_text() == ""  # a clean exit leaves no record
+    monkeypatch.setenv("SLURM_JOB_ID", "5000")
+    lock.write_text("pid 77 on node-b17 slurm job 999\n")  # a finished job: stale
+    with work_lock(work):
+        assert lock.read_text() == f"pid {os.getpid()} on {os.uname().nodename} slurm job 5000\n"
+    assert (bin_dir / "calls").read_text().split("\n")[:2] == ["-h -j 4242 -o %T", "-h -j 999 -o %T"]

@@ -20,6 +20,7 @@ from rerank_scaling.atomic import write_table
 from rerank_scaling.device import resolve_device
 from rerank_scaling.evaluation.checkpoints import EvalSettings, bm25_tables, evaluate_checkpoints, load_split
 from rerank_scaling.evaluation.rerank import read_split_tokens
+from rerank_scaling.planning.gpu_fit import report_gpu
 from rerank_scaling.settings import parse_json_arg, settings_from_dict
 
 
@@ -79,6 +80,7 @@ def main(argv: list[str] | None = None) -> None:
         work = Path(args.work)
         ready = [(s, Path(args.tokens_dir or "") / f"{s}.parquet") for s in args.splits]
         pretokenized = {s: read_split_tokens(path) for s, path in ready if args.tokens_dir and path.exists()}
+        report_gpu(resolve_device(args.device))  # the card against the planned one (planning.gpu_fit)
         table, per_query = evaluate_checkpoints(
             [c.parent for c in checkpoints],
             splits,

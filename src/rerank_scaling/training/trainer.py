@@ -41,6 +41,8 @@ from typing import Any
 
 from rerank_scaling.device import resolve_device
 from rerank_scaling.grid import RunSpec
+from rerank_scaling.model_pins import model_commit
+from rerank_scaling.planning.gpu_fit import checked_plan
 from rerank_scaling.planning.memory import MemoryPlan, MemoryShape, plan_memory
 from rerank_scaling.precision import fp32_score_layer, resolve_precision
 from rerank_scaling.settings import without
@@ -199,6 +201,9 @@ def train_run(
     )
     batch = settings.pointwise_batch_size if objective == "pointwise" else settings.group_queries_per_batch
     plan = run_memory_plan(memory, model.model.config, dataset, objective, batch, settings, half, run)
+    plan = checked_plan(
+        plan, device, run_memory_plan, (model.model.config, dataset, objective, batch, settings, half, run)
+    )
     if plan.gradient_checkpointing:
         enable_checkpointing(model.model)
     total = total_steps(settings, len(dataset), batch, data_fraction)
@@ -279,6 +284,7 @@ def train_run(
                 "wall_s": clock["offset"] + time.perf_counter() - clock["start"],
                 "loss": clock["loss"],
                 "device": device,
+                "model_commit": model_commit(spec),  # the hub snapshot's commit (None: not a hub model)
                 "train_precision": precision,
                 "attn_implementation": attn_used,
                 "gradient_checkpointing": plan.gradient_checkpointing,
