@@ -165,7 +165,7 @@ def forecast_unit(unit: Unit, bootstrap: int, seed: int) -> pd.DataFrame:
         ]  # fmt: skip
         name = rows["objective"] if "objective" in unit.runs.columns else pd.Series(unit.name, rows.index)
         frames.append(
-            rows[["model", "size", "step", "observed", "forecast", "low", "high"]].assign(
+            rows[["model", "size", "step", "observed", "forecast", "low", "high", "forecast_status"]].assign(
                 ladder=unit.ladder,
                 unit=name.to_numpy(),
                 spread=scale.reindex(name).to_numpy(),
@@ -270,7 +270,8 @@ def summarise(points: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     rows = []
     for keys, part in points.groupby(by):
         error = (part["forecast"] - part["observed"]).abs()
-        inside = int(((part["observed"] >= part["low"]) & (part["observed"] <= part["high"])).sum())
+        covered = (part["observed"] >= part["low"]) & (part["observed"] <= part["high"])
+        inside, usable = int(covered.sum()), part["forecast_status"] == "usable"
         low, high = clopper_pearson(inside, len(part))
         score = interval_score(part["low"], part["high"], part["observed"])
         rows.append(
@@ -283,6 +284,7 @@ def summarise(points: pd.DataFrame, by: list[str]) -> pd.DataFrame:
                 "width / |error|": float((part["high"] - part["low"]).median() / error.median()),
                 "interval score / spread": float((score / part["spread"]).mean()),
                 "median |error| / spread": float((error / part["spread"]).median()),
+                "usable (missed)": f"{int(usable.sum())} ({int((usable & ~covered).sum())})",
             }
         )
     return pd.DataFrame(rows)
@@ -322,6 +324,9 @@ def main() -> None:
         "## Pooled over held-out points",
         "",
         pooled.to_markdown(index=False, floatfmt=".4g"),
+        "",
+        "Usable (missed): the held-out points the engine labelled usable "
+        "(src/rerank_scaling/laws/forecast_status.py), and how many of those fell outside their interval.",
         "",
         "Interval score: Gneiting & Raftery (2007) eq. 43 at alpha = 0.05, (u - l) + 40 (l - x)+ + "
         "40 (x - u)+, lower is better; divided by the spread of the slice's fitted values (max - min "

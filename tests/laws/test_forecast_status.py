@@ -8,7 +8,7 @@ import pytest
 
 from rerank_scaling.laws import forms as laws
 from rerank_scaling.laws.fit_settings import FitSettings
-from rerank_scaling.laws.forecast_status import StatusRule, validated_ratio
+from rerank_scaling.laws.forecast_status import StatusRule, last_segment, validated_ratio
 from rerank_scaling.laws.protocols import fit_one
 
 LAW = laws.power_law("N", +1, laws.metric_range("nDCG@10"))
@@ -51,28 +51,73 @@ def _status(fit_rows, held_rows, ratio: float = 2.0, half_width: float = 0.0) ->
     return forecast[forecast["held_out"]].set_index("model")
 
 
-def test_a_log_linear_truth_is_usable_at_1_5x_and_beyond_the_validated_range_at_32x():
-    """The asymptote of a log-linear truth is not identified (it ends on its bound or trades with
-    the exponent); the forecasts at 1.5x still are usable, and at 32x beyond what was validated."""
+def _fit(fit_rows, held_rows, spread=SPREAD, rule: StatusRule | None = None) -> pd.DataFrame:
+    rule = rule or StatusRule(2.0)
+    settings = FitSettings.of(bootstrap=200, last_k=1)
+    _, forecast = fit_one(LAW, "model", KEYS, fit_rows, held_rows, settings, 0, spread, rule)
+    return forecast.set_index("model")
+
+
+#: A run sd far larger than the 0.02 change from S4 to S6: the interval holds a stall and a doubling.
+NOISY = (0.05**2, 6.0)
+
+
+def test_an_interval_narrower_than_its_predicted_change_is_break_sensitive():
+    """A log-linear truth with little noise: the interval at 1.5x excludes S4's value (a stall past
+    S4) -- the over-optimistic forecasts of a ladder that flattens; at 32x beyond what was validated."""
     fit_rows, held_rows = _log_linear_ladder(np.random.default_rng(0), {"S6": 6.0, "S128": 128.0}, 0.004)
     held = _status(fit_rows, held_rows)
-    assert held.loc["S6", "forecast_status"] == "usable", held.loc["S6", "reason"]
+    assert held.loc["S6", "forecast_status"] == "break_sensitive", held.loc["S6", "reason"]
+    assert "stalls or doubles the predicted change" in held.loc["S6", "reason"]
     assert held.loc["S6", "extrapolation"] == pytest.approx(1.5)
     assert held.loc["S128", "forecast_status"] == "beyond_validated_range"
     assert "32x exceeds the validated 2x" in held.loc["S128", "reason"]
     assert held.loc["S6", "reason"].startswith("S6: ")
 
 
-def test_an_interval_wider_than_the_predicted_change_is_too_wide_unless_a_tolerance_accepts_it():
+def test_an_interval_holding_a_stall_and_a_doubled_gain_is_usable_unless_past_the_tolerance():
     fit_rows, held_rows = _log_linear_ladder(np.random.default_rng(1), {"S6": 6.0}, 0.004)
-    noisy = (0.05**2, 6.0)  # run sd far larger than the 0.02 change from S4 to S6
-    settings = FitSettings.of(bootstrap=200, last_k=1)
-    _, forecast = fit_one(LAW, "model", KEYS, fit_rows, held_rows, settings, 0, noisy, StatusRule(2.0))
-    held = forecast[forecast["held_out"]].iloc[0]
-    assert held["forecast_status"] == "too_wide", held["reason"]
-    assert "exceeds the forecast's distance" in held["reason"]
-    _, tolerant = fit_one(LAW, "model", KEYS, fit_rows, held_rows, settings, 0, noisy, StatusRule(2.0, 0.3))
-    assert tolerant[tolerant["held_out"]].iloc[0]["forecast_status"] == "usable"
+    row = _fit(fit_rows, held_rows, NOISY).loc["S6"]
+    assert row["forecast_status"] == "usable", row["reason"]
+    reference = fit_rows.loc[fit_rows["model"] == "S4", "value"].iloc[0]
+    doubled = 2 * row["forecast"] - reference
+    assert row["low"] <= reference and doubled <= row["high"]  # what "usable" promised
+    assert "a stall or a doubled gain stays inside" in row["reason"]
+    narrow = _fit(fit_rows, held_rows, NOISY, StatusRule(2.0, 0.01)).loc["S6"]
+    assert narrow["forecast_status"] == "too_wide" and "exceeds the tolerance 0.010" in narrow["reason"]
+
+
+def test_a_top_segment_that_missed_its_backtest_holds_back_forecasts_beyond_the_fitted_sizes():
+    fit_rows, held_rows = _log_linear_ladder(np.random.default_rng(1), {"S6": 6.0}, 0.004)
+    missed = "the top segment disagrees: ensemble fitted on S1+S2+S3 forecast S4 at ..."
+    forecast = _fit(fit_rows, held_rows, NOISY, StatusRule(2.0, 0.0, missed))
+    assert forecast.loc["S6", "forecast_status"] == "curvature_disagrees"
+    assert missed in forecast.loc["S6", "reason"]
+    assert not (forecast.loc[["S1", "S2", "S3", "S4"], "forecast_status"] == "curvature_disagrees").any()
+
+
+def test_the_top_segment_is_read_off_the_last_rolling_origin():
+    backtests = pd.DataFrame(
+        {
+            "law": ["ensemble", "power_N", "ensemble"],
+            "fit_sizes": ["A+B", "A+B+C", "A+B+C"],
+            "forecast_size": ["C", "D", "D"],
+            "final": [True, True, True],
+            "forecast": [0.3, 0.4, 0.41],
+            "low": [0.2, 0.35, 0.37],
+            "high": [0.4, 0.45, 0.44],
+            "observed": [0.45, 0.50, 0.43],
+            "covered@0.95": [False, False, True],
+        }
+    )
+    sizes = pd.Series({"A": 1.0, "B": 2.0, "C": 3.0, "D": 6.0})
+    assert last_segment(backtests, sizes) == ""  # the ensemble's top origin covered D
+    backtests.loc[2, "covered@0.95"] = False
+    assert last_segment(backtests, sizes).startswith("the top segment disagrees: ensemble fitted on A+B+C")
+    assert last_segment(backtests[backtests["law"] == "power_N"], sizes).startswith(
+        "the top segment disagrees: power_N"
+    )
+    assert last_segment(pd.DataFrame(), sizes) == ""
 
 
 def test_the_validated_ratio_comes_from_covered_rolling_origins():

@@ -115,13 +115,21 @@ def noise_note(frame: pd.DataFrame, run_sigma: float | None) -> str | None:
     if run_sigma is not None:
         return f"run-to-run sd {run_sigma:g} as given (--run-sigma)"
     # checkpoints of one run share its luck: only seed replicates of a size measure run-to-run noise
-    if frame.groupby(["metric", "objective", "split", "model"])["seed"].nunique().max() > 1:
+    fitted = frame[frame["role"] == "fit"]  # held-out replicates estimate nothing (protocols.seed_spread)
+    if fitted.groupby(["metric", "objective", "split", "model"])["seed"].nunique().max() > 1:
         return None
     return (
         "no seed replicates: run-to-run noise is estimated only from the "
         "fitted sizes' scatter about each law (n - p degrees of freedom, none for a 3-parameter law on "
         "3 sizes); if you know a run's sd (e.g. from reruns of one size), pass --run-sigma SD"
     )
+
+
+def checkpoint_numbers(out: pd.DataFrame) -> pd.Series:
+    """Each row's checkpoint: the rank of its step among every step any seed of its model measured,
+    so seeds share a number only where they share a step (never the rank within a seed: a 0.5x run's
+    first checkpoint is no replicate of a rerun's first)."""
+    return out.groupby(["metric", "objective", "split", "model"])["step"].rank(method="dense")
 
 
 def to_metrics(
@@ -152,9 +160,7 @@ def to_metrics(
     for key in GROUP_KEYS:
         if key not in out.columns:
             out[key] = DEFAULTS.get(key, "all")
-    out["checkpoint"] = out.groupby(["metric", "objective", "split", "model", "seed"])["step"].rank(
-        method="dense"
-    )
+    out["checkpoint"] = checkpoint_numbers(out)
     out["examples"] = out["step"]
     out["tokens"] = out["step"]
     out["flops"] = 6.0 * out["size"] * out["step"]

@@ -39,7 +39,7 @@ class FitSettings(SectionSettings):
     run_sigma: float | None  # run-to-run sd when neither seeds nor spare sizes estimate it
     backtest: bool  # rolling-origin backtests over sizes
     validated_ratio: float | None  # extrapolation a forecast may make (null: the backtests')
-    usable_half_width: float  # a 95% half-width always narrow enough to decide with
+    usable_half_width: float  # the widest 95% half-width a usable forecast may have (0: no limit)
     # (split, metric, oracle value of the reranked candidates): set by the fit stage from the BM25
     # runs and qrels (:mod:`rerank_scaling.laws.ceiling`), not a config key
     ceilings: tuple[tuple[str, str, float], ...] = ()

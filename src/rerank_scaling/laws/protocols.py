@@ -18,9 +18,13 @@ joint_text protocols and the only one the model protocol fits. A mid-schedule ch
 decayed its learning rate, so the checkpoint curve under-states what that much data gives
 (Hoffmann et al. 2022; Porian et al. 2024); fitting both shows by how much.
 
-Seeds are averaged per (model, step) before fitting; a "run" (unit of the run-level uncertainty,
-:mod:`rerank_scaling.laws.fit_statistics`) is then one model. The size axis (``fitting.size_axis``:
-non-embedding or total parameters) sets N, and training FLOPs C = 6 N tokens follow the same axis.
+Seeds are averaged per (model, step) before fitting -- aligned by their training step, never by a
+checkpoint's rank: a step only one seed measured stays that seed's point, so every point is one some
+run measured (:func:`prepare`); a "run" (unit of the run-level uncertainty,
+:mod:`rerank_scaling.laws.fit_statistics`) is then one model. Noise estimates read the fitted sizes
+only (:func:`seed_spread`): a held-out size's replicates are what the forecast is judged on.
+The size axis (``fitting.size_axis``: non-embedding or total parameters) sets N, and training
+FLOPs C = 6 N tokens follow the same axis.
 Fits whose parameters are not identified get status ``degenerate`` with the reason
 (:mod:`rerank_scaling.laws.identifiability`).
 """
@@ -92,7 +96,10 @@ def prepare(table: pd.DataFrame, settings: FitSettings) -> pd.DataFrame:
     seeds averaged, with scaled N, S and C."""
     rows = on_data_axis(_selected(table, settings), settings.data_axis)
     column = size_column(settings.size_axis)
-    keys = [*GROUP_KEYS, "model", "role", "checkpoint"]
+    # seeds meet at a step (checkpoints axis) or a data fraction (fractions axis: ``checkpoint`` is
+    # the fraction's rank), never at a checkpoint's rank within its run
+    align, other = ("step", "checkpoint") if settings.data_axis == "checkpoints" else ("checkpoint", "step")
+    keys = [*GROUP_KEYS, "model", "role", align]
     averaged = (
         rows.assign(
             # training FLOPs on the chosen size axis: the table's are 6 * non-embedding params * tokens
@@ -102,12 +109,14 @@ def prepare(table: pd.DataFrame, settings: FitSettings) -> pd.DataFrame:
         .agg(
             value=("value", "mean"),
             size=(column, "first"),
-            step=("step", "mean"),
+            **{other: (other, "min" if other == "checkpoint" else "mean")},
             examples=("examples", "mean"),
             flops=("flops", "mean"),
             seeds=("seed", "nunique"),
         )
     )
+    order = [*GROUP_KEYS, "model", "role", "checkpoint", "value", "size", "step"]
+    averaged = averaged[[*order, "examples", "flops", "seeds"]]
     averaged["N"] = averaged["size"] / laws.SCALES["N"]
     averaged["S"] = averaged[settings.step_axis] / laws.SCALES["S"]
     averaged["C"] = averaged["flops"] / laws.SCALES["C"]
@@ -119,17 +128,18 @@ def prepare(table: pd.DataFrame, settings: FitSettings) -> pd.DataFrame:
 def seed_spread(table: pd.DataFrame, settings: FitSettings) -> dict[str, tuple[float, float]]:
     """Per metric: (pooled variance between seeds of a run's mean over its last k checkpoints, dof).
 
-    Pooled over every group and size with replicate seeds (sum of seeds - 1 dof): the seed noise of
-    one metric is shared across objectives and splits, and one size with two seeds gives 1 dof.
+    Pooled over every group and fitted size with replicate seeds (sum of seeds - 1 dof): the seed
+    noise of one metric is shared across objectives and splits, and one size with two seeds gives 1
+    dof. Held-out sizes never count: their replicates are the observations a forecast is judged on.
+    Seeds are compared at the steps every seed of the size measured (:func:`common_steps`), the last
+    k of them: a rerun that stopped earlier is no replicate of another seed's later checkpoint (the
+    OLMo ladder's 1x reruns against its 10x runs gave a CE "seed spread" of 0.16), nor is a
+    checkpoint at another step one of the same rank.
     """
     rows = _selected(table, settings)
-    rows = rows[data_fractions(rows) == 1.0]  # checkpoints of one schedule: a fraction's differ
-    # seeds are compared at the last step every seed of the size reached: a rerun that stopped
-    # earlier is no replicate of another seed's later checkpoint (the OLMo ladder's 1x reruns
-    # against its 10x runs gave a CE "seed spread" of 0.16)
-    last = rows.groupby([*GROUP_KEYS, "model", "seed"])["step"].transform("max")
-    rows = rows[rows["step"] <= last.groupby([rows[k] for k in [*GROUP_KEYS, "model"]]).transform("min")]
-    rank = rows.groupby([*GROUP_KEYS, "model", "seed"])["step"].rank(method="dense", ascending=False)
+    rows = rows[(data_fractions(rows) == 1.0) & (rows["role"] == "fit")]  # one schedule, fitted sizes
+    rows = common_steps(rows, [*GROUP_KEYS, "model"])
+    rank = rows.groupby([*GROUP_KEYS, "model"])["step"].rank(method="dense", ascending=False)
     means = (
         rows[rank <= settings.last_k].groupby([*GROUP_KEYS, "model", "seed"], as_index=False)["value"].mean()
     )
@@ -140,6 +150,14 @@ def seed_spread(table: pd.DataFrame, settings: FitSettings) -> dict[str, tuple[f
         dof = (part["count"] - 1).to_numpy(float)
         result[metric] = (float((part["var"] * dof).sum() / dof.sum()), float(dof.sum()))
     return result
+
+
+def common_steps(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """The rows at steps that every seed of their ``keys`` group measured (none for a single seed's
+    group beyond its own steps: one seed measures all of its steps)."""
+    seeds = rows.groupby(keys)["seed"].transform("nunique")
+    at_step = rows.groupby([*keys, "step"])["seed"].transform("nunique")
+    return rows[at_step == seeds]
 
 
 def last_checkpoints(frame: pd.DataFrame, k: int) -> pd.DataFrame:

@@ -17,7 +17,7 @@ from rerank_scaling.laws.backtests import backtest_group
 from rerank_scaling.laws.converged import converged_split, explain_refusal
 from rerank_scaling.laws.ensemble import fit_ensemble
 from rerank_scaling.laws.fit_settings import GROUP_KEYS, PROTOCOLS, FitSettings
-from rerank_scaling.laws.forecast_status import StatusRule, validated_ratio
+from rerank_scaling.laws.forecast_status import StatusRule, last_segment, validated_ratio
 from rerank_scaling.laws.protocols import (
     FITTED_COLUMNS,
     ceiling_of,
@@ -40,11 +40,13 @@ class ProtocolOutput:
 
 
 def status_rule(settings: FitSettings, backtests: pd.DataFrame, group: pd.DataFrame) -> StatusRule:
-    """The forecast-status rule of a group: the configured validated ratio, else its backtests'."""
+    """The forecast-status rule of a group: the configured validated ratio, else its backtests';
+    and what its last rolling origin says of the ladder's top segment."""
+    sizes = group.groupby("model")["N"].first()
     ratio = settings.validated_ratio
     if ratio is None:
-        ratio = validated_ratio(backtests, group.groupby("model")["N"].first())
-    return StatusRule(ratio, settings.usable_half_width)
+        ratio = validated_ratio(backtests, sizes)
+    return StatusRule(ratio, settings.usable_half_width, last_segment(backtests, sizes))
 
 
 def fit_group(

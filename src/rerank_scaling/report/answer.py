@@ -32,6 +32,8 @@ STATUS_WORDS = {
     "usable": "usable",
     "too_wide": "too wide to act on",
     "beyond_validated_range": "beyond the validated range",
+    "curvature_disagrees": "the ladder's top segment disagrees with the law",
+    "break_sensitive": "a break past the fitted sizes would fall outside",
     "form_sensitive": "depends on the law's form",
 }
 SIZE_AXES = {
