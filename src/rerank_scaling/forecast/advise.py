@@ -37,7 +37,7 @@ from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.laws.forms import SCALES
 
 #: Preposterior outcomes per candidate: each costs one refit of the ensemble.
-OUTCOMES = 8
+OUTCOMES = 4
 
 
 @dataclass(frozen=True)
