@@ -11,10 +11,11 @@ import pytest
 from test_cli import README_CSV
 
 from rerank_scaling.forecast.advise import Candidate, Group, TargetForecast, advise
-from rerank_scaling.forecast.advise_table import ADVICE_COLUMNS, default_candidates, next_sentence
+from rerank_scaling.forecast.advise_table import ADVICE_COLUMNS, default_candidates
 from rerank_scaling.forecast.cli import main
 from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.laws.forms import SCALES
+from rerank_scaling.report.answer_advice import next_sentence
 
 SIGMA = 0.01  # a run's known sd about the line
 DRAWS = 4000

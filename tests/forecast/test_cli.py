@@ -273,3 +273,13 @@ def test_forecasts_of_two_attention_variants_say_which_is_which():
     assert "- pointwise, attention window4, s4 (16M) by ensemble" in answer
     alone = forecast_metrics(full, settings)
     assert alone.forecasts.columns.tolist() == FORECAST_COLUMNS
+
+
+def test_every_metric_the_evaluation_writes_has_a_known_direction():
+    """The forecast command needs no declared direction for a name the pipeline writes."""
+    from rerank_scaling.evaluation.metrics import MetricSettings, metric_names
+    from rerank_scaling.forecast.table import known_metric
+
+    names = metric_names(MetricSettings.of(ce_sizes=(16, 64), rbp_k=(1, 10), rr_m=(2, 10)))
+    assert names and all(known_metric(name) for name in names)
+    assert not any(known_metric(name) for name in ("loss", "value", "accuracy", "nDCG@"))

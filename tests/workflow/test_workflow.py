@@ -101,7 +101,7 @@ def test_changing_a_fitting_setting_reruns_only_fitting_and_report(workflow):
     changed = workflow / "tiny-fit.yaml"
     changed.write_text(yaml.safe_dump(config))
     assert planned_jobs(workflow, "--configfile", str(changed)) == Counter(
-        {"fit_laws": 1, "report_figures": 1, "report_answer": 1, "plan": 1}
+        {"fit_laws": 1, "report_figures": 1, "report_answer": 1, "plan": 1, "advise_next": 1}
     )
 
 
@@ -131,6 +131,7 @@ def test_adding_a_model_size_trains_and_evaluates_only_that_size(workflow):
             "report_figures": 1,
             "report_answer": 1,
             "plan": 1,
+            "advise_next": 1,
         }
     )
 
@@ -151,6 +152,7 @@ def test_adding_a_seed_trains_only_its_runs_and_resources_rerun_nothing(workflow
             "report_figures": 1,
             "report_answer": 1,
             "plan": 1,
+            "advise_next": 1,
         }
     )
     config = yaml.safe_load((workflow / "tiny.yaml").read_text())
@@ -191,7 +193,14 @@ def test_comments_docstrings_and_layout_rerun_nothing(workflow):
 def test_editing_a_stage_reruns_it_and_its_dependants_only(workflow):
     with edited(workflow, "evaluation/merge_metrics.py"):
         assert planned_jobs(workflow) == Counter(
-            {"merge_metrics": 1, "fit_laws": 1, "report_figures": 1, "report_answer": 1, "plan": 1}
+            {
+                "merge_metrics": 1,
+                "fit_laws": 1,
+                "report_figures": 1,
+                "report_answer": 1,
+                "plan": 1,
+                "advise_next": 1,
+            }
         )
 
 
@@ -204,6 +213,7 @@ RETRAIN = {
     "report_figures": 1,
     "report_answer": 1,
     "plan": 1,
+    "advise_next": 1,
 }
 
 

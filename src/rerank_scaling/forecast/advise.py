@@ -108,19 +108,28 @@ def ensemble_at(group: Group, fit_rows: pd.DataFrame, held: pd.DataFrame, seed: 
 
 
 def with_outcome(fit_rows: pd.DataFrame, candidate: Candidate, value: float) -> pd.DataFrame:
-    """The fitted points after ``candidate`` ran and scored ``value``: a new size's point, or one
-    more seed of a fitted size averaged in (weight ``seeds``, as ``prepare`` averages seeds)."""
+    """The fitted points after ``candidate`` ran and scored ``value`` at its final checkpoint.
+
+    A size already fitted gets one more seed, averaged in as ``prepare`` averages seeds (weight
+    ``seeds``), at each of its fitted checkpoints. A new size gets the largest fitted run's
+    checkpoints (the fit stage fits ``last_k`` per run), shifted so that its final one is ``value``:
+    one run, with the within-run shape of the nearest one."""
     n = candidate.size / SCALES["N"]
     same = np.isclose(fit_rows["N"].to_numpy(float), n, rtol=1e-9)
     if same.any():
         rows = fit_rows.copy()
         seeds = rows.loc[same, "seeds"].astype(float)
-        rows.loc[same, "value"] = (rows.loc[same, "value"] * seeds + value) / (seeds + 1)
+        final = rows.loc[same, "value"].iloc[rows.loc[same, "step"].to_numpy().argmax()]
+        shifted = rows.loc[same, "value"] + (value - final)  # the new run's checkpoints
+        rows.loc[same, "value"] = (rows.loc[same, "value"] * seeds + shifted) / (seeds + 1)
         rows.loc[same, "seeds"] = seeds + 1
         return rows
-    template = fit_rows.sort_values("N").iloc[-1]
-    point = point_at(template, candidate.label, candidate.size) | {"value": value, "role": "fit"}
-    return pd.concat([fit_rows, pd.DataFrame([point])], ignore_index=True)
+    largest = fit_rows[fit_rows["N"] == fit_rows["N"].max()].sort_values("step")
+    run = largest.assign(
+        model=candidate.label, size=candidate.size, N=n, seeds=1, role="fit",
+        value=largest["value"] + (value - float(largest["value"].iloc[-1])),
+    )  # fmt: skip
+    return pd.concat([fit_rows, run], ignore_index=True)
 
 
 Refit = Callable[[pd.DataFrame, int], float]

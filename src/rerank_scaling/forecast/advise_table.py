@@ -60,7 +60,7 @@ def final_steps(group: Group) -> float:
 
 def default_candidates(group: Group, target: float) -> list[Candidate]:
     """Module docstring: every fitted size again and the geometric midpoints, priced N x steps."""
-    sizes = group.fit_rows.sort_values("size")
+    sizes = group.fit_rows.groupby("model", as_index=False)["size"].first().sort_values("size")
     steps = final_steps(group)
     unit = float(sizes["size"].iloc[0]) * steps
     found = [(f"{m} (another seed)", float(n)) for m, n in zip(sizes["model"], sizes["size"], strict=True)]
@@ -137,22 +137,6 @@ def advise_runs(
         candidates = read_candidates(Path(candidates))
     chosen = candidates if candidates is not None else default_candidates(group, target)
     return advise(group, target, chosen, outcomes, seed)[ADVICE_COLUMNS]
-
-
-def next_sentence(advice: pd.DataFrame, unit: str = "") -> str:
-    """The advice in one sentence: "Next: train X (cost C); the target's interval is expected to
-    shrink from W to W'." (or why no candidate shrinks it)."""
-    best = advice.iloc[0]
-    cost = f"{best['cost']:.3g}{' ' + unit if unit else ''}"
-    if not best["expected_width_reduction"] > 0:
-        return (
-            "Next: no candidate is expected to shrink the target's interval "
-            f"(width {best['width_now']:.3g}); more runs of these sizes are not expected to tell more"
-        )
-    return (
-        f"Next: train {best['candidate']} (cost {cost}); the target's interval is expected to shrink "
-        f"from {best['width_now']:.3g} to {best['expected_width']:.3g}."
-    )
 
 
 def write_advice(advice: pd.DataFrame, out: Path) -> Path:
