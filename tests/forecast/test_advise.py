@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from test_cli import README_CSV
+from test_cli import README_CSV, REPO
 
 from rerank_scaling.forecast.advise import Candidate, Group, TargetForecast, advise
 from rerank_scaling.forecast.advise_table import ADVICE_COLUMNS, default_candidates
@@ -101,11 +101,11 @@ def test_default_candidates_are_the_sizes_and_their_geometric_midpoints_priced_b
         "M0 (another seed)",
         "M1 (another seed)",
         "M2 (another seed)",
-        "N=2e+07",
-        "N=8e+07",
-        "N=3.2e+08",
+        "new size 20M",
+        "new size 80M",
+        "new size 320M",
     }
-    assert found["M0 (another seed)"].cost == 1.0 and found["N=3.2e+08"].cost == pytest.approx(32.0)
+    assert found["M0 (another seed)"].cost == 1.0 and found["new size 320M"].cost == pytest.approx(32.0)
 
 
 def advise_cli(tmp_path: Path, csv: str, *options: str) -> int:
@@ -126,7 +126,7 @@ def test_the_readme_example_gets_ranked_advice(tmp_path, capsys):
     assert (advice["expected_width"] > 0).all() and (advice["cost"] > 0).all()
     by = advice.set_index("candidate")
     assert (
-        by.loc["N=6.32e+08", "expected_width_reduction"]
+        by.loc["new size 632M", "expected_width_reduction"]
         > by.loc["S1 (another seed)", "expected_width_reduction"]
     )
     said = capsys.readouterr().out
@@ -177,3 +177,32 @@ def test_bad_advice_input_names_the_option_or_line(tmp_path, capsys, candidates,
     said = capsys.readouterr().err
     assert said.count("\n") == 1 and message in said, said
     assert not (tmp_path / "out").exists()
+
+
+def advisor_quotes() -> list[str]:
+    """The README's sentences on the advisor, built from benchmarks/results/advisor.md's cells."""
+    report = (REPO / "benchmarks" / "results" / "advisor.md").read_text()
+
+    def cells(prefix: str) -> list[str]:
+        line = next(x for x in report.splitlines() if x.startswith(prefix))
+        return [c.strip() for c in line.strip("|").split("|")]
+
+    width, error = cells("| mean 95% interval width"), cells("| mean |error|")
+    calibration = cells("| all |")
+    ladders = report.split("## Simulation", 1)[1].split("\n\n", 2)[1].split(" ladders", 1)[0]
+    replay = next(x for x in report.splitlines() if x.startswith("At the first budget:"))
+    cpu = report.split("one process: CPU time ", 1)[1].split(" s,", 1)[0]
+    return [
+        f"On {ladders} simulated ladders the advisor's purchases leave a target interval {width[4]} times "
+        f"as wide as buying the largest affordable size and {width[5]} times as wide as random "
+        f"affordable runs, with an |error| {error[4]} and {error[5]} times theirs",
+        f"its expected width reduction averages {calibration[2]} against {calibration[3]} realised",
+        replay,
+        f"takes {cpu} s of CPU time",
+    ]
+
+
+def test_the_readme_quotes_the_advisor_benchmark_as_generated():
+    readme = " ".join((REPO / "README.md").read_text().split())
+    for quote in advisor_quotes():
+        assert " ".join(quote.split()) in readme, quote

@@ -85,7 +85,7 @@ def stage_advice(
     )
     sizes = held[size_column(settings.size_axis)]
     target = held.loc[sizes.idxmax()]
-    examples = float(group.fit_rows["examples"].median())
+    examples = float(group.fit_rows.groupby("model")["examples"].max().median())  # a run's whole training
     candidates = priced(default_candidates(group, float(sizes.max())), plan, examples)
     try:
         advice = advise(group, float(sizes.max()), candidates, OUTCOMES, settings.seed)

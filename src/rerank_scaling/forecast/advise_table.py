@@ -55,7 +55,7 @@ def one_group(metrics: pd.DataFrame, settings, source: str) -> Group:
 
 def final_steps(group: Group) -> float:
     """The fitted runs' final step (median over sizes): the steps a default candidate trains."""
-    return float(group.fit_rows["step"].median())
+    return float(group.fit_rows.groupby("model")["step"].max().median())
 
 
 def default_candidates(group: Group, target: float) -> list[Candidate]:
@@ -65,9 +65,8 @@ def default_candidates(group: Group, target: float) -> list[Candidate]:
     unit = float(sizes["size"].iloc[0]) * steps
     found = [(f"{m} (another seed)", float(n)) for m, n in zip(sizes["model"], sizes["size"], strict=True)]
     edges = [*sizes["size"].astype(float), *([target] if target > sizes["size"].max() else [])]
-    found += [
-        (f"N={np.sqrt(a * b):.3g}", float(np.sqrt(a * b))) for a, b in zip(edges, edges[1:], strict=False)
-    ]
+    midpoints = [float(np.sqrt(a * b)) for a, b in zip(edges, edges[1:], strict=False)]
+    found += [(f"new size {n / 1e6:.3g}M", n) for n in midpoints]
     return [Candidate(label, n, n * steps / unit, steps) for label, n in found]
 
 

@@ -132,9 +132,11 @@ def page(title: str, body: str) -> str:
 def markdown(title: str, inputs: AnswerInputs) -> str:
     """answer.md: the same answer, the figure linked, then the links."""
     lines = [f"# {title}", "", *answer.answer_lines(inputs.question, inputs.forecasts, inputs.decisions)]
-    if inputs.advice is not None:
+    if inputs.advice is not None:  # before the planning verdict, as on the page
         unit = str(inputs.advice["cost_unit"].iloc[0]) if "cost_unit" in inputs.advice else ""
-        lines += answer_advice.advice_lines(inputs.advice, advice_about(inputs.advice), unit)
+        verdict = lines.index("## What to train next (planning verdict)")
+        advice = answer_advice.advice_lines(inputs.advice, advice_about(inputs.advice), unit)
+        lines[verdict:verdict] = advice
     lines += ["![the answer's figure](figures/answer.png)", "", FIGURE_CAPTION, "", "## Everything else", ""]
     lines += [f"- [{label}]({path})" for label, path in LINKS]
     return "\n".join([*lines, ""])
