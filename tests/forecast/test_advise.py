@@ -185,7 +185,7 @@ def advisor_quotes() -> list[str]:
 
     def cells(prefix: str) -> list[str]:
         line = next(x for x in report.splitlines() if x.startswith(prefix))
-        return [c.strip() for c in line.strip("|").split("|")]
+        return [c.strip() for c in line.strip("|").split(" | ")]  # "|error|" is one cell
 
     width, error = cells("| mean 95% interval width"), cells("| mean |error|")
     calibration = cells("| all |")
