@@ -39,9 +39,36 @@ rule report_figures:
         " --example-counts {input.example_counts} > {log} 2>&1"
 
 
+rule advise_next:
+    input:
+        code=stage_code_digest("forecast.advise_stage"),
+        metrics=rules.merge_metrics.output.parquet,
+        fits=rules.fit_laws.output.fits,
+        plan=f"{RESULTS}/planning/plan.parquet",  # rule plan (plan.smk): the cost profiles
+    output:
+        advice=f"{RESULTS}/planning/advice.csv",
+    params:
+        fitting=section_json("fitting"),
+        split=fitted_splits()[0],
+        objective=config["training"]["objectives"][0],
+    resources:
+        **job_resources("advise_next", mem_mb=2000, runtime=10),
+    log:
+        log_path("planning", "advise"),
+    benchmark:
+        benchmark_path("planning", "advise")
+    conda:
+        f"{ENVS}/fitting.yaml"
+    shell:
+        "rerank_python -m rerank_scaling.forecast.advise_stage --metrics {input.metrics} --fits {input.fits}"
+        " --plan {input.plan} --fitting {params.fitting:q} --split {params.split}"
+        " --objective {params.objective} --out {output.advice} > {log} 2>&1"
+
+
 rule report_answer:
     input:
         code=stage_code_digest("report.answer_page"),
+        advice=rules.advise_next.output.advice,
         metrics=rules.merge_metrics.output.parquet,
         forecasts=rules.fit_laws.output.forecasts,
         tables=rules.fit_laws.output.tables,

@@ -289,6 +289,33 @@ def _thin_training_data(work: Path) -> None:
     raise Warning("warning: " + json.loads((work / "counts.json").read_text())["warnings"][0])
 
 
+def _command(
+    csv: str, *options: str, name: str = "forecast", candidates: str | None = None
+) -> Callable[[Path], None]:
+    """``rerank-scaling <name> runs.csv --out … OPTIONS`` on a table the case writes; its one line
+    on stderr is the message (exit status 2)."""
+
+    def run(work: Path) -> None:
+        import contextlib
+        import io
+
+        from rerank_scaling.forecast.cli import main
+
+        (work / "runs.csv").write_text(csv)
+        extra = ()
+        if candidates is not None:
+            (work / "candidates.csv").write_text(candidates)
+            extra = ("--candidates", str(work / "candidates.csv"))
+        said = io.StringIO()
+        with contextlib.redirect_stderr(said):
+            status = main([name, str(work / "runs.csv"), "--out", str(work / "out"), *options, *extra])
+        if status == 2:
+            raise ValueError(said.getvalue())
+
+    return run
+
+
+RUNS = "model,size,value\nS1,17e6,0.231\nS2,32e6,0.262\nS3,68e6,0.290\nS4,150e6,0.318\n"
 BINARY = {"train": ["t1 0 d0 1", "t1 0 d1 0", "t2 0 d2 1", "t3 0 d4 1"]}
 CASES = [
     BadInput(
@@ -515,6 +542,44 @@ CASES = [
         _config(_set("training", "max_length", 1024)),
     ),
     BadInput("a full disk (or any OS error) while writing", "every writer", _full_disk),
+    BadInput("a zero-byte table of runs", "`rerank-scaling forecast`", _command("")),
+    BadInput(
+        "a table of runs with a header only", "`rerank-scaling forecast`", _command("model,size,value\n")
+    ),
+    BadInput("`--bootstrap 0`", "`rerank-scaling forecast`", _command(RUNS, "--bootstrap", "0")),
+    BadInput("`--run-sigma -0.1`", "`rerank-scaling forecast`", _command(RUNS, "--run-sigma", "-0.1")),
+    BadInput("`--range 1 0`", "`rerank-scaling forecast`", _command(RUNS, "--range", "1", "0")),
+    BadInput(
+        "`--target-size 0` (or negative)", "`rerank-scaling forecast`", _command(RUNS, "--target-size", "0")
+    ),
+    BadInput(
+        "two values for one run (S2: 0.262 and 0.400)",
+        "`rerank-scaling forecast`",
+        _command(RUNS + "S2,32e6,0.400\n", "--metric", "nDCG@10"),
+    ),
+    BadInput(
+        "a metric whose direction its name does not tell (`--metric loss`)",
+        "`rerank-scaling forecast`",
+        _command(RUNS.replace("0.", "3."), "--metric", "loss"),
+    ),
+    BadInput(
+        "an empty `model` cell",
+        "`rerank-scaling forecast`",
+        _command(RUNS.replace("S3,", ","), "--metric", "nDCG@10"),
+    ),
+    BadInput(
+        "a candidate run with a negative cost",
+        "`rerank-scaling advise`",
+        _command(
+            RUNS,
+            "--target",
+            "1e9",
+            "--metric",
+            "nDCG@10",
+            name="advise",
+            candidates="model,size,cost\nS5,4e8,-2\n",
+        ),
+    ),
 ]
 
 

@@ -39,6 +39,7 @@ REEVALUATE = {
     "report_figures": 1,
     "report_answer": 1,
     "plan": 1,
+    "advise_next": 1,
 }
 
 

@@ -13,7 +13,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from rerank_scaling.forecast.cli import main
 from rerank_scaling.forecast.run import FORECAST_COLUMNS, forecast_runs
+from rerank_scaling.records import MetricSpec
 
 REPO = Path(__file__).resolve().parents[2]
 #: The README's example, verbatim (tests/forecast/test_cli.py checks the README holds it).
@@ -68,7 +70,11 @@ def test_the_readme_example_forecasts_the_held_out_and_the_target_size(tmp_path)
             (),
             "has 1 fitted size(s); a law in N needs at least 2",
         ),
-        ("model,size,value\nS1,1e6,3.2\nS2,2e6,3.0\nS3,4e6,2.9\n", (), "declare it: --range LO HI"),
+        (
+            "model,size,value\nS1,1e6,3.2\nS2,2e6,3.0\nS3,4e6,2.9\n",
+            ("--higher-is-better",),
+            "declare it: --range LO HI",
+        ),
         ("model,size,value,role\nS1,1e6,0.2,fit\nS2,2e6,0.2,test\n", (), "runs.csv:3: role 'test'"),
         ("model,size,value\nS1,1e6,0.2\nS1,2e6,0.25\nS3,4e6,0.3\n", (), "model 'S1' has several sizes"),
     ],
@@ -78,6 +84,68 @@ def test_bad_tables_fail_early_with_the_line_and_the_fix(tmp_path, csv, options,
     assert done.returncode == 2
     assert message in done.stderr, done.stderr
     assert not (tmp_path / "out" / "forecasts.csv").exists()
+
+
+LOSS_CSV = "model,size,value\n" + "".join(
+    f"M{i},{n:g},{1.7 + 400 / n**0.34:.4f}\n" for i, n in enumerate([2e7, 6e7, 1.5e8, 4e8, 1e9])
+)
+
+
+@pytest.mark.parametrize(
+    "csv,options,message",
+    [
+        ("", (), "runs.csv: the file is empty (0 bytes); write a header line (model,size,value)"),
+        ("\n\n", (), "runs.csv: no header line (blank file)"),
+        ("model,size,value\n", (), "runs.csv:2: a header and no rows; add a row per run"),
+        (README_CSV, ("--bootstrap", "0"), "--bootstrap 0: give a positive number of resamples"),
+        (README_CSV, ("--run-sigma", "-0.1"), "--run-sigma -0.1: a standard deviation is 0 or more"),
+        (README_CSV, ("--range", "1", "0"), "--range 1 0: LO must be finite and below HI"),
+        (README_CSV, ("--target-size", "0"), "--target-size 0: a size is a positive parameter count"),
+        (README_CSV, ("--target-size=-1e9",), "--target-size -1e+09: a size is a positive parameter count"),
+        (
+            README_CSV.replace("S2,32e6,0.262\n", "S2,32e6,0.262\nS2,32e6,0.400\n"),
+            ("--metric", "nDCG@10"),
+            "runs.csv:4: model 'S2' (seed 0, step 1) has 0.4 here and 0.262 on line 3; keep one row",
+        ),
+        (LOSS_CSV, ("--metric", "loss"), "metric 'loss' is not one whose direction the pipeline knows"),
+        (LOSS_CSV, (), "metric 'value' is not one whose direction the pipeline knows; declare it: --lower"),
+        (
+            README_CSV.replace("S3,68e6", ",68e6"),
+            ("--metric", "nDCG@10"),
+            "runs.csv:4: column 'model' is empty (1 such rows); name the run's size",
+        ),
+    ],
+)
+def test_the_command_names_the_option_or_line_and_the_fix(tmp_path, capsys, csv, options, message):
+    """Each bad input of the forecast command: exit 2 and one line on stderr, nothing written."""
+    runs = tmp_path / "runs.csv"
+    runs.write_text(csv)
+    assert main(["forecast", str(runs), "--out", str(tmp_path / "out"), *options]) == 2
+    said = capsys.readouterr().err
+    assert said.count("\n") == 1 and said.startswith("rerank-scaling forecast: ")
+    assert message in said, said
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_row_repeated_verbatim_counts_once(tmp_path, capsys):
+    runs = tmp_path / "runs.csv"
+    runs.write_text(README_CSV + "S2,32e6,0.262\n")
+    assert (
+        main(
+            [
+                "forecast",
+                str(runs),
+                "--out",
+                str(tmp_path / "out"),
+                "--metric",
+                "nDCG@10",
+                "--bootstrap",
+                "20",
+            ]
+        )
+        == 0
+    )
+    assert "1 row(s) repeated verbatim were counted once (e.g. line 7)" in capsys.readouterr().out
 
 
 def test_a_declared_loss_is_forecast_falling(tmp_path):
@@ -101,9 +169,10 @@ def test_seed_replicates_give_a_noise_estimate_and_checkpoints_do_not(tmp_path):
          - 0.05 / step + rng.normal(0, 0.004)}
         for i, n in enumerate([2e6, 4e6, 8e6, 16e6, 32e6]) for s in (1, 2) for step in (1, 2, 4, 8)
     ]  # fmt: skip
-    result = forecast_runs(pd.DataFrame(rows), tmp_path / "out", bootstrap=50)
+    score = MetricSpec("value", 1, (0.0, 1.0))
+    result = forecast_runs(pd.DataFrame(rows), tmp_path / "out", metric=score, bootstrap=50)
     assert not any("no seed replicates" in note for note in result.notes)
-    one_seed = forecast_runs(pd.DataFrame(rows).query("seed == 1"), None, bootstrap=20)
+    one_seed = forecast_runs(pd.DataFrame(rows).query("seed == 1"), None, metric=score, bootstrap=20)
     assert any("no seed replicates" in note for note in one_seed.notes)
     assert set(result.forecasts["model"]) == {"L4"}
     assert "additive" in set(result.forecasts["law"])  # steps let the joint law fit
@@ -204,3 +273,13 @@ def test_forecasts_of_two_attention_variants_say_which_is_which():
     assert "- pointwise, attention window4, s4 (16M) by ensemble" in answer
     alone = forecast_metrics(full, settings)
     assert alone.forecasts.columns.tolist() == FORECAST_COLUMNS
+
+
+def test_every_metric_the_evaluation_writes_has_a_known_direction():
+    """The forecast command needs no declared direction for a name the pipeline writes."""
+    from rerank_scaling.evaluation.metrics import MetricSettings, metric_names
+    from rerank_scaling.forecast.table import known_metric
+
+    names = metric_names(MetricSettings.of(ce_sizes=(16, 64), rbp_k=(1, 10), rr_m=(2, 10)))
+    assert names and all(known_metric(name) for name in names)
+    assert not any(known_metric(name) for name in ("loss", "value", "accuracy", "nDCG@"))

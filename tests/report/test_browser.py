@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from conftest import painted
 from test_answer import build, write_results
+from test_answer_advice import with_advice
 
 from rerank_scaling.report.browser import (
     INSTALL_HINT,
@@ -31,4 +32,17 @@ def test_answer_html_opens_from_disk_with_table_and_figure(tmp_path):
     assert landing_problems(dom) == []
     assert "beyond the validated range" in dom and "outside" in dom and "train L4" in dom
     shot = screenshot(root / "answer.html", tmp_path / "answer.png", width=1400, height=1800)
+    assert painted(shot) > 0.05
+
+
+def test_the_next_run_is_on_the_page_as_a_reader_opens_it(tmp_path):
+    """The answer's "What to run next": its sentence and the candidates' table, painted."""
+    root = with_advice(write_results(tmp_path / "run", decisions=True))
+    build(root)
+    dom = rendered_dom(root / "answer.html")
+    assert landing_problems(dom) == []
+    assert "What to run next (to be surer of the forecast)" in dom
+    assert '<p id="answer-advice"><strong>Next: train ' in dom and 'id="answer-advice-table"' in dom
+    assert "reduction per unit cost" in dom
+    shot = screenshot(root / "answer.html", tmp_path / "answer.png", width=1400, height=2200)
     assert painted(shot) > 0.05

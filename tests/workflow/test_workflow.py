@@ -95,13 +95,24 @@ def test_the_dag_runs_end_to_end(workflow):
     assert planned_jobs(workflow) == Counter(), "a finished workflow must have nothing left to do"
 
 
+#: What a changed metrics table re-runs: the merge, and every stage that reads it.
+MERGED = {
+    "merge_metrics": 1,
+    "fit_laws": 1,
+    "report_figures": 1,
+    "report_answer": 1,
+    "plan": 1,
+    "advise_next": 1,
+}
+
+
 def test_changing_a_fitting_setting_reruns_only_fitting_and_report(workflow):
     config = yaml.safe_load((workflow / "tiny.yaml").read_text())
     config["fitting"]["bootstrap"] = 12
     changed = workflow / "tiny-fit.yaml"
     changed.write_text(yaml.safe_dump(config))
     assert planned_jobs(workflow, "--configfile", str(changed)) == Counter(
-        {"fit_laws": 1, "report_figures": 1, "report_answer": 1, "plan": 1}
+        {"fit_laws": 1, "report_figures": 1, "report_answer": 1, "plan": 1, "advise_next": 1}
     )
 
 
@@ -126,11 +137,7 @@ def test_adding_a_model_size_trains_and_evaluates_only_that_size(workflow):
             "train": 4,
             "evaluate_run": 4,
             "split_tokens": 2,  # the new model's tokenizer on dev and test
-            "merge_metrics": 1,
-            "fit_laws": 1,
-            "report_figures": 1,
-            "report_answer": 1,
-            "plan": 1,
+            **MERGED,
         }
     )
 
@@ -146,11 +153,7 @@ def test_adding_a_seed_trains_only_its_runs_and_resources_rerun_nothing(workflow
         {
             "train": 4,
             "evaluate_run": 4,
-            "merge_metrics": 1,
-            "fit_laws": 1,
-            "report_figures": 1,
-            "report_answer": 1,
-            "plan": 1,
+            **MERGED,
         }
     )
     config = yaml.safe_load((workflow / "tiny.yaml").read_text())
@@ -190,21 +193,11 @@ def test_comments_docstrings_and_layout_rerun_nothing(workflow):
 
 def test_editing_a_stage_reruns_it_and_its_dependants_only(workflow):
     with edited(workflow, "evaluation/merge_metrics.py"):
-        assert planned_jobs(workflow) == Counter(
-            {"merge_metrics": 1, "fit_laws": 1, "report_figures": 1, "report_answer": 1, "plan": 1}
-        )
+        assert planned_jobs(workflow) == Counter(MERGED)
 
 
 # Every training and evaluation job of the tiny grid (2 sizes x 2 objectives x 2 attention variants).
-RETRAIN = {
-    "train": 8,
-    "evaluate_run": 8,
-    "merge_metrics": 1,
-    "fit_laws": 1,
-    "report_figures": 1,
-    "report_answer": 1,
-    "plan": 1,
-}
+RETRAIN = {"train": 8, "evaluate_run": 8, **MERGED}
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from rerank_scaling.atomic import write_text
-from rerank_scaling.forecast.table import Runs, TableError, read_table, to_metrics
+from rerank_scaling.forecast.table import Runs, TableError, known_metric, read_table, to_metrics
 from rerank_scaling.laws import backtests, registry
 from rerank_scaling.laws.fit_settings import GROUP_KEYS, FitSettings
 from rerank_scaling.laws.protocols import prepare
@@ -57,6 +57,9 @@ def with_targets(metrics: pd.DataFrame, targets: tuple[float, ...]) -> pd.DataFr
     (metric, objective, split) group."""
     if not targets:
         return metrics
+    for size in targets:
+        if not (np.isfinite(size) and size > 0):
+            raise TableError(f"--target-size {size:g}: a size is a positive parameter count; give e.g. 1e9")
     rows = []
     for _, group in metrics.groupby(["metric", "objective", "split"]):
         fitted = group[group["role"] == "fit"]
@@ -101,16 +104,39 @@ def forecast_runs(
     uncertainty: str = "run",
 ) -> Forecast:
     """Forecasts from a table of runs (module docstring); ``metric`` declares a metric the table's
-    ``metric`` column (or its absence: "value") names that :func:`records.metric_spec` does not know;
+    ``metric`` column (or its absence: "value") names that :func:`records.metric_spec` does not know
+    (its direction required: ``direction`` 0 is an error naming the options);
     ``uncertainty`` is ``fitting.uncertainty`` (``iid``: the seed paper's residual bootstrap)."""
+    checked = checked_runs(runs, run_sigma, metric)
+    settings = table_settings(checked.metrics, bootstrap, seed, run_sigma, uncertainty)
+    table = with_targets(checked.metrics, tuple(target_sizes))
+    result = replace(forecast_metrics(table, settings), notes=checked.notes)
+    if out is not None:
+        write(result, prepare(checked.metrics, settings), Path(out), "size")
+    return result
+
+
+def checked_runs(
+    runs: pd.DataFrame | str | Path, run_sigma: float | None = None, metric: MetricSpec | None = None
+) -> Runs:
+    """A user's table (a file or a frame) read and checked (:func:`.table.to_metrics`, the metric's
+    direction and range) as the engine's metrics table; ``metric`` is declared when it checks."""
     source = str(runs) if not isinstance(runs, pd.DataFrame) else "the table"
     frame = runs if isinstance(runs, pd.DataFrame) else read_table(runs)
+    checked = to_metrics(frame, source, run_sigma, metric.name if metric else "value")
+    _check_direction(checked.metrics, source, metric)
     if metric is not None:
         register_metric(metric)
-    checked: Runs = to_metrics(frame, source, run_sigma, metric.name if metric else "value")
     _check_range(checked.metrics, source)
-    settings = FitSettings.of(
-        metrics=tuple(checked.metrics["metric"].unique()),
+    return checked
+
+
+def table_settings(
+    metrics: pd.DataFrame, bootstrap: int, seed: int, run_sigma: float | None, uncertainty: str = "run"
+) -> FitSettings:
+    """The fit settings a table of runs gets: its final values (``last_k`` = ``holdout_last`` = 1)."""
+    return FitSettings.of(
+        metrics=tuple(metrics["metric"].unique()),
         last_k=1,
         holdout_last=1,
         bootstrap=bootstrap,
@@ -118,11 +144,6 @@ def forecast_runs(
         run_sigma=run_sigma,
         uncertainty=uncertainty,
     )
-    table = with_targets(checked.metrics, tuple(target_sizes))
-    result = replace(forecast_metrics(table, settings), notes=checked.notes)
-    if out is not None:
-        write(result, prepare(checked.metrics, settings), Path(out), "size")
-    return result
 
 
 def forecast_metrics(metrics: pd.DataFrame, settings: FitSettings, workers: int = 1) -> Forecast:
@@ -143,6 +164,17 @@ def _check_range(metrics: pd.DataFrame, source: str) -> None:
             raise TableError(
                 f"{source}: metric {name!r} has values outside its range [{lo:g}, {hi:g}] (e.g. "
                 f"{outside['value'].iloc[0]:g}); declare it: --range LO HI (and --lower-is-better for a loss)"
+            )
+
+
+def _check_direction(metrics: pd.DataFrame, source: str, declared: MetricSpec | None) -> None:
+    """A metric whose name says nothing of its direction must be declared: a loss fitted as a score
+    forecasts the wrong way (a falling curve read as a rising one's bound)."""
+    for name in metrics["metric"].unique():
+        if not known_metric(name) and (declared is None or declared.name != name or not declared.direction):
+            raise TableError(
+                f"{source}: metric {name!r} is not one whose direction the pipeline knows; declare it: "
+                "--lower-is-better (a loss) or --higher-is-better (a score), with --range LO HI if not [0, 1]"
             )
 
 

@@ -14,6 +14,7 @@ Errors name the file, the column and the CSV line (header = line 1) and say the 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,13 @@ from rerank_scaling.laws.fit_settings import GROUP_KEYS
 REQUIRED = ("model", "size", "value")
 OPTIONAL = ("step", "tokens", "seed", "metric", "split", "objective", "role", "queries")
 ROLES = ("fit", "held_out")
+HEADER_FIX = f"write a header line ({','.join(REQUIRED)}) and a row per run"
+#: The columns that name one observation: a run (model, seed) at a checkpoint of one metric group.
+OBSERVATION = ["metric", "objective", "split", "model", "seed", "step"]
+#: Metric names whose direction and range the pipeline knows: every name the evaluation writes
+#: (evaluation.metrics.metric_names; tests/forecast/test_cli.py checks each matches), at any cutoff.
+#: Not imported from there: the fit stage's environment has no ir_measures.
+KNOWN_METRIC = re.compile(r"AP|(nDCG|R|P|RR|RBP|RRstar)@\d+|CE@\d+(_dropped)?")
 #: What the engine's group keys hold when the table does not say (one group per metric otherwise).
 DEFAULTS = {"family": "table", "objective": "all", "attention": "full", "split": "all"}
 
@@ -42,10 +50,24 @@ class Runs:
 
 
 def read_table(path: str | Path) -> pd.DataFrame:
+    """The table at ``path`` (CSV or Parquet); an empty file or a header without rows is an error."""
     path = Path(path)
     if not path.is_file():
         raise TableError(f"{path}: no such file")
-    return pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+    if path.stat().st_size == 0:
+        raise TableError(f"{path}: the file is empty (0 bytes); {HEADER_FIX}")
+    try:
+        frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        raise TableError(f"{path}: no header line (blank file); {HEADER_FIX}") from None
+    if frame.empty:
+        raise TableError(f"{path}:2: a header and no rows; add a row per run ({', '.join(frame.columns)})")
+    return frame
+
+
+def known_metric(name: str) -> bool:
+    """Whether ``name`` is a metric whose direction :func:`records.metric_spec` knows (not a default)."""
+    return bool(KNOWN_METRIC.fullmatch(name))
 
 
 def _line(index: int) -> int:
@@ -75,6 +97,41 @@ def check_columns(frame: pd.DataFrame, source: str) -> None:
         )
     if "step" in frame.columns and "tokens" in frame.columns:
         raise TableError(f"{source}: give 'step' or 'tokens' as the training axis, not both")
+
+
+def _text(frame: pd.DataFrame, column: str, source: str, fix: str) -> pd.Series:
+    """``column`` as text; an empty cell is an error naming its line."""
+    values = frame[column].astype("string").str.strip()
+    empty = values.isna() | (values == "")
+    if empty.any():
+        first = frame.index[empty][0]
+        raise TableError(
+            f"{source}:{_line(first)}: column {column!r} is empty ({int(empty.sum())} such rows); {fix}"
+        )
+    return values.astype(str)
+
+
+def distinct_observations(frame: pd.DataFrame, source: str, notes: list[str]) -> pd.DataFrame:
+    """Each observation once: a row repeated verbatim is dropped (noted); two values for one
+    observation (model, seed, step of a metric group) are an error naming both lines."""
+    repeated = frame.duplicated(subset=[*OBSERVATION, "value"])
+    if repeated.any():
+        notes.append(
+            f"{int(repeated.sum())} row(s) repeated verbatim were counted once "
+            f"(e.g. line {_line(frame.index[repeated][0])})"
+        )
+        frame = frame[~repeated]
+    clash = frame.duplicated(subset=OBSERVATION, keep=False)
+    if clash.any():
+        rows = frame[clash]
+        first = rows.iloc[0]
+        same = rows[(rows[OBSERVATION] == first[OBSERVATION]).all(axis=1)]
+        raise TableError(
+            f"{source}:{_line(same.index[1])}: model {first['model']!r} (seed {first['seed']}, step "
+            f"{first['step']:g}) has {same['value'].iloc[1]:g} here and {same['value'].iloc[0]:g} on line "
+            f"{_line(same.index[0])}; keep one row per run and checkpoint, or give reruns their own seed"
+        )
+    return frame
 
 
 def _roles(frame: pd.DataFrame, source: str, notes: list[str]) -> pd.Series:
@@ -139,7 +196,9 @@ def to_metrics(
     check_columns(frame, source)
     frame = frame.reset_index(drop=True)
     notes: list[str] = []
-    out = pd.DataFrame({"model": frame["model"].astype(str)})
+    out = pd.DataFrame(
+        {"model": _text(frame, "model", source, "name the run's size (e.g. S1) or drop the row")}
+    )
     out["size"] = _numeric(frame, "size", source)
     out["value"] = _numeric(frame, "value", source)
     if (out["size"] <= 0).any():
@@ -152,7 +211,8 @@ def to_metrics(
     for key in ("objective", "split"):
         out[key] = frame[key].astype(str) if key in frame.columns else DEFAULTS[key]
     _one_size_per_model(out, source)
-    out["role"] = _roles(frame.assign(size=out["size"]), source, notes)
+    out = distinct_observations(out, source, notes)
+    out["role"] = _roles(frame.loc[out.index].assign(size=out["size"]), source, notes)
     check_sizes(out, source)
     note = noise_note(out, run_sigma)
     if note:

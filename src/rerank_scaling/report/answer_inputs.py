@@ -27,6 +27,7 @@ class AnswerInputs:
     question: Question
     forecasts: pd.DataFrame  # Table 8 rows shown, planning's law first
     decisions: pd.DataFrame | None
+    advice: pd.DataFrame | None = None  # planning/advice.csv, best first
 
 
 def question(metrics: pd.DataFrame, metric: str, split: str, size_axis: str) -> Question:
@@ -114,6 +115,10 @@ def load(
 ) -> AnswerInputs:
     """Everything the answer shows for one run."""
     shown = with_sizes(shown_forecasts(laws_dir, metric, split), metrics, size_axis)
+    advice = planning_dir / "advice.csv"
     return AnswerInputs(
-        question(metrics, metric, split, size_axis), shown, decisions(planning_dir, metric, split)
+        question(metrics, metric, split, size_axis),
+        shown,
+        decisions(planning_dir, metric, split),
+        pd.read_csv(advice) if advice.exists() and advice.stat().st_size else None,
     )

@@ -25,7 +25,7 @@ import pandas as pd
 from rerank_scaling.atomic import write_text
 from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.plotting import save_figure
-from rerank_scaling.report import answer
+from rerank_scaling.report import answer, answer_advice
 from rerank_scaling.report.answer_figure import forecast_figure
 from rerank_scaling.report.answer_inputs import AnswerInputs, load
 from rerank_scaling.settings import parse_json_arg, settings_from_dict
@@ -63,6 +63,33 @@ def _verdicts(decisions: pd.DataFrame | None) -> str:
     return answer.decision_table(decisions).to_html(index=False, table_id="answer-verdicts", border=0)
 
 
+def _advice(advice: pd.DataFrame | None) -> list[str]:
+    """ "What to run next": the sentence on top, what it is about, the form spread, the table."""
+    parts = ["<h2>What to run next (to be surer of the forecast)</h2>"]
+    if advice is None or advice.empty:
+        return [*parts, f'<p id="answer-advice">{html.escape(answer_advice.NO_ADVICE)}</p>']
+    unit = str(advice["cost_unit"].iloc[0]) if "cost_unit" in advice else ""
+    sentences = [answer_advice.next_sentence(advice, unit), advice_about(advice)]
+    sentences.append(answer_advice.form_sentence(advice))
+    parts.append(f'<p id="answer-advice"><strong>{html.escape(sentences[0])}</strong></p>')
+    parts += [f"<p>{html.escape(s)}</p>" for s in sentences[1:] if s]
+    table = answer_advice.advice_table(advice)
+    return [*parts, table.to_html(index=False, table_id="answer-advice-table", border=0)]
+
+
+def advice_about(advice: pd.DataFrame) -> str:
+    """Which forecast the advice makes surer (advice.csv's ``metric, split, objective, target``)."""
+    if advice.empty or "target" not in advice:
+        return ""
+    row = advice.iloc[0]
+    return (
+        f"For {row['metric']} on the {row['split']} split, {row['objective']}: the forecast of "
+        f"{row['target']} ({row['target_size'] / 1e6:.3g}M); the candidates are the grid's sizes again "
+        "(another seed) and the geometric midpoints between them and to the target, priced from the "
+        "measured cost profiles (planning/advice.csv)."
+    )
+
+
 def section(inputs: AnswerInputs, figure_png: bytes, warnings: list[str] | None = None) -> str:
     """The answer as one HTML section: the data's warnings (thin training data), question, forecast
     table, verdicts, figure (embedded)."""
@@ -83,6 +110,7 @@ def section(inputs: AnswerInputs, figure_png: bytes, warnings: list[str] | None 
     else:
         parts.append(f'<p id="answer-forecasts">{html.escape(answer.NO_FORECAST)}</p>')
     parts += [
+        *_advice(inputs.advice),
         "<h2>What to train next (planning verdict)</h2>",
         _verdicts(inputs.decisions),
         '<figure id="answer-figure">',
@@ -111,6 +139,11 @@ def markdown(title: str, inputs: AnswerInputs, warnings: list[str] | None = None
     """answer.md: the data's warnings, the same answer, the figure linked, then the links."""
     lines = [f"# {title}", "", *(f"**Warning**: {warning}\n" for warning in warnings or [])]
     lines += answer.answer_lines(inputs.question, inputs.forecasts, inputs.decisions)
+    if inputs.advice is not None:  # before the planning verdict, as on the page
+        unit = str(inputs.advice["cost_unit"].iloc[0]) if "cost_unit" in inputs.advice else ""
+        verdict = lines.index("## What to train next (planning verdict)")
+        advice = answer_advice.advice_lines(inputs.advice, advice_about(inputs.advice), unit)
+        lines[verdict:verdict] = advice
     lines += ["![the answer's figure](figures/answer.png)", "", FIGURE_CAPTION, "", "## Everything else", ""]
     lines += [f"- [{label}]({path})" for label, path in LINKS]
     return "\n".join([*lines, ""])

@@ -1,0 +1,208 @@
+"""The advisor: its preposterior machinery against a linear law's known answer, and
+``rerank-scaling advise`` on the README's table, a candidates file and bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_cli import README_CSV, REPO
+
+from rerank_scaling.forecast.advise import Candidate, Group, TargetForecast, advise
+from rerank_scaling.forecast.advise_table import ADVICE_COLUMNS, default_candidates
+from rerank_scaling.forecast.cli import main
+from rerank_scaling.laws.fit_settings import FitSettings
+from rerank_scaling.laws.forms import SCALES
+from rerank_scaling.report.answer_advice import next_sentence
+
+SIGMA = 0.01  # a run's known sd about the line
+DRAWS = 4000
+
+
+def least_squares(group: Group, rows: pd.DataFrame, held: pd.DataFrame, seed: int) -> TargetForecast:
+    """A straight line in x = ln N by weighted least squares (a size's ``seeds`` averaged runs weigh
+    ``seeds``), known sigma: draws of a new run at each held point, mean + sd z (z the same for the
+    same seed, so two fits' widths differ by their sds alone)."""
+    design = np.column_stack([np.ones(len(rows)), np.log(rows["N"].to_numpy(float))])
+    weights = rows["seeds"].to_numpy(float)
+    inverse = np.linalg.inv(design.T @ (design * weights[:, None]))
+    beta = inverse @ design.T @ (weights * rows["value"].to_numpy(float))
+    at = np.column_stack([np.ones(len(held)), np.log(held["N"].to_numpy(float))])
+    sd = SIGMA * np.sqrt(1 + np.einsum("ij,jk,ik->i", at, inverse, at))
+    z = np.random.default_rng(seed).standard_normal((DRAWS, len(held)))
+    draws = at @ beta + z * sd
+    low, high = np.percentile(draws[:, 0], [2.5, 97.5])
+    return TargetForecast(float(high - low), 0.0, draws)
+
+
+def hand_width(fitted: np.ndarray, added: float, target: float) -> float:
+    """sd of a new run at x* after adding x: sigma sqrt(1 + (1, x*) (X'X + x x')^-1 (1, x*)')."""
+    xs = np.log(np.append(fitted, added))
+    design = np.column_stack([np.ones(len(xs)), xs])
+    at = np.array([1.0, np.log(target)])
+    return float(SIGMA * np.sqrt(1 + at @ np.linalg.inv(design.T @ design) @ at))
+
+
+def line_group(sizes: np.ndarray) -> Group:
+    rows = pd.DataFrame(
+        {"model": [f"M{i}" for i in range(len(sizes))], "size": sizes, "N": sizes / SCALES["N"],
+         "value": 0.2 + 0.02 * np.log(sizes / 1e6), "seeds": 1, "role": "fit", "step": 1.0}
+    )  # fmt: skip
+    settings = FitSettings.of(metrics=("nDCG@10",), last_k=1, holdout_last=1, bootstrap=10)
+    return Group("nDCG@10", rows, settings)
+
+
+def test_the_preposterior_ranks_a_linear_law_s_candidates_as_the_hand_formula_does():
+    """Known answer: for least squares the width after adding x is proportional to sqrt(1 + h(x*)),
+    h from (X'X + x x')^-1; the advisor's expected widths are that formula's (one constant factor,
+    the z draws' own quantile width), and its best candidate is the formula's."""
+    fitted = np.array([1e7, 2e7, 4e7, 8e7])
+    target = 1e9
+    group = line_group(fitted)
+    sizes = [1e7, 2e7, 8e7, 1.6e8, 3.2e8]
+    candidates = [Candidate(f"N={n:g}", n, 1.0) for n in sizes]
+    advice = advise(group, target, candidates, outcomes=3, seed=5, fit=least_squares)
+    hand = {f"N={n:g}": hand_width(fitted, n, target) for n in sizes}
+    ratio = advice["expected_width"] / advice["candidate"].map(hand)
+    assert np.allclose(ratio, ratio.iloc[0], rtol=1e-9)  # widths proportional to the formula's sd
+    assert advice["candidate"].iloc[0] == min(hand, key=hand.get) == "N=3.2e+08"
+    assert advice["candidate"].tolist() == sorted(hand, key=hand.get)  # the whole ranking
+    # a size already fitted is another seed: the same as two points at x (its weight 2)
+    assert advice.set_index("candidate").loc["N=8e+07", "expected_width"] / ratio.iloc[0] == pytest.approx(
+        hand_width(fitted, 8e7, target), rel=1e-9
+    )
+    now = hand_width(fitted[:-1], fitted[-1], target)  # the four fitted points as they are
+    assert advice["width_now"].iloc[0] / ratio.iloc[0] == pytest.approx(now, rel=1e-9)
+
+
+def test_cost_reorders_the_candidates():
+    """Ranked by reduction per unit cost: the best reduction at ten times the price of the second
+    best loses to it."""
+    fitted = np.array([1e7, 2e7, 4e7, 8e7])
+    group = line_group(fitted)
+    candidates = [Candidate("big", 3.2e8, 10.0), Candidate("small", 1.6e8, 1.0)]
+    advice = advise(group, 1e9, candidates, outcomes=2, seed=1, fit=least_squares)
+    assert advice["candidate"].tolist() == ["small", "big"]
+    assert (advice["expected_width_reduction"] > 0).all()
+    big = advice.set_index("candidate").loc["big"]
+    assert (
+        big["expected_width_reduction"]
+        > advice.set_index("candidate").loc["small", "expected_width_reduction"]
+    )
+    assert big["reduction_per_cost"] == pytest.approx(big["expected_width_reduction"] / 10.0)
+
+
+def test_default_candidates_are_the_sizes_and_their_geometric_midpoints_priced_by_size():
+    group = line_group(np.array([1e7, 4e7, 1.6e8]))
+    found = {c.label: c for c in default_candidates(group, 6.4e8)}
+    assert set(found) == {
+        "M0 (another seed)",
+        "M1 (another seed)",
+        "M2 (another seed)",
+        "new size 20M",
+        "new size 80M",
+        "new size 320M",
+    }
+    assert found["M0 (another seed)"].cost == 1.0 and found["new size 320M"].cost == pytest.approx(32.0)
+
+
+def advise_cli(tmp_path: Path, csv: str, *options: str) -> int:
+    runs = tmp_path / "runs.csv"
+    runs.write_text(csv)
+    return main(["advise", str(runs), "--out", str(tmp_path / "out"), *options])
+
+
+def test_the_readme_example_gets_ranked_advice(tmp_path, capsys):
+    """The README's hand-written table: every default candidate ranked; training towards the
+    target (a new size between the largest and 1e9) beats rerunning the smallest size."""
+    options = ("--target", "1e9", "--metric", "nDCG@10", "--bootstrap", "60", "--outcomes", "3")
+    assert advise_cli(tmp_path, README_CSV, *options) == 0
+    advice = pd.read_csv(tmp_path / "out" / "advice.csv")
+    assert advice.columns.tolist() == ADVICE_COLUMNS
+    assert len(advice) == 5 + 5  # the five sizes again, four midpoints and one to the target
+    assert advice["reduction_per_cost"].is_monotonic_decreasing
+    assert (advice["expected_width"] > 0).all() and (advice["cost"] > 0).all()
+    by = advice.set_index("candidate")
+    assert (
+        by.loc["new size 632M", "expected_width_reduction"]
+        > by.loc["S1 (another seed)", "expected_width_reduction"]
+    )
+    said = capsys.readouterr().out
+    assert said.splitlines()[0] == next_sentence(advice)
+    assert said.startswith(f"Next: train {advice['candidate'].iloc[0]} (cost ")
+
+
+def test_a_candidates_file_is_ranked_and_priced_as_given(tmp_path):
+    rows = "".join(
+        f"L{i},{n:g},{v:.4f}\n"
+        for i, (n, v) in enumerate([(2e6, 0.21), (4e6, 0.24), (8e6, 0.262), (16e6, 0.285)])
+    )
+    (tmp_path / "candidates.csv").write_text("model,size,cost,steps\nrerun L4,16e6,4,100\nL5,32e6,8,100\n")
+    options = ("--target", "1.28e8", "--candidates", str(tmp_path / "candidates.csv"), "--metric", "nDCG@10")
+    assert (
+        advise_cli(tmp_path, "model,size,value\n" + rows, *options, "--bootstrap", "40", "--outcomes", "2")
+        == 0
+    )
+    advice = pd.read_csv(tmp_path / "out" / "advice.csv").set_index("candidate")
+    assert set(advice.index) == {"rerun L4", "L5"}
+    assert advice.loc["L5", "cost"] == 8 and advice.loc["rerun L4", "steps"] == 100
+
+
+@pytest.mark.parametrize(
+    "candidates,options,message",
+    [
+        (None, ("--target", "0"), "--target 0: a size is a positive parameter count"),
+        (None, ("--target", "1e9", "--outcomes", "0"), "--outcomes 0: give a positive number"),
+        ("model,size\nA,1e9\n", ("--target", "1e9"), "candidates.csv: missing column(s) cost"),
+        (
+            "model,size,cost\nA,1e9,-2\n",
+            ("--target", "1e9"),
+            "candidates.csv:2: cost -2; give a positive number",
+        ),
+        (
+            "model,size,cost\nA,1e9,2\nA,2e9,3\n",
+            ("--target", "1e9"),
+            "candidates.csv:3: candidate 'A' is listed twice",
+        ),
+        ("", ("--target", "1e9"), "candidates.csv: the file is empty (0 bytes)"),
+    ],
+)
+def test_bad_advice_input_names_the_option_or_line(tmp_path, capsys, candidates, options, message):
+    if candidates is not None:
+        (tmp_path / "candidates.csv").write_text(candidates)
+        options = (*options, "--candidates", str(tmp_path / "candidates.csv"))
+    assert advise_cli(tmp_path, README_CSV, *options, "--metric", "nDCG@10") == 2
+    said = capsys.readouterr().err
+    assert said.count("\n") == 1 and message in said, said
+    assert not (tmp_path / "out").exists()
+
+
+def advisor_quotes() -> list[str]:
+    """The README's sentences on the advisor, built from benchmarks/results/advisor.md's cells."""
+    report = (REPO / "benchmarks" / "results" / "advisor.md").read_text()
+
+    def cells(prefix: str) -> list[str]:
+        line = next(x for x in report.splitlines() if x.startswith(prefix))
+        return [c.strip() for c in line.strip("|").split(" | ")]  # "|error|" is one cell
+
+    width, error = cells("| mean 95% interval width"), cells("| mean |error|")
+    calibration = cells("| all |")
+    ladders = report.split("## Simulation", 1)[1].split("\n\n", 2)[1].split(" ladders", 1)[0]
+    replay = next(x for x in report.splitlines() if x.startswith("At the first budget:"))
+    cpu = report.split("one process: CPU time ", 1)[1].split(" s,", 1)[0]
+    return [
+        f"On {ladders} simulated ladders the advisor's purchases leave a target interval {width[4]} times "
+        f"as wide as buying the largest affordable size and {width[5]} times as wide as random "
+        f"affordable runs, with an |error| {error[4]} and {error[5]} times theirs",
+        f"its expected width reduction averages {calibration[2]} against {calibration[3]} realised",
+        replay,
+        f"takes {cpu} s of CPU time",
+    ]
+
+
+def test_the_readme_quotes_the_advisor_benchmark_as_generated():
+    readme = " ".join((REPO / "README.md").read_text().split())
+    for quote in advisor_quotes():
+        assert " ".join(quote.split()) in readme, quote
