@@ -431,3 +431,21 @@ def test_fits_without_bootstrap_draws_cannot_decide_and_say_how_to_get_them():
     assert (decisions["verdict"] == "cannot decide").all()
     assert decisions["reason"].str.contains("no bootstrap draws").all()
     assert decisions["reason"].str.contains("re-run the fit stage").all()
+
+
+def test_a_narrow_validated_range_still_decides_and_flags_the_extrapolation():
+    """The default's situation: the configured sizes and the budgets' examples lie beyond the range
+    the backtests validated (ratio 1: no extrapolation validated). Each candidate still gets its
+    P(best) from the draws, flagged; at most a quarter of the lines say "cannot decide"."""
+    from rerank_scaling.planning.plan_table import budget_decisions, decisions_table, plan_table
+
+    fits = joint_fit_rows({o: ("ok", "") for o in ("pointwise", "listwise")}, validated_ratio=1.0)
+    table = plan_table(plan_of(fits, None).rows)
+    decisions = decisions_table(table)
+    assert len(decisions) == 2  # one line per objective
+    assert (decisions["verdict"] == "cannot decide").mean() <= 0.25, decisions[["verdict", "reason"]]
+    assert decisions["extrapolated"].astype(bool).all()
+    assert decisions["reason"].str.contains("beyond the validated 1x (extrapolation)", regex=False).all()
+    candidates = table[(table["kind"] == "candidate") & (table["status"] == "beyond_validated_range")]
+    assert len(candidates) and candidates["p_best"].notna().all()
+    assert len(budget_decisions(table)) == 2 * len(plan_of(fits, None).settings.budgets)

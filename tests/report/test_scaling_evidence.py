@@ -79,6 +79,21 @@ def test_the_paired_standard_error_is_the_se_of_the_mean_per_query_difference():
     assert np.isnan(paired_difference_se(a[:4], b[:4]))  # fewer than 5 queries: no yardstick
 
 
+def test_the_paired_standard_error_of_a_count_weighted_metric_matches_a_query_bootstrap():
+    """M = sum n v / sum n with unequal n per query (the delta method): the same SE as resampling the
+    queries and recomputing both runs' ratios on each resample (2000 resamples: within 10%)."""
+    rng = np.random.default_rng(5)
+    queries = 200
+    n = pd.DataFrame({"a": rng.integers(1, 6, queries), "b": rng.integers(1, 6, queries)}).astype(float)
+    difficulty = rng.normal(0.5, 0.2, queries)
+    values = pd.DataFrame({"a": difficulty + rng.normal(0.05, 0.1, queries), "b": difficulty})
+    weighted = values * n
+    se = paired_standard_error(weighted, n, {"a": 1.0, "b": -1.0})
+    counts = rng.multinomial(queries, np.full(queries, 1 / queries), size=2000)
+    ratio = {c: counts @ weighted[c].to_numpy() / (counts @ n[c].to_numpy()) for c in "ab"}
+    assert se == pytest.approx(np.std(ratio["a"] - ratio["b"], ddof=1), rel=0.1)
+
+
 def test_the_paired_standard_error_recovers_the_known_noise_of_a_difference():
     metrics = dev_ndcg(synthetic_metrics_table(noise=0.0))
     final = metrics[metrics["checkpoint"] == 15]
