@@ -178,7 +178,7 @@ def test_summary_states_each_comparison_with_its_yardstick(tmp_path):
     claims = text.split("## Claims")[1].split("##")[0]
     assert claims.count("- **") == 4  # 2 objectives x 2 splits
     assert "pointwise (full), dev nDCG@10, 50 queries" in claims and "Real scaling: **yes**" in claims
-    assert "seed spread 0.0010" in claims and "SE 0.0" in claims
+    assert "seed spread 0.0010 at s1 (paired SE 0.0" in claims and "SE 0.0" in claims
     assert "standard error over queries" in text
     unknown = summary(metrics, tmp_path, None)
     assert "Real scaling: **yes**" not in unknown and "Real scaling: **unknown**" in unknown

@@ -39,7 +39,8 @@ def claims(evidence: pd.DataFrame) -> list[str]:
         spread = (
             "no seeds"
             if pd.isna(r["seed_spread"])
-            else f"seed spread {_fmt(r['seed_spread'])} at {r['seed_spread_models']}"
+            else f"seed spread {_fmt(r['seed_spread'])} at {r['seed_spread_models']} (paired SE "
+            f"{_fmt(r.get('seed_spread_se', float('nan')))})"
         )
         lines.append(
             f"- **{r['objective']} ({r['attention']}), {r['split']} {r['metric']}, {r['queries']} queries:** "
