@@ -70,7 +70,7 @@ def report(result: pd.DataFrame, ties: pd.DataFrame, seed: int, forms: str) -> s
             f"| [{band.left:.1f}, {min(band.right, 1.0):.1f}) | {len(part)} | {exact(hits, len(part))} | "
             f"{part['p_best'].mean():.2f} | {part['regret'].mean():.4f} |"
         )
-    decided = result["verdict"] != "cannot decide"
+    decided = result["verdict"].str.startswith("train ")
     lines += [
         "",
         f"`train` verdicts (P(best) >= 0.8): {exact(int(right[decided].sum()), int(decided.sum()))} right; "
@@ -79,7 +79,9 @@ def report(result: pd.DataFrame, ties: pd.DataFrame, seed: int, forms: str) -> s
         "",
         "## An exact tie between two candidates",
         "",
-        f"`cannot decide`: {exact(int((ties['verdict'] == 'cannot decide').sum()), len(ties))}. With draws "
+        f"not `train` (`prefer` or `cannot decide`): "
+        f"{exact(int((~ties['verdict'].str.startswith('train ')).sum()), len(ties))}; `cannot decide`: "
+        f"{exact(int((ties['verdict'] == 'cannot decide').sum()), len(ties))}. With draws "
         "whose spread is right, the 0.8 rule decides when the estimated gap exceeds 0.84 of its standard "
         "error: about 40% of ties (any such choice has zero true regret).",
         "",

@@ -27,7 +27,7 @@ import yaml
 from benchmark_output import emit
 
 from rerank_scaling.report.held_out_check import run_check
-from rerank_scaling.report.scaling_evidence import final_rows, final_standard_errors
+from rerank_scaling.report.scaling_evidence import final_rows
 from rerank_scaling.settings import written_section
 from rerank_scaling.workflow_time import job_times
 
@@ -67,7 +67,7 @@ def run_row(overlay_path: Path, results: Path) -> dict[str, object]:
     run_dir = results / overlay["run_name"]
     metrics = pd.read_parquet(run_dir / "metrics" / "all.parquet")
     per_query = pd.read_parquet(run_dir / "metrics" / "per_query.parquet")
-    check, joint = run_check(run_dir / "laws", metrics, final_standard_errors(metrics, per_query, METRIC))
+    check, joint = run_check(run_dir / "laws", metrics, per_query, METRIC)
     if not check.empty:
         wanted = (check["objective"] == OBJECTIVE) & (check["split"] == SPLIT) & (check["protocol"] == joint)
         check = check[wanted]
@@ -87,7 +87,7 @@ def run_row(overlay_path: Path, results: Path) -> dict[str, object]:
         "largest fitted": f"{r.largest_fitted} {_by_seed(dev, r.largest_fitted)}",
         "held out": f"{r.held_out} {_by_seed(dev, r.held_out)}",
         "gap (mean)": f"{r.gap:+.3f}",
-        "SE": f"{r.se:.3f}",
+        "paired SE of the gap": f"{r.gap_se:.3f}",
         f"{joint} forecast [95%]": f"{r.forecast:.3f} [{r.low:.3f}, {r.high:.3f}]",
         "miss": f"{r.miss:.3f}",
         "miss < gap": "yes" if r.miss_within_gap else "no",

@@ -9,6 +9,7 @@ rule report_figures:
         equal_compute=rules.fit_laws.output.equal_compute,
         data_checks=rules.prepare_data.output.checks,
         example_counts=rules.training_examples.output.counts,
+        decisions=f"{RESULTS}/planning/decisions.csv",  # rule plan: what to train, in summary.md's answer
     output:
         figures=figure_reports("png"),
         pdfs=figure_files("pdf"),
@@ -20,6 +21,7 @@ rule report_figures:
         summary=report(f"{RESULTS}/summary.md", caption="../report/summary.rst", category="Tables"),
     params:
         laws=directory_of("input", "fits"),
+        planning=directory_of("input", "decisions"),
         figures=directory_of("output", "figures"),
         metrics=fitted_metrics(),
         splits=fitted_splits(),
@@ -36,7 +38,7 @@ rule report_figures:
         " --laws {params.laws}"
         " --metric {params.metrics:q} --split {params.splits} --figures {params.figures}"
         " --summary {output.summary} --data-checks {input.data_checks}"
-        " --example-counts {input.example_counts} > {log} 2>&1"
+        " --example-counts {input.example_counts} --planning {params.planning} > {log} 2>&1"
 
 
 rule advise_next:

@@ -16,7 +16,7 @@ from rerank_scaling.laws import forms as laws
 from rerank_scaling.laws.allocation import allocation_table
 from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.laws.runner import run_protocols
-from rerank_scaling.planning.decisions import argmax_statistics, decide
+from rerank_scaling.planning.decisions import argmax_statistics, decide, monte_carlo_se
 from rerank_scaling.planning.forecast import MetricForecast, ValidatedRange
 from rerank_scaling.settings import with_defaults
 
@@ -42,6 +42,7 @@ def test_exchangeable_candidates_cannot_be_decided_and_the_numbers_say_why():
     assert 0.4 < decision.p_best < 0.6
     assert decision.reason.startswith(f"P(best) {decision.p_best:.2f} for ")
     assert "95% intervals overlap by" in decision.reason and "below 0.80" in decision.reason
+    assert "tied within the draws' Monte Carlo noise" in decision.reason
     # the expected regret of either choice is the mean of |difference| / 2 ~ 0.01 / sqrt(pi)
     assert decision.expected_regret == pytest.approx(0.01 / np.sqrt(np.pi), rel=0.2)
 
@@ -53,7 +54,7 @@ def test_ties_within_a_draw_share_the_credit():
     np.testing.assert_allclose(regret, [1.0, 2 / 3, 0.5])  # the infeasible draw has no regret
 
 
-def test_candidates_beyond_the_validated_range_are_listed_not_compared():
+def test_candidates_beyond_the_validated_range_are_compared_and_flagged():
     law = laws.additive_law(+1)
     params = np.array([0.7, 0.2, 0.5, 0.05, 0.4])
     draws = params + np.random.default_rng(2).normal(0, 0.01, (100, 5))
@@ -64,20 +65,38 @@ def test_candidates_beyond_the_validated_range_are_listed_not_compared():
     ratio = forecast.extrapolation(n, d)
     np.testing.assert_allclose(ratio, [1.0, 1.0, 2.0])
     assert np.isnan(forecast(n, d)[2]) and np.isfinite(forecast(n, d)[:2]).all()
-    sample = forecast.sample(n, d)
-    assert sample.shape == (100, 3) and np.isnan(sample[:, 2]).all()
+    assert np.isnan(forecast.sample(n, d)[:, 2]).all()  # curves and optima stay inside the range
+    sample = forecast.sample(n, d, extrapolate=True)  # a decision reads the law beyond it too
+    assert sample.shape == (100, 3) and np.isfinite(sample).all()
     decision = decide(LABELS, sample, ratio, validated.ratio, +1, 0.8)
     table = decision.candidates.set_index("label")
-    assert table.loc["L3", "status"] == "beyond_validated_range" and np.isnan(table.loc["L3", "p_best"])
-    assert "L3 at 2x is beyond the validated 1.5x" in decision.reason
-    assert decision.verdict == "train L2"  # of the two compared, the larger (a - b N^-alpha grows)
+    assert table.loc["L3", "status"] == "beyond_validated_range" and table.loc["L3", "p_best"] > 0.8
+    assert table["p_best"].sum() == pytest.approx(1.0)
+    assert "L3 at 2x is beyond the validated 1.5x (extrapolation)" in decision.reason
+    # the larger the better (a - b N^-alpha grows): L3 wins, and the verdict says it extrapolates
+    assert decision.verdict == "train L3" and decision.extrapolated
+    inside = decide(LABELS[:2], sample[:, :2], ratio[:2], validated.ratio, +1, 0.8)
+    assert inside.verdict == "train L2" and not inside.extrapolated
     # fewer examples than any fitted checkpoint saw is extrapolation too
     assert forecast.extrapolation(4e6, 100.0) == pytest.approx(5.0)
-    only = decide(LABELS, sample, np.array([1.0, 3.0, 2.0]), 1.5, +1, 0.8)
-    assert only.verdict == "cannot decide" and "only L1 lies within the validated range" in only.reason
     poor = decide(LABELS, sample, ratio, 1.5, +1, 0.8, unaffordable=np.array([False, True, False]))
     assert poor.candidates["status"].tolist() == ["compared", "unaffordable", "beyond_validated_range"]
-    assert "L2 is unaffordable" in poor.reason and poor.verdict == "cannot decide"
+    assert "L2 is unaffordable" in poor.reason and poor.verdict == "train L3"
+    alone = decide(LABELS, sample, ratio, 1.5, +1, 0.8, unaffordable=np.array([True, True, False]))
+    assert alone.verdict == "train L3" and "the only candidate with a forecast" in alone.reason
+    none = decide(LABELS, np.full((100, 3), np.nan), ratio, 1.5, +1, 0.8)
+    assert none.verdict == "cannot decide" and "no candidate has a forecast" in none.reason
+
+
+def test_a_ranking_below_the_threshold_is_a_preference_not_cannot_decide():
+    """Gap 0.5 SD between two candidates: P(best) = Phi(0.5 / sqrt(2)) = 0.64 < 0.8, far above the
+    runner-up's 0.36 given 2000 draws (Monte Carlo SE of the difference ~0.02): ``prefer``."""
+    rng = np.random.default_rng(4)
+    draws = rng.normal(0, 0.01, (2000, 2)) + np.array([0.0, 0.005])
+    decision = decide(LABELS[:2], draws, np.ones(2), 1.5, +1, 0.8)
+    assert decision.p_best == pytest.approx(stats.norm.cdf(0.5 / np.sqrt(2)), abs=0.03)
+    assert decision.verdict == "prefer L2" and "below 0.80" in decision.reason
+    assert monte_carlo_se(0.64, 0.36, 2000) == pytest.approx(np.sqrt((1 - 0.28**2) / 2000))
 
 
 def test_the_budget_optimum_stays_inside_the_validated_range_and_says_it_hit_its_edge():
@@ -125,7 +144,7 @@ def test_p_best_chooses_the_true_best_on_a_simulated_ladder():
     P(best) bands, exact intervals): benchmarks/results/decisions_calibration.md.
     """
     result = simulate(200, equal_compute, seed=2)
-    decided = result[result["verdict"] != "cannot decide"]
+    decided = result[result["verdict"].str.startswith("train ")]
     right = int((decided["chosen"] == decided["best"]).sum())
     assert len(decided) >= 40, "a 0.8 rule that never decides is not a planning tool"
     lower = stats.beta.ppf(0.05, right, len(decided) - right + 1)  # one-sided 95% Clopper-Pearson
@@ -135,13 +154,13 @@ def test_p_best_chooses_the_true_best_on_a_simulated_ladder():
 
 
 @pytest.mark.slow
-def test_a_true_tie_mostly_cannot_be_decided():
-    """Two candidates with exactly the same true metric. With bootstrap P(best) a decision needs
-    the estimated gap to exceed ~0.84 of its standard error, which happens in ~40% of ladders when
-    the draws' spread is right (24 of 100 decided in benchmarks/results/decisions_calibration.md,
-    76 left undecided); any such decision has zero true regret."""
+def test_a_true_tie_is_mostly_not_trained_with_confidence():
+    """Two candidates with exactly the same true metric. With bootstrap P(best) a ``train`` verdict
+    needs the estimated gap to exceed ~0.84 of its standard error, which happens in ~40% of ladders
+    when the draws' spread is right (24 of 100 in benchmarks/results/decisions_calibration.md); the
+    rest are ``prefer`` or ``cannot decide``; any such choice has zero true regret."""
     result = simulate(100, tied, seed=3)
-    undecided = int((result["verdict"] == "cannot decide").sum())
+    undecided = int((~result["verdict"].str.startswith("train ")).sum())
     lower = stats.beta.ppf(0.05, undecided, len(result) - undecided + 1)
     assert lower > 0.3, f"{undecided} of {len(result)} ties undecided (>= {lower:.2f})"
     assert result["gap"].max() < 1e-9
@@ -310,3 +329,40 @@ def test_form_draws_go_through_the_argmax():
     both = decide(LABELS[:2], draws, mixture.extrapolation(n, d), 1.5, +1, 0.8)
     assert both.verdict == "cannot decide"
     assert both.p_best == pytest.approx(0.5, abs=0.05)
+
+
+def test_one_line_per_objective_folds_the_budgets():
+    from rerank_scaling.planning.objective_verdicts import objective_verdicts
+
+    def row(objective, budget, verdict, p_best, extrapolated=False, question="budget"):
+        return {"objective": objective, "metric": "nDCG@10", "split": "dev", "law": "additive",
+                "question": question, "budget": budget, "verdict": verdict, "candidate": verdict.split()[-1],
+                "p_best": p_best, "expected_regret": 1 - p_best, "p_roi": np.nan, "reason": f"why {budget}",
+                "extrapolated": extrapolated}  # fmt: skip
+
+    rows = pd.DataFrame(
+        [
+            row("pointwise", 10.0, "train L4", 0.9),
+            row("pointwise", 1.0, "train L4", 0.95),
+            row("listwise", 1.0, "prefer L4", 0.6),
+            row("listwise", 10.0, "train L6", 0.85, extrapolated=True),
+            row("listwise", 100.0, "train L6", 0.99, extrapolated=True),
+            row("pairwise", 1.0, "cannot decide", np.nan),
+            row("pairwise", 10.0, "cannot decide", np.nan),
+            row("listwise", np.nan, "train L4", 0.8, question="roi"),
+        ]
+    )
+    lines = objective_verdicts(rows)
+    budget = lines[lines["question"] == "budget"].set_index("objective")
+    assert len(lines) == 4 and len(budget) == 3  # one budget line per objective, the ROI line kept
+    assert (
+        budget.loc["pointwise", "verdict"] == "train L4"
+        and budget.loc["pointwise", "budgets"] == "budgets 1, 10"
+    )
+    assert budget.loc["pointwise", "p_best"] == 0.9 and not budget.loc["pointwise", "extrapolated"]
+    assert budget.loc["pointwise", "reason"] == "1: why 1.0; 10: why 10.0"
+    assert budget.loc["listwise", "verdict"] == "prefer L4 at budget 1; train L6 at budgets 10, 100"
+    assert budget.loc["listwise", "candidate"] == "L6" and budget.loc["listwise", "p_best"] == 0.6
+    assert budget.loc["listwise", "extrapolated"]
+    assert budget.loc["pairwise", "verdict"] == "cannot decide"
+    assert budget.loc["pairwise", "reason"].startswith("budgets 1, 10: why 1.0")

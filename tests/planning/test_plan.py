@@ -201,7 +201,12 @@ def plan_of(fits: pd.DataFrame, value_per_point: float | None):
 
 def test_a_failed_joint_fit_cannot_decide_and_a_degenerate_one_is_judged_on_its_draws():
     from rerank_scaling.planning.plan_figures import budget_figure
-    from rerank_scaling.planning.plan_table import decisions_table, plan_markdown, plan_table
+    from rerank_scaling.planning.plan_table import (
+        budget_decisions,
+        decisions_table,
+        plan_markdown,
+        plan_table,
+    )
 
     reason = "not identifiable: alpha at its upper bound 5"
     failure = "the optimiser failed from every start"
@@ -215,12 +220,15 @@ def test_a_failed_joint_fit_cannot_decide_and_a_degenerate_one_is_judged_on_its_
     assert (budget.loc["pointwise", "status"] == "ok").any()
     assert set(plan.curves["objective"]) == {"pointwise"}
     decisions = decisions_table(table).set_index("objective")
-    assert (decisions.loc["listwise", "verdict"] == "cannot decide").all()
-    assert decisions.loc["listwise", "reason"].str.contains(failure).all()
+    failed = decisions.loc[["listwise"]]
+    assert len(failed) == 1 and failed["verdict"].iloc[0] == "cannot decide"  # the budgets folded
+    assert failure in failed["reason"].iloc[0] and failed["budgets"].iloc[0].startswith("budget")
     judged = decisions.loc["pointwise"]
-    assert len(judged) == len(plan.settings.budgets) + 1  # every budget, and the ROI choice
+    assert len(judged) == 2  # one line for every budget, and the ROI choice
     assert judged["reason"].str.contains("judged on its forecast draws").all()
-    assert (judged["verdict"].str.startswith("train ") == (judged["p_best"] >= 0.8)).all()
+    per_budget = budget_decisions(table).set_index("objective").loc["pointwise"]
+    assert len(per_budget) == len(plan.settings.budgets) + 1
+    assert (per_budget["verdict"].str.startswith("train ") == (per_budget["p_best"] >= 0.8)).all()
     markdown = plan_markdown(table, plan.settings, [])
     assert markdown.index("## Decisions") < markdown.index("## Measured cost profiles")
     figure = budget_figure(plan, table, "nDCG@10", "dev")
@@ -341,10 +349,16 @@ def test_plan_stage_end_to_end(tmp_path):
     columns = ["objective", "metric", "budget", "verdict", "candidate", "p_best", "expected_regret", "p_roi"]
     assert list(decisions.columns[:9]) == [*columns, "reason"]
     asked = decisions[decisions["question"] == "budget"]
-    assert len(asked) == 2 * 2 * 3  # objectives x metrics x budgets
-    # one configured model ("tiny"): nothing to decide between, and every row says why
-    assert (asked["verdict"] == "cannot decide").all()
-    assert asked["reason"].str.contains("only tiny lies|no candidate lies|synthetic failure").all()
+    assert len(asked) == 2 * 2  # objectives x metrics: the budgets folded into one line
+    assert asked["budgets"].eq("budgets 0.01, 1, 100").all()
+    # one configured model ("tiny"): nothing to rank, so it is trained where the budget pays for it;
+    # where it cannot (serving alone uses the budget up), or the fit failed, nothing can be decided
+    failed_fit = asked["reason"].str.contains("synthetic failure")
+    assert failed_fit.sum() == 1 and (asked.loc[failed_fit, "verdict"] == "cannot decide").all()
+    judged = asked[~failed_fit]
+    assert judged["verdict"].str.endswith("train tiny at budget 100").all(), judged["verdict"].tolist()
+    assert judged["reason"].str.contains("100: the only candidate with a forecast").all()
+    assert judged["reason"].str.contains("tiny is unaffordable").all(), judged["reason"].tolist()
     plan_md = (tmp_path / "planning" / "plan.md").read_text()
     assert plan_md.index("## Decisions") < plan_md.index("## Measured cost profiles")
     roi = result[result["kind"] == "roi"]
@@ -402,7 +416,8 @@ def test_plan_stage_without_fits_or_profiles(tmp_path):
     budget = result[result["kind"] == "budget"]
     assert budget["status"].tolist() == ["missing"] and "no joint-protocol fit" in budget["reason"].iloc[0]
     decisions = pd.read_csv(tmp_path / "planning" / "decisions.csv")
-    assert len(decisions) == 4 and (decisions["verdict"] == "cannot decide").all()  # one per default budget
+    assert len(decisions) == 1 and (decisions["verdict"] == "cannot decide").all()  # the budgets folded
+    assert decisions["budgets"].iloc[0].startswith("budgets ")
     assert decisions["reason"].str.contains("no joint-protocol fit").all()
     assert not (tmp_path / "profiles").exists()
     assert (tmp_path / "figures" / "roi_frontier.png").exists()
@@ -416,3 +431,21 @@ def test_fits_without_bootstrap_draws_cannot_decide_and_say_how_to_get_them():
     assert (decisions["verdict"] == "cannot decide").all()
     assert decisions["reason"].str.contains("no bootstrap draws").all()
     assert decisions["reason"].str.contains("re-run the fit stage").all()
+
+
+def test_a_narrow_validated_range_still_decides_and_flags_the_extrapolation():
+    """The default's situation: the configured sizes and the budgets' examples lie beyond the range
+    the backtests validated (ratio 1: no extrapolation validated). Each candidate still gets its
+    P(best) from the draws, flagged; at most a quarter of the lines say "cannot decide"."""
+    from rerank_scaling.planning.plan_table import budget_decisions, decisions_table, plan_table
+
+    fits = joint_fit_rows({o: ("ok", "") for o in ("pointwise", "listwise")}, validated_ratio=1.0)
+    table = plan_table(plan_of(fits, None).rows)
+    decisions = decisions_table(table)
+    assert len(decisions) == 2  # one line per objective
+    assert (decisions["verdict"] == "cannot decide").mean() <= 0.25, decisions[["verdict", "reason"]]
+    assert decisions["extrapolated"].astype(bool).all()
+    assert decisions["reason"].str.contains("beyond the validated 1x (extrapolation)", regex=False).all()
+    candidates = table[(table["kind"] == "candidate") & (table["status"] == "beyond_validated_range")]
+    assert len(candidates) and candidates["p_best"].notna().all()
+    assert len(budget_decisions(table)) == 2 * len(plan_of(fits, None).settings.budgets)

@@ -213,3 +213,46 @@ def test_thin_training_data_is_warned_on_the_answer_page(tmp_path):
     assert f"<strong>Warning</strong>: {html.escape(warning)}" in page
     (root / "counts.json").write_text(json.dumps({"warnings": []}))
     assert "Warning" not in build(root, "--example-counts", str(root / "counts.json"))[0]
+
+
+def test_the_answer_comes_first_in_one_sentence_per_objective(tmp_path):
+    """Per objective: the held-out size's forecast by planning's law with its 95% interval, its
+    status, the observation inside or outside, and what to train; before the question and tables."""
+    root = write_results(tmp_path / "run", decisions=True)
+    markdown, page = build(root)
+    listwise = (
+        "- **listwise**: L4 (8M) is forecast at 0.4100 [0.3800, 0.4400] by additive (joint_code), usable; "
+        "observed 0.4000, inside the interval. What to train: train L4 (P(best) 0.91)."
+    )
+    pointwise = (
+        "- **pointwise**: L4 (8M) is forecast at 0.3600 [0.3300, 0.3900] by additive (joint_code), beyond "
+        "the validated range; observed 0.3000, outside the interval. What to train: cannot decide "
+        "(P(best) 0.55)."
+    )
+    section = markdown.split("## The answer\n\n")[1].split("\n\n")[0]
+    assert section.splitlines() == [listwise, pointwise]
+    assert markdown.index("## The answer") < markdown.index("## The question") < markdown.index("| objective")
+    headline = re.search(r'<h2>The answer</h2>\s*<ul id="answer-headline">(.*?)</ul>', page, re.S).group(1)
+    assert headline.count("<li>") == 2 and html.escape(listwise[17:]) in headline
+    assert page.index('id="answer-headline"') < page.index('id="answer-forecasts"')
+    # an extrapolated choice says so
+    decisions = pd.read_csv(root / "planning" / "decisions.csv").assign(extrapolated=[True, False, False])
+    decisions.to_csv(root / "planning" / "decisions.csv", index=False)
+    assert "train L4 (P(best) 0.91), extrapolated beyond the validated range." in build(root)[0]
+    # without a plan the sentence says there is no verdict
+    (root / "planning" / "decisions.csv").unlink()
+    (root / "planning" / "plan.parquet").unlink()
+    assert "What to train: no planning verdict" in build(root)[0]
+
+
+def test_summary_states_the_answer_first(tmp_path):
+    from rerank_scaling.report.summary import summary
+
+    root = write_results(tmp_path / "run", decisions=True)
+    metrics = pd.read_parquet(root / "metrics" / "all.parquet")
+    metrics = metrics.assign(seed=1, checkpoint=metrics["step"], queries=50)
+    text = summary(metrics, root / "laws", None, planning_dir=root / "planning")
+    section = text.split("## The answer\n\n")[1].split("\n\n")[0].splitlines()
+    assert len(section) == 2 and section[0].startswith("- **listwise**: L4 (8M) is forecast at 0.4100")
+    assert section[0].endswith("What to train: train L4 (P(best) 0.91).")
+    assert text.index("## The answer") < text.index("## The question") < text.index("## Claims")

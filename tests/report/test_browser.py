@@ -31,6 +31,11 @@ def test_answer_html_opens_from_disk_with_table_and_figure(tmp_path):
     dom = rendered_dom(root / "answer.html")
     assert landing_problems(dom) == []
     assert "beyond the validated range" in dom and "outside" in dom and "train L4" in dom
+    # the answer first: one sentence per objective, above the question and the tables
+    assert (
+        dom.index('id="answer-headline"') < dom.index('id="answer-question"') < dom.index("answer-forecasts")
+    )
+    assert "What to train: train L4 (P(best) 0.91)" in dom
     shot = screenshot(root / "answer.html", tmp_path / "answer.png", width=1400, height=1800)
     assert painted(shot) > 0.05
 

@@ -1,5 +1,5 @@
 """The summary's scaling evidence: training gain, size gap and BM25, each with its yardsticks
-(paired bootstrap over queries, seed spread) and a verdict that is never "yes" without one."""
+(paired per-query standard errors, seed spread) and a verdict that is never "yes" without one."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import pytest
 from synthetic_runs import synthetic_metrics_table
 
 from rerank_scaling.records import PER_QUERY_COLUMNS
+from rerank_scaling.report.paired import paired_difference_se, paired_standard_error
 from rerank_scaling.report.scaling_evidence import (
-    QueryBootstrap,
+    QueryTable,
     final_standard_errors,
     scaling_evidence,
     verdict,
@@ -62,18 +63,53 @@ def dev_ndcg(table: pd.DataFrame) -> pd.DataFrame:
     return table[(table["split"] == "dev") & (table["metric"] == "nDCG@10")]
 
 
-def test_the_paired_bootstrap_recovers_the_known_standard_error_of_a_difference():
+def test_the_paired_standard_error_is_the_se_of_the_mean_per_query_difference():
+    """By hand: d = (0.10, 0.12, 0.08, 0.10, 0.11, 0.09), mean 0.1, sum of squared deviations 0.001,
+    variance 0.001 / 5, SE = sqrt(0.0002 / 6) = 0.005774. The two runs' separate SEs, combined as
+    if independent, are ~0.1: the shared query difficulty counted twice."""
+    a = np.array([0.5, 0.7, 0.2, 0.9, 0.4, 0.6])
+    b = a - np.array([0.10, 0.12, 0.08, 0.10, 0.11, 0.09])
+    assert paired_difference_se(a, b) == pytest.approx(np.sqrt(0.0002 / 6), rel=1e-9)
+    unpaired = np.sqrt(a.var(ddof=1) / 6 + b.var(ddof=1) / 6)
+    assert unpaired > 15 * paired_difference_se(a, b)
+    # a metric averaged over per-query counts n: a constant n changes nothing (the delta method)
+    frame = pd.DataFrame({"a": 2 * a, "b": 2 * b})
+    twos = pd.DataFrame({"a": np.full(6, 2.0), "b": np.full(6, 2.0)})
+    assert paired_standard_error(frame, twos, {"a": 1.0, "b": -1.0}) == pytest.approx(np.sqrt(0.0002 / 6))
+    assert np.isnan(paired_difference_se(a[:4], b[:4]))  # fewer than 5 queries: no yardstick
+
+
+def test_the_paired_standard_error_of_a_count_weighted_metric_matches_a_query_bootstrap():
+    """M = sum n v / sum n with unequal n per query (the delta method): the same SE as resampling the
+    queries and recomputing both runs' ratios on each resample (2000 resamples: within 10%)."""
+    rng = np.random.default_rng(5)
+    queries = 200
+    n = pd.DataFrame({"a": rng.integers(1, 6, queries), "b": rng.integers(1, 6, queries)}).astype(float)
+    difficulty = rng.normal(0.5, 0.2, queries)
+    values = pd.DataFrame({"a": difficulty + rng.normal(0.05, 0.1, queries), "b": difficulty})
+    weighted = values * n
+    se = paired_standard_error(weighted, n, {"a": 1.0, "b": -1.0})
+    counts = rng.multinomial(queries, np.full(queries, 1 / queries), size=2000)
+    ratio = {c: counts @ weighted[c].to_numpy() / (counts @ n[c].to_numpy()) for c in "ab"}
+    assert se == pytest.approx(np.std(ratio["a"] - ratio["b"], ddof=1), rel=0.1)
+
+
+def test_the_paired_standard_error_recovers_the_known_noise_of_a_difference():
     metrics = dev_ndcg(synthetic_metrics_table(noise=0.0))
     final = metrics[metrics["checkpoint"] == 15]
     pointwise = final[final["objective"] == "pointwise"]
     noise, queries = 0.1, 400
-    bootstrap = QueryBootstrap.build(per_query_table(pointwise, queries, noise), "nDCG@10", "dev", 2000)
+    per_query = per_query_table(pointwise, queries, noise)
+    table = QueryTable.build(per_query, "nDCG@10", "dev")
     runs = pointwise.sort_values("non_embedding_params")["run"].tolist()
-    difference = bootstrap.standard_error({(runs[-1], 15): 1.0, (runs[0], 15): -1.0})
-    # d_q = e1 - e2 with sd noise * sqrt(2); the query difficulty cancels in the pair.
+    difference = table.standard_error({(runs[-1], 15): 1.0, (runs[0], 15): -1.0})
+    # d_q = e1 - e2 with sd noise * sqrt(2); the query difficulty (sd 0.2) cancels in the pair.
     assert difference == pytest.approx(noise * np.sqrt(2 / queries), rel=0.12)
-    single = bootstrap.standard_error({(runs[0], 15): 1.0})  # difficulty (sd 0.2) does not cancel
+    values = {run: per_query[per_query["run"] == run].sort_values("qid")["value"].to_numpy() for run in runs}
+    assert difference == pytest.approx(paired_difference_se(values[runs[-1]], values[runs[0]]), rel=1e-9)
+    single = table.standard_error({(runs[0], 15): 1.0})  # difficulty does not cancel
     assert single == pytest.approx(np.sqrt(0.2**2 + noise**2) / np.sqrt(queries), rel=0.15)
+    assert single > 1.5 * difference
 
 
 def test_a_clear_size_gap_is_real_scaling():
@@ -84,6 +120,8 @@ def test_a_clear_size_gap_is_real_scaling():
     row = evidence.loc["pointwise"]
     assert row["queries"] == 100 and row["training_gain"] > 0 and row["size_gap"] > 0.01
     assert row["seed_spread"] == pytest.approx(0.001) and row["seed_spread_models"] == "s1"
+    # the two seeds compared query by query: their own noise (sd 0.05 each), not the difficulty
+    assert row["seed_spread_se"] == pytest.approx(0.05 * np.sqrt(2 / 100), rel=0.3)
     assert 0 < row["size_gap_se"] < row["size_gap"] / 3 and 0 < row["training_gain_se"]
     assert row["training_gain_verdict"] == row["size_gap_verdict"] == row["real_scaling"] == "yes"
     assert row["largest_beats_bm25"] == "yes" and row["largest_minus_bm25"] > 0
@@ -140,7 +178,7 @@ def test_summary_states_each_comparison_with_its_yardstick(tmp_path):
     claims = text.split("## Claims")[1].split("##")[0]
     assert claims.count("- **") == 4  # 2 objectives x 2 splits
     assert "pointwise (full), dev nDCG@10, 50 queries" in claims and "Real scaling: **yes**" in claims
-    assert "seed spread 0.0010" in claims and "SE 0.0" in claims
+    assert "seed spread 0.0010 at s1 (paired SE 0.0" in claims and "SE 0.0" in claims
     assert "standard error over queries" in text
     unknown = summary(metrics, tmp_path, None)
     assert "Real scaling: **yes**" not in unknown and "Real scaling: **unknown**" in unknown
@@ -223,6 +261,7 @@ def _final_rows(values: dict[str, float], sizes: dict[str, int], queries: int) -
                     "attention": "full",
                     "seed": 1,
                     "step": step,
+                    "checkpoint": step,
                     "split": "dev",
                     "metric": "nDCG@10",
                     "value": v,
@@ -238,12 +277,7 @@ def test_held_out_check_compares_the_miss_with_the_gap_between_the_two_largest_s
 
     values, sizes = {"A": 0.20, "B": 0.30, "C": 0.36}, {"A": 1, "B": 2, "C": 4}
     metrics = _final_rows(values, sizes, queries=100)
-    errors = pd.DataFrame(
-        [
-            {"objective": "pointwise", "model": m, "seed": 1, "split": "dev", "se": se}
-            for m, se in (("A", 0.01), ("B", 0.015), ("C", 0.03))
-        ]
-    )
+    per_query = per_query_table(metrics, 100, 0.17, seed=3)
     table8 = pd.DataFrame(
         [
             {
@@ -265,7 +299,7 @@ def test_held_out_check_compares_the_miss_with_the_gap_between_the_two_largest_s
             for protocol, forecast in (("model", 0.33), ("joint_code", 0.25), ("joint_text", 0.36))
         ]
     )
-    check = held_out_check(table8, metrics, errors, ("model", "joint_code")).set_index("protocol")
+    check = held_out_check(table8, metrics, per_query, ("model", "joint_code")).set_index("protocol")
     assert set(check.index) == {"model", "joint_code"}
     gap = values["C"] - values["B"]
     assert check["largest_fitted"].eq("B").all() and np.allclose(check["gap"], gap)
@@ -273,20 +307,31 @@ def test_held_out_check_compares_the_miss_with_the_gap_between_the_two_largest_s
     assert (
         np.isclose(check.loc["joint_code", "miss"], 0.11) and not check.loc["joint_code", "miss_within_gap"]
     )
-    # the larger SE of the two runs (C's 0.03) against a third of the gap (0.02)
-    assert np.allclose(check["se"], 0.03) and not check["se_below_third_of_gap"].any()
-    # SE shrinks as 1/sqrt(queries): 100 * (3 * 0.03 / 0.06)^2 = 225 queries make it gap / 3
-    assert np.allclose(check["queries_for_third_of_gap"], np.ceil(100 * (3 * 0.03 / gap) ** 2))
+    # the gap's SE is paired: C's and B's values compared query by query (the difficulty, sd 0.2,
+    # cancels; each run's own noise has sd 0.17): exactly the SE of the mean per-query difference
+    final = per_query[per_query["checkpoint"] == 10].sort_values("qid")
+    by_run = {run: rows["value"].to_numpy() for run, rows in final.groupby("run")}
+    paired = paired_difference_se(by_run["C__pointwise__full__s1"], by_run["B__pointwise__full__s1"])
+    assert np.allclose(check["gap_se"], paired) and paired == pytest.approx(0.17 * np.sqrt(2 / 100), rel=0.2)
+    separate = np.hypot(*(np.std(by_run[f"{m}__pointwise__full__s1"], ddof=1) / 10 for m in "CB"))
+    assert separate > 1.3 * paired
+    assert 1.96 * paired < gap < 3 * paired  # beyond its noise, not yet readable to a third
+    assert (check["gap_verdict"] == "yes").all() and not check["se_below_third_of_gap"].any()
+    # SE shrinks as 1/sqrt(queries): 100 * (3 * se / gap)^2 queries make it gap / 3
+    assert np.allclose(check["queries_for_third_of_gap"], np.ceil(100 * (3 * paired / gap) ** 2))
 
     # a held-out size that ends below the largest fitted one: no miss, however small, is within the gap
     below = held_out_check(
         table8.assign(observed=0.29, forecast=0.295),
         _final_rows({**values, "C": 0.29}, sizes, queries=100),
-        errors,
+        None,
         ("model",),
     )
     assert np.isclose(below["gap"].iloc[0], -0.01) and np.isclose(below["miss"].iloc[0], 0.005)
     assert not below["miss_within_gap"].iloc[0]
+    assert (
+        np.isnan(below["gap_se"].iloc[0]) and below["gap_verdict"].iloc[0] == "unknown"
+    )  # no per-query table
 
 
 def test_no_held_out_size_gives_an_empty_check_and_a_summary_line(tmp_path):
@@ -295,9 +340,8 @@ def test_no_held_out_size_gives_an_empty_check_and_a_summary_line(tmp_path):
     from rerank_scaling.report.summary import held_out_lines
 
     metrics = _final_rows({"A": 0.2}, {"A": 1}, queries=10)
-    errors = pd.DataFrame([{"objective": "pointwise", "model": "A", "seed": 1, "split": "dev", "se": 0.01}])
-    assert held_out_check(pd.DataFrame(), metrics, errors, ("model",)).empty
+    assert held_out_check(pd.DataFrame(), metrics, None, ("model",)).empty
     (tmp_path / "tables").mkdir()
     # what law_tables.write_all writes for an empty table
     pd.DataFrame().to_csv(tmp_path / "tables" / "table08_final_checkpoint.csv", index=False)
-    assert held_out_lines(metrics, tmp_path, errors) == [NO_CHECK]
+    assert held_out_lines(metrics, tmp_path, None) == [NO_CHECK]

@@ -1,7 +1,8 @@
 """The plan's decisions as rows: per group and budget (seed 001 eq. 11) and per group and law of the
 ROI choice (seed 003 eqs. 5-6), a ``decision`` row (the verdict, :func:`.decisions.decide`) and one
 ``candidate`` row per configured size (its examples, extrapolation, forecast interval, P(best),
-expected regret, P(ROI >= lambda)).
+expected regret, P(ROI >= lambda)); candidates beyond the validated range are compared on the
+law's extrapolated draws and flagged (:func:`.decisions.decide`).
 
 The candidates are the configured models: a decision is "which of the sizes we can build do we
 train", and P(best) over a continuous grid of sizes would spread over neighbours that nobody
@@ -75,7 +76,7 @@ def budget_decision(
     examples = cost.affordable_examples(sizes, budget, inference=True)
     affordable = np.isfinite(examples)
     spent = np.where(affordable, examples, 1.0)
-    draws = forecast.sample(sizes, spent)
+    draws = forecast.sample(sizes, spent, extrapolate=True)  # beyond the range: compared, flagged
     draws[:, ~affordable] = np.nan
     extrapolation = np.where(affordable, forecast.extrapolation(sizes, spent), np.nan)
     roi = None
@@ -110,7 +111,7 @@ def roi_decision(
     """Eqs. 5-6 per draw: the best configured size among those with V / Z(N, D) >= lambda (D fixed)."""
     sizes = np.array(list(configured.values()), float)
     d = np.full(len(sizes), float(examples))
-    draws = forecast.sample(sizes, d)
+    draws = forecast.sample(sizes, d, extrapolate=True)
     value = value_of(draws, forecast.sign, settings.value_per_metric_point, reference)
     roi = value / cost.total(sizes, d, inference=True)
     decision = decide(

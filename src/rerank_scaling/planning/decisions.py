@@ -10,10 +10,16 @@ expected metric M_bk; over the B draws, per candidate k:
     P(ROI >= lambda)_k = mean_b 1[V(M_bk) / Z_k >= lambda]       (seed 003 eqs. 5-6; NaN without a value map)
 
 The verdict is ``train <k>`` when the best P(best) reaches ``planning.decision_p_best`` (default
-0.8), else ``cannot decide`` with the numbers (the two leading P(best) and how much their 95%
-intervals overlap). Candidates outside the validated range (:class:`~.forecast.ValidatedRange`)
-are listed as ``beyond_validated_range`` with their extrapolation ratio and never compared: when
-fewer than two candidates remain there is nothing to decide between, and the verdict says so.
+0.8); below it, ``prefer <k>`` with the numbers (the two leading P(best) and how much their 95%
+intervals overlap) when the draws still rank k first: its P(best) exceeds the runner-up's by more
+than 1.96 Monte Carlo standard errors of that difference, sqrt((p1 + p2 - (p1 - p2)^2) / B) (two
+cells of one multinomial). ``cannot decide`` is kept for what the draws truly cannot rank: no or
+too few draws (< :data:`MIN_DRAWS`), no candidate with a forecast, or the two leading candidates
+tied within that Monte Carlo noise. Candidates outside the validated range
+(:class:`~.forecast.ValidatedRange`) are compared on the same draws (the law extrapolated) and
+flagged: their status is ``beyond_validated_range`` with their extrapolation ratio, and a decision
+whose top candidate lies there is ``extrapolated`` (the law's ranking, unchecked by any backtest).
+A single candidate with a forecast (the rest unaffordable) is trained: there is nothing to rank.
 
 What P(best) is: the bootstrap probability that k is the argmax, i.e. a posterior under a flat
 prior on the gap between candidates (bootstrap selection frequencies), not a frequentist guarantee
@@ -45,12 +51,13 @@ BEYOND = "beyond_validated_range"
 class Decision:
     """The verdict on one question, and every candidate's numbers (``candidates``)."""
 
-    verdict: str  # "train <label>" | "cannot decide"
+    verdict: str  # "train <label>" | "prefer <label>" | "cannot decide"
     candidate: str  # the candidate with the highest P(best) ("" when none was compared)
     p_best: float
     expected_regret: float
     p_roi: float
     reason: str
+    extrapolated: bool  # the top candidate lies beyond the validated range
     # per candidate: label, status, extrapolation, predicted, low, high, p_best, expected_regret, p_roi
     candidates: pd.DataFrame
 
@@ -62,6 +69,7 @@ class Decision:
             "expected_regret": self.expected_regret,
             "p_roi": self.p_roi,
             "reason": self.reason,
+            "extrapolated": self.extrapolated,
         }
 
 
@@ -97,10 +105,11 @@ def decide(
     """The verdict among candidates ``labels`` from ``draws`` (B, K) of their expected metric.
 
     ``extrapolation`` (K,) is each candidate's ratio to the fitted range; those above
-    ``validated_ratio`` (or whose draws are all NaN: unaffordable, out of the metric's range) are
-    not compared. ``roi`` (B, K): the ROI of each draw and candidate, for P(ROI >= ``lam``).
-    ``feasible`` (B, K): the constraint of eqs. 5-6 per draw (the argmax among feasible ones).
-    ``unaffordable`` (K,): candidates the budget cannot pay for (listed as such, not compared).
+    ``validated_ratio`` are compared and flagged (status ``beyond_validated_range``); those whose
+    draws are all NaN (unaffordable, no forecast) are not compared. ``roi`` (B, K): the ROI of each
+    draw and candidate, for P(ROI >= ``lam``). ``feasible`` (B, K): the constraint of eqs. 5-6 per
+    draw (the argmax among feasible ones). ``unaffordable`` (K,): candidates the budget cannot pay
+    for (listed as such, not compared).
     """
     draws = np.asarray(draws, float)
     k = len(labels)
@@ -108,9 +117,9 @@ def decide(
     poor = np.zeros(k, bool) if unaffordable is None else np.asarray(unaffordable, bool)
     beyond = ~poor & (extrapolation > validated_ratio * (1 + 1e-9))
     finite_any = np.isfinite(draws).any(axis=0) if len(draws) else np.zeros(k, bool)
-    compared = ~poor & ~beyond & finite_any
+    compared = ~poor & finite_any
     status = np.where(
-        poor, "unaffordable", np.where(beyond, BEYOND, np.where(compared, "compared", "no_forecast"))
+        poor, "unaffordable", np.where(~finite_any, "no_forecast", np.where(beyond, BEYOND, "compared"))
     )
     table = pd.DataFrame({"label": labels, "status": status, "extrapolation": extrapolation})
     with warnings.catch_warnings(), np.errstate(all="ignore"):
@@ -125,35 +134,44 @@ def decide(
     table["p_best"] = np.nan
     table["expected_regret"] = np.nan
     why = {
-        BEYOND: "at {ratio:.3g}x is beyond the validated {validated:.3g}x",
         "unaffordable": "is unaffordable (serving alone uses up the budget)",
         "no_forecast": "has no forecast",
     }
-    excluded = "; ".join(
-        f"{labels[i]} " + why[status[i]].format(ratio=extrapolation[i], validated=validated_ratio)
+    excluded = "; ".join(f"{labels[i]} {why[status[i]]}" for i in range(k) if not compared[i])
+    flagged = "; ".join(
+        f"{labels[i]} at {extrapolation[i]:.3g}x is beyond the validated {validated_ratio:.3g}x "
+        "(extrapolation)"
         for i in range(k)
-        if not compared[i]
+        if compared[i] and beyond[i]
     )
+    notes = "; ".join(filter(None, [flagged, excluded]))
 
-    def cannot(
-        reason: str, best: str = "", p: float = np.nan, regret: float = np.nan, r: float = np.nan
+    def verdict(
+        word: str, reason: str, best: int | None = None, p: float = np.nan, regret: float = np.nan
     ) -> Decision:
-        full = "; ".join(filter(None, [reason, excluded]))
-        return Decision("cannot decide", best, p, regret, r, full, table)
+        label = labels[best] if best is not None else ""
+        r = float(table.at[best, "p_roi"]) if best is not None else np.nan
+        full = "; ".join(filter(None, [reason, notes]))
+        out = f"{word} {label}".strip() if word != "cannot decide" else word
+        return Decision(out, label, p, regret, r, full, bool(best is not None and beyond[best]), table)
 
     if not len(draws):
-        return cannot("the fit has no bootstrap draws (params_draws of fits.parquet); re-run the fit stage")
+        return verdict(
+            "cannot decide",
+            "the fit has no bootstrap draws (params_draws of fits.parquet); re-run the fit stage",
+        )
     index = np.flatnonzero(compared)
     if len(index) == 0:
-        return cannot("no candidate lies within the validated range")
+        return verdict("cannot decide", "no candidate has a forecast")
     if len(index) == 1:
-        only = labels[index[0]]
-        return cannot(f"only {only} lies within the validated range, nothing to compare it with", only)
+        table.loc[index, ["p_best", "expected_regret"]] = [1.0, 0.0]
+        return verdict("train", "the only candidate with a forecast: nothing to rank", index[0], 1.0, 0.0)
     values = draws[:, index]
     keep = np.isfinite(values).all(axis=1)
     if keep.sum() < MIN_DRAWS:
-        return cannot(
-            f"{int(keep.sum())} of {len(draws)} bootstrap draws forecast every candidate (< {MIN_DRAWS})"
+        return verdict(
+            "cannot decide",
+            f"{int(keep.sum())} of {len(draws)} bootstrap draws forecast every candidate (< {MIN_DRAWS})",
         )
     utility = sign * values[keep]
     if feasible is not None:
@@ -161,28 +179,36 @@ def decide(
     p_best, regret = argmax_statistics(utility)
     table.loc[index, "p_best"] = p_best
     table.loc[index, "expected_regret"] = regret
-    order = index[np.argsort(-p_best)]
+    order = index[np.argsort(-p_best, kind="stable")]
     top, second = order[0], order[1]
+    p1, p2 = float(table.at[top, "p_best"]), float(table.at[second, "p_best"])
     head = (
-        f"P(best) {table.at[top, 'p_best']:.2f} for {labels[top]} vs {table.at[second, 'p_best']:.2f} "
-        f"for {labels[second]}; expected regret {table.at[top, 'expected_regret']:.3g} "
-        f"({int(keep.sum())} draws)"
+        f"P(best) {p1:.2f} for {labels[top]} vs {p2:.2f} for {labels[second]}; expected regret "
+        f"{table.at[top, 'expected_regret']:.3g} ({int(keep.sum())} draws)"
     )
     if feasible is not None:
         none = float(1 - np.nansum(p_best))
         if none > 0:
             head += f"; no candidate meets the ROI constraint in {none:.2f} of the draws"
-    numbers = (
-        labels[top],
-        float(table.at[top, "p_best"]),
-        float(table.at[top, "expected_regret"]),
-        float(table.at[top, "p_roi"]),
-    )
-    if table.at[top, "p_best"] >= threshold:
-        reason = "; ".join(filter(None, [head, excluded]))
-        return Decision(f"train {labels[top]}", *numbers, reason, table)
+    numbers = (top, p1, float(table.at[top, "expected_regret"]))
+    if p1 >= threshold:
+        return verdict("train", head, *numbers)
     low, high = table["low"].to_numpy(), table["high"].to_numpy()
     overlap = _overlap(low, high, top, second)
     size = f"overlap by {overlap:.3g}" if overlap >= 0 else f"are {-overlap:.3g} apart"
     spans = ", ".join(f"{labels[i]} [{low[i]:.3g}, {high[i]:.3g}]" for i in (top, second))
-    return cannot(f"{head}, below {threshold:.2f}; 95% intervals {size} ({spans})", *numbers)
+    below = f"{head}, below {threshold:.2f}; 95% intervals {size} ({spans})"
+    noise = monte_carlo_se(p1, p2, int(keep.sum()))
+    if p1 - p2 <= 1.96 * noise:
+        return verdict(
+            "cannot decide",
+            f"{below}; the two leading candidates are tied within the draws' Monte Carlo noise "
+            f"(difference {p1 - p2:.2f} <= 1.96 x {noise:.2f})",
+            *numbers,
+        )
+    return verdict("prefer", below, *numbers)
+
+
+def monte_carlo_se(p1: float, p2: float, draws: int) -> float:
+    """Monte Carlo SE of p1 - p2, two cell frequencies of one multinomial over ``draws`` draws."""
+    return float(np.sqrt(max(p1 + p2 - (p1 - p2) ** 2, 0.0) / draws))

@@ -91,10 +91,13 @@ class MetricForecast:
             self.validated.extrapolation(x) if self.validated else np.ones(np.shape(x[self.law.variables[0]]))
         )
 
-    def _checked(self, value: np.ndarray, n: np.ndarray | float, d: np.ndarray | float) -> np.ndarray:
-        """``value`` clipped to the metric's bounds, NaN outside the validated range."""
+    def _checked(
+        self, value: np.ndarray, n: np.ndarray | float, d: np.ndarray | float, extrapolate: bool = False
+    ) -> np.ndarray:
+        """``value`` clipped to the metric's bounds, NaN outside the validated range (unless
+        ``extrapolate``: a decision's draws, flagged by their extrapolation ratio instead)."""
         value = np.clip(value, *self.valid)
-        if self.validated is not None:
+        if self.validated is not None and not extrapolate:
             value = np.where(self.validated.inside(self.variables(n, d)), value, np.nan)
         return value
 
@@ -109,16 +112,16 @@ class MetricForecast:
             value = self.law.predict(np.asarray(self.params, float), self.variables(n, d))
         return self._checked(value, n, d)
 
-    def sample(self, n: np.ndarray | float, d: np.ndarray | float) -> np.ndarray:
-        """(B, m) predictions of the bootstrap refits at the m points (n, d), NaN as in __call__;
-        shape (0, m) without draws."""
+    def sample(self, n: np.ndarray | float, d: np.ndarray | float, extrapolate: bool = False) -> np.ndarray:
+        """(B, m) predictions of the bootstrap refits at the m points (n, d), NaN as in __call__
+        (``extrapolate``: also beyond the validated range); shape (0, m) without draws."""
         x = self.variables(n, d)
         m = np.shape(x[self.law.variables[0]])[0] if np.ndim(x[self.law.variables[0]]) else 1
         if self.draws is None or not len(self.draws):
             return np.empty((0, m))
         x = {v: np.atleast_1d(values) for v, values in x.items()}
         value = predict_batch(self.law, self.draws, x)
-        return self._checked(value, np.atleast_1d(n), np.atleast_1d(d))
+        return self._checked(value, np.atleast_1d(n), np.atleast_1d(d), extrapolate)
 
     def utility(self, n: np.ndarray | float, d: np.ndarray | float) -> np.ndarray:
         """sign x metric: larger is better; -inf where undefined (unaffordable or non-finite)."""
@@ -157,9 +160,9 @@ class FormMixture:
     def extrapolation(self, n: np.ndarray | float, d: np.ndarray | float) -> np.ndarray:
         return self.members[0].extrapolation(n, d)
 
-    def sample(self, n: np.ndarray | float, d: np.ndarray | float) -> np.ndarray:
+    def sample(self, n: np.ndarray | float, d: np.ndarray | float, extrapolate: bool = False) -> np.ndarray:
         """(B, m): the members' draws, truncated to the fewest any member has, stacked."""
-        draws = [member.sample(n, d) for member in self.members]
+        draws = [member.sample(n, d, extrapolate) for member in self.members]
         count = min(len(x) for x in draws)
         return np.vstack([x[:count] for x in draws])
 

@@ -10,9 +10,11 @@ import pandas as pd
 from rerank_scaling.laws.fit_settings import GROUP_KEYS
 from rerank_scaling.planning.cost_model import COST_FIELDS
 from rerank_scaling.planning.measured_profiles import CostProfile, flop_check
+from rerank_scaling.planning.objective_verdicts import objective_verdicts
 from rerank_scaling.planning.plan_settings import PlanSettings
 
-#: decisions.csv: one row per group x question x budget (the report's landing page reads these names).
+#: decisions.csv: one line per group x question x law, the budgets folded
+#: (:mod:`.objective_verdicts`; the report's landing page reads these names).
 DECISION_COLUMNS = [
     "objective",
     "metric",
@@ -29,6 +31,7 @@ DECISION_COLUMNS = [
     "question",
     "law",
     "validated_ratio",
+    "extrapolated",
 ]
 
 PLAN_COLUMNS = [
@@ -44,6 +47,7 @@ PLAN_COLUMNS = [
     "expected_regret",
     "p_roi",
     "reason",
+    "extrapolated",
     "extrapolation",
     "validated_ratio",
     "low",
@@ -79,7 +83,7 @@ PLAN_COLUMNS = [
 
 def plan_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     table = pd.DataFrame(rows).reindex(columns=PLAN_COLUMNS)
-    for column in ("at_boundary", "cached"):
+    for column in ("at_boundary", "cached", "extrapolated"):
         table[column] = table[column].astype("boolean")
     for column in (
         "kind",
@@ -100,13 +104,18 @@ def plan_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     return table
 
 
-def decisions_table(table: pd.DataFrame) -> pd.DataFrame:
-    """decisions.csv: the plan's ``decision`` rows, budget questions first."""
+def budget_decisions(table: pd.DataFrame) -> pd.DataFrame:
+    """The plan's ``decision`` rows, one per group x question x budget, budget questions first."""
     rows = table[table["kind"] == "decision"].reindex(columns=DECISION_COLUMNS)
     order = rows["question"].map({"budget": 0, "roi": 1})
     return (
         rows.assign(_order=order).sort_values(["_order", *GROUP_KEYS[1:4], "budget"]).drop(columns="_order")
     )
+
+
+def decisions_table(table: pd.DataFrame) -> pd.DataFrame:
+    """decisions.csv: one line per objective (group) x question x law, the budgets folded."""
+    return objective_verdicts(budget_decisions(table))
 
 
 def _section(title: str, rows: pd.DataFrame) -> list[str]:
@@ -117,23 +126,27 @@ def _section(title: str, rows: pd.DataFrame) -> list[str]:
 
 
 def decision_markdown(table: pd.DataFrame, settings: PlanSettings) -> list[str]:
-    """The answer first: the verdict per group and budget, then every candidate's numbers."""
-    decisions = decisions_table(table)
-    columns = ["objective", "metric", "split", "question", "law", "budget", "verdict", "p_best"]
-    columns += ["expected_regret", "p_roi", "reason"]
+    """The answer first: one verdict per objective, then per budget, then every candidate's numbers."""
+    columns = ["objective", "metric", "split", "question", "law", "budgets", "verdict", "p_best"]
+    columns += ["expected_regret", "p_roi", "extrapolated", "reason"]
     intro = (
         f"Verdicts over the fit's bootstrap draws: `train <candidate>` when its P(best) >= "
-        f"{settings.decision_p_best} (`planning.decision_p_best`), else `cannot decide` with the "
-        f"numbers; P(ROI >= lambda = {settings.roi_lambda}) where a value per metric point is configured. "
-        "Candidates beyond the validated extrapolation ratio are listed, not compared."
+        f"{settings.decision_p_best} (`planning.decision_p_best`); below it `prefer <candidate>` when the "
+        "draws still rank it first beyond their Monte Carlo noise, else `cannot decide` with the numbers; "
+        f"P(ROI >= lambda = {settings.roi_lambda}) where a value per metric point is configured. Candidates "
+        "beyond the validated extrapolation ratio are compared on the law's extrapolated draws and "
+        "flagged (`extrapolated`, status `beyond_validated_range`)."
     )
+    per_budget = budget_decisions(table)
+    per_budget = per_budget[per_budget["question"] == "budget"]
     candidates = table[table["kind"] == "candidate"]
     fields = ["objective", "metric", "question", "law", "budget", "model", "status", "size", "examples"]
     fields += ["extrapolation", "predicted", "low", "high", "p_best", "expected_regret", "p_roi"]
     return [
-        *_section("Decisions", decisions[columns]),
+        *_section("Decisions, one line per objective", decisions_table(table)[columns]),
         intro,
         "",
+        *_section("Decisions per budget", per_budget[[c for c in columns if c != "budgets"] + ["budget"]]),
         *_section("Candidates: P(best), expected regret, P(ROI >= lambda)", candidates[fields]),
     ]
 

@@ -156,7 +156,7 @@ def decision_table(decisions: pd.DataFrame) -> pd.DataFrame:
     rows = [
         {
             "objective": d["objective"],
-            "budget": _number(d.get("budget"), ".4g"),
+            "budget": d["budgets"] if isinstance(d.get("budgets"), str) else _number(d.get("budget"), ".4g"),
             "question": d.get("question", "") if isinstance(d.get("question"), str) else "",
             "verdict": d["verdict"],
             "P(best)": _number(d.get("p_best"), ".2f"),
@@ -176,6 +176,8 @@ def decision_sentences(decisions: pd.DataFrame | None) -> list[str]:
     lines = []
     for _, d in decisions.iterrows():
         budget = "" if pd.isna(d.get("budget")) else f" at budget {float(d['budget']):.4g}"
+        if isinstance(d.get("budgets"), str):  # planning's line per objective: the budgets folded
+            budget = f" at {d['budgets']}"
         question = f" ({d['question']})" if isinstance(d.get("question"), str) else ""
         numbers = [
             f"{name} {format(float(d[column]), spec)}"

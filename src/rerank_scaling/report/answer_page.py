@@ -27,6 +27,7 @@ from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.plotting import save_figure
 from rerank_scaling.report import answer, answer_advice
 from rerank_scaling.report.answer_figure import forecast_figure
+from rerank_scaling.report.answer_headline import headline_html, headline_lines
 from rerank_scaling.report.answer_inputs import AnswerInputs, load
 from rerank_scaling.settings import parse_json_arg, settings_from_dict
 from rerank_scaling.size_axis import SIZE_COLUMNS
@@ -91,8 +92,8 @@ def advice_about(advice: pd.DataFrame) -> str:
 
 
 def section(inputs: AnswerInputs, figure_png: bytes, warnings: list[str] | None = None) -> str:
-    """The answer as one HTML section: the data's warnings (thin training data), question, forecast
-    table, verdicts, figure (embedded)."""
+    """The answer as one HTML section: the data's warnings (thin training data), the answer in one
+    sentence per objective, question, forecast table, verdicts, figure (embedded)."""
     table = answer.forecast_table(inputs.forecasts)
     parts = [
         '<section id="answer">',
@@ -101,6 +102,7 @@ def section(inputs: AnswerInputs, figure_png: bytes, warnings: list[str] | None 
             f'<p class="answer-warning"><strong>Warning</strong>: {html.escape(w)}</p>'
             for w in warnings or []
         ),
+        headline_html(inputs.forecasts, inputs.decisions),
         "<h2>The question</h2>",
         f'<p id="answer-question">{html.escape(answer.question_sentence(inputs.question))}</p>',
         "<h2>The forecasts</h2>",
@@ -136,8 +138,10 @@ def page(title: str, body: str) -> str:
 
 
 def markdown(title: str, inputs: AnswerInputs, warnings: list[str] | None = None) -> str:
-    """answer.md: the data's warnings, the same answer, the figure linked, then the links."""
+    """answer.md: the data's warnings, one sentence per objective, the same answer, the figure
+    linked, then the links."""
     lines = [f"# {title}", "", *(f"**Warning**: {warning}\n" for warning in warnings or [])]
+    lines += headline_lines(inputs.forecasts, inputs.decisions)
     lines += answer.answer_lines(inputs.question, inputs.forecasts, inputs.decisions)
     if inputs.advice is not None:  # before the planning verdict, as on the page
         unit = str(inputs.advice["cost_unit"].iloc[0]) if "cost_unit" in inputs.advice else ""

@@ -61,6 +61,10 @@ def screenshot(
 
 #: What a reader must see on the landing page without a click (name, pattern in the rendered DOM).
 LANDING = (
+    (
+        "the answer first, one sentence per objective",
+        r'<h2>The answer</h2>\s*<(ul|p) id="answer-headline">\s*\S',
+    ),
     ("the question", r'<p id="answer-question">Fitted on .+ forecast: .+\(N = '),
     ("a forecast table with rows", r'<table[^>]*id="answer-forecasts"[^>]*>.*?<tbody>\s*<tr'),
     ("the planning verdicts", r'<(table|p) [^>]*id="answer-verdicts"[^>]*>\s*\S'),

@@ -8,8 +8,10 @@ size and the largest fitted one). A forecast is useful when it misses by less th
 its 95% interval covers the observation. The gap is signed: when the held-out size ends at or below
 the largest fitted one, no miss is within it (the law, fitted to sizes that improve, cannot tell that
 step apart), so ``miss_within_gap`` is False whatever the miss. The gap itself is only visible when
-the final value is precise: the standard error over queries of each of the two runs (a query bootstrap,
-:func:`rerank_scaling.report.scaling_evidence.final_standard_errors`) should be below a third of the gap.
+it exceeds its noise: ``gap_se`` is the paired standard error of the gap (the two sizes' runs compared
+query by query on the same queries, :mod:`rerank_scaling.report.paired`; each size's seeds averaged),
+``gap_verdict`` says whether the gap exceeds 1.96 of it, and ``se_below_third_of_gap`` whether it is
+below a third of the gap (the precision at which the gap can be read).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from rerank_scaling.report.scaling_evidence import final_rows
+from rerank_scaling.report.scaling_evidence import QueryTable, final_rows, verdict
 
 # What summary.md and the README say when there is nothing to check.
 NO_CHECK = (
@@ -28,28 +30,33 @@ NO_CHECK = (
 )
 
 
-def _largest_fitted(finals: pd.DataFrame, held_out: str) -> pd.Series | None:
-    """The final row of the largest size below ``held_out`` (seeds averaged), or None."""
+def _largest_fitted(finals: pd.DataFrame, held_out: str) -> pd.DataFrame:
+    """The final rows (one per seed) of the largest size below ``held_out``; empty when none."""
     fitted = finals[finals["model"] != held_out]
     if fitted.empty:
-        return None
+        return fitted
     size = fitted.groupby("model")["non_embedding_params"].first().idxmax()
-    rows = fitted[fitted["model"] == size]
-    return pd.Series({"model": size, "value": rows["value"].mean(), "se": rows["se"].max()})
+    return fitted[fitted["model"] == size]
+
+
+def _seed_mean_terms(rows: pd.DataFrame, sign: float) -> dict[tuple[str, int], float]:
+    """Paired-SE terms of the mean over ``rows``' runs (seeds), times ``sign``."""
+    return {(r["run"], int(r["checkpoint"])): sign / len(rows) for _, r in rows.iterrows()}
 
 
 def held_out_check(
     final_checkpoint: pd.DataFrame,
     metrics: pd.DataFrame,
-    standard_errors: pd.DataFrame,
+    per_query: pd.DataFrame | None,
     protocols: tuple[str, ...],
     metric: str = "nDCG@10",
 ) -> pd.DataFrame:
     """One row per (objective, attention, split, protocol): forecast, miss, gap and the verdicts.
 
     ``final_checkpoint``: Table 8 rows; ``metrics``: the long metric table (for the sizes' final
-    values and parameter counts); ``standard_errors``: :func:`final_standard_errors` of ``metric``.
-    Columns ``miss_within_gap``, ``covered`` and ``se_below_third_of_gap`` are the three checks.
+    values and parameter counts); ``per_query``: the per-query table (``records.PER_QUERY_COLUMNS``;
+    None: no gap SE). Columns ``miss_within_gap``, ``covered``, ``gap_verdict`` and
+    ``se_below_third_of_gap`` are the checks.
     """
     if final_checkpoint.empty:
         return pd.DataFrame()
@@ -57,11 +64,10 @@ def held_out_check(
         (final_checkpoint["metric"] == metric) & final_checkpoint["protocol"].isin(protocols)
     ]
     finals = final_rows(metrics[(metrics["metric"] == metric) & (metrics["role"] != "baseline")])
-    finals = finals.merge(
-        standard_errors[["objective", "model", "seed", "split", "se"]],
-        on=["objective", "model", "seed", "split"],
-        how="left",
-    )
+    tables = {
+        split: QueryTable.build(per_query, metric, split) if per_query is not None else None
+        for split in table["split"].unique()
+    }
     out = []
     for r in table.itertuples():
         group = finals[
@@ -71,11 +77,13 @@ def held_out_check(
         ]
         held = group[group["model"] == r.model]
         below = _largest_fitted(group, r.model)
-        if held.empty or below is None:
+        if held.empty or below.empty:
             continue
-        gap = float(r.observed - below["value"])
+        gap = float(r.observed - below["value"].mean())
         miss = float(abs(r.forecast - r.observed))
-        se = float(max(held["se"].max(), below["se"]))
+        queries = tables[r.split]
+        terms = _seed_mean_terms(held, 1.0) | _seed_mean_terms(below, -1.0)
+        se = queries.standard_error(terms) if queries is not None else np.nan
         out.append(
             {
                 "objective": r.objective,
@@ -90,11 +98,12 @@ def held_out_check(
                 "high": r.high,
                 "covered": bool(r.covered),
                 "miss": miss,
-                "largest_fitted": below["model"],
-                "largest_fitted_final": below["value"],
+                "largest_fitted": below["model"].iloc[0],
+                "largest_fitted_final": below["value"].mean(),
                 "gap": gap,
                 "miss_within_gap": bool(miss < gap),
-                "se": se,
+                "gap_se": se,
+                "gap_verdict": verdict(gap, se),
                 "se_below_third_of_gap": bool(np.isfinite(se) and se < abs(gap) / 3),
                 "queries_for_third_of_gap": _queries_needed(se, group["queries"].max(), gap),
                 "forecast_status": r.forecast_status,
@@ -119,7 +128,7 @@ def planning_protocol(laws_dir: Path) -> str | None:
 
 
 def run_check(
-    laws_dir: Path, metrics: pd.DataFrame, standard_errors: pd.DataFrame, metric: str = "nDCG@10"
+    laws_dir: Path, metrics: pd.DataFrame, per_query: pd.DataFrame | None, metric: str = "nDCG@10"
 ) -> tuple[pd.DataFrame, str | None]:
     """(:func:`held_out_check` of the fit stage's Table 8 for the model law and the joint law
     planning uses, that joint protocol); empty when the grid has no held-out size."""
@@ -129,4 +138,4 @@ def run_check(
         return pd.DataFrame(), None
     joint = planning_protocol(laws_dir)
     protocols = ("model", joint) if joint else ("model",)
-    return held_out_check(final_checkpoint, metrics, standard_errors, protocols, metric), joint
+    return held_out_check(final_checkpoint, metrics, per_query, protocols, metric), joint

@@ -9,89 +9,68 @@ For one metric and split, compares
 
 Every comparison carries its noise yardsticks, and its verdict is read against them:
 
-* the **per-query standard error** of the difference, from a paired bootstrap over queries
-  (resample the split's queries with replacement, recompute both sides on the same resample;
-  Efron & Tibshirani 1993 ch. 6, Sakai 2006 "Evaluating evaluation metrics based on the
-  bootstrap"). It is the noise of having judged these queries and not others; always computed
-  when the per-query table is given;
+* the **per-query standard error** of the difference, paired query by query: the SE of the mean
+  per-query difference (:mod:`rerank_scaling.report.paired`), not the two runs' separate SEs, which
+  count each query's difficulty twice. It is the noise of having judged these queries and not
+  others; always computed when the per-query table is given;
 * the **seed spread**: max - min over seeds of one size at the final checkpoint, the largest such
   range over the sizes trained with ``training.extra_seeds``: the noise of training one run and not
   another. It applies to comparisons between runs (size gap, vs BM25), not to one run's training
-  gain, and only where there are seeds.
+  gain, and only where there are seeds. ``seed_spread_se`` is the paired SE of that range (its two
+  seeds compared query by query): a spread within 1.96 of them is per-query noise, not seed noise.
 
 A verdict is ``yes`` when the difference, in the metric's own direction (losses such as CE: lower
 is better), exceeds ``z`` standard errors (z = 1.96: a two-sided 5% test) and the seed spread where
 there is one; ``no`` when it does not; ``unknown`` when there is no per-query yardstick (no
-per-query table, or fewer than :data:`MIN_QUERIES` queries) -- never ``yes`` without one.
+per-query table, or fewer than :data:`~.paired.MIN_QUERIES` queries) -- never ``yes`` without one.
 ``real_scaling`` is ``yes`` when both the training gain and the size gap are, ``no`` when either is
 ``no``, else ``unknown``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from rerank_scaling.records import metric_direction
+from rerank_scaling.report.paired import paired_standard_error
 
-#: Fewer queries than this give no per-query yardstick (a bootstrap over a handful of queries
-#: underestimates the spread, and over one query it is 0).
-MIN_QUERIES = 5
 Term = tuple[str, int]  # (run, checkpoint)
 
 
 @dataclass(frozen=True)
-class QueryBootstrap:
-    """Paired bootstrap over the queries of one metric and split.
+class QueryTable:
+    """The per-query values of one metric and split, one column per (run, checkpoint).
 
     A run's metric at a checkpoint is M = sum_q n_q v_q / sum_q n_q over the per-query rows
-    (``records.PER_QUERY_COLUMNS``; n = 1 for the trec measures). Every resample draws the same
-    query multiset for all runs, so differences between runs are paired query by query.
+    (``records.PER_QUERY_COLUMNS``; n = 1 for the trec measures). Every standard error is paired
+    query by query (:func:`rerank_scaling.report.paired.paired_standard_error`).
     """
 
     weighted: pd.DataFrame  # qid x (run, checkpoint): n * value (0 where the query is absent)
     weights: pd.DataFrame  # qid x (run, checkpoint): n
-    counts: np.ndarray  # (resamples, queries): how often each query is drawn
 
     @classmethod
-    def build(
-        cls, per_query: pd.DataFrame, metric: str, split: str, resamples: int = 1000, seed: int = 0
-    ) -> QueryBootstrap:
+    def build(cls, per_query: pd.DataFrame, metric: str, split: str) -> QueryTable:
         rows = per_query[(per_query["metric"] == metric) & (per_query["split"] == split)]
         rows = rows.assign(weighted=rows["value"] * rows["n"])
         weighted = rows.pivot_table(
             index="qid", columns=["run", "checkpoint"], values="weighted", aggfunc="sum"
         )
         weights = rows.pivot_table(index="qid", columns=["run", "checkpoint"], values="n", aggfunc="sum")
-        queries = len(weighted)
-        rng = np.random.default_rng(seed)
-        counts = (
-            rng.multinomial(queries, np.full(queries, 1.0 / queries), size=resamples)
-            if queries
-            else np.zeros((0, 0))
-        )
-        return cls(weighted.fillna(0.0), weights.fillna(0.0), counts)
+        return cls(weighted.fillna(0.0), weights.fillna(0.0))
 
     @property
     def queries(self) -> int:
         return len(self.weighted)
 
     def standard_error(self, terms: dict[Term, float]) -> float:
-        """Bootstrap standard error of sum_j w_j M_j (``terms``: (run, checkpoint) -> w_j); NaN when
-        a term has no per-query rows or there are fewer than :data:`MIN_QUERIES` queries."""
-        if self.queries < MIN_QUERIES or any(term not in self.weighted.columns for term in terms):
-            return float("nan")
-        statistic = np.zeros(len(self.counts))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            for term, w in terms.items():
-                statistic += (
-                    w
-                    * (self.counts @ self.weighted[term].to_numpy())
-                    / (self.counts @ self.weights[term].to_numpy())
-                )
-        return float(np.nanstd(statistic, ddof=1))
+        """Paired standard error of sum_j w_j M_j (``terms``: (run, checkpoint) -> w_j); NaN when
+        a term has no per-query rows or there are fewer than :data:`~.paired.MIN_QUERIES` queries."""
+        return paired_standard_error(self.weighted, self.weights, terms)
 
 
 def verdict(
@@ -112,7 +91,7 @@ def both(first: str, second: str) -> str:
 
 
 def _terms(rows: pd.DataFrame, weight: float) -> dict[Term, float]:
-    """Bootstrap terms: each row's (run, checkpoint) with ``weight``."""
+    """Standard-error terms: each row's (run, checkpoint) with ``weight``."""
     return {(r["run"], int(r["checkpoint"])): weight for _, r in rows.iterrows()}
 
 
@@ -121,15 +100,28 @@ def final_rows(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[rows["step"] == rows.groupby("run")["step"].transform("max")]
 
 
+def _seed_spread(
+    finals: pd.DataFrame, se: Callable[[dict[Term, float]], float]
+) -> tuple[float, float, pd.Series]:
+    """(largest max - min over seeds of one size, the paired SE of that size's best minus worst
+    seed, every size's range); NaN without seeds."""
+    seeds = finals.groupby("model")["value"]
+    spread = (seeds.max() - seeds.min())[seeds.count() > 1]
+    if not len(spread):
+        return np.nan, np.nan, spread
+    runs = finals[finals["model"] == spread.idxmax()].sort_values("value")
+    return float(spread.max()), se(_terms(runs.iloc[[-1]], 1.0) | _terms(runs.iloc[[0]], -1.0)), spread
+
+
 def _evidence_rows(
-    selected: pd.DataFrame, bootstrap: QueryBootstrap | None, metric: str, split: str, z: float
+    selected: pd.DataFrame, queries: QueryTable | None, metric: str, split: str, z: float
 ) -> list[dict[str, object]]:
     sign = metric_direction(metric)
     bm25 = selected[selected["family"] == "bm25"]
     trained = selected[selected["family"] != "bm25"]
 
     def se(terms: dict[Term, float]) -> float:
-        return bootstrap.standard_error(terms) if bootstrap is not None else float("nan")
+        return queries.standard_error(terms) if queries is not None else float("nan")
 
     rows = []
     for (objective, attention), group in trained.groupby(["objective", "attention"]):
@@ -139,9 +131,7 @@ def _evidence_rows(
         final = final_rows(first_seed)
         by_size = final.sort_values("non_embedding_params", kind="stable")
         smallest, largest = by_size.iloc[0], by_size.iloc[-1]
-        seeds = final_rows(group).groupby("model")["value"]
-        spread = (seeds.max() - seeds.min())[seeds.count() > 1]
-        seed_spread = float(spread.max()) if len(spread) else np.nan
+        seed_spread, seed_spread_se, spread = _seed_spread(final_rows(group), se)
         # Training gain: mean over sizes of (final - first), each size one run.
         gain_terms = _terms(final, 1.0 / len(final)) | _terms(start, -1.0 / len(start))
         training_gain = sign * (final["value"].mean() - start["value"].mean())
@@ -166,7 +156,7 @@ def _evidence_rows(
                 "attention": attention,
                 "metric": metric,
                 "split": split,
-                "queries": bootstrap.queries if bootstrap is not None else 0,
+                "queries": queries.queries if queries is not None else 0,
                 "first_checkpoint": start["value"].mean(),
                 "final_checkpoint": final["value"].mean(),
                 "training_gain": training_gain,
@@ -179,6 +169,7 @@ def _evidence_rows(
                 "size_gap": size_gap,
                 "size_gap_se": size_se,
                 "seed_spread": seed_spread,
+                "seed_spread_se": seed_spread_se,
                 "seed_spread_models": ", ".join(map(str, spread.index)),  # the sizes it is measured at
                 "size_gap_verdict": size_verdict,
                 "bm25": bm25_value,
@@ -197,8 +188,6 @@ def scaling_evidence(
     metric: str = "nDCG@10",
     split: str = "dev",
     z: float = 1.96,
-    resamples: int = 1000,
-    seed: int = 0,
 ) -> pd.DataFrame:
     """The evidence table described in the module docstring (empty when the table lacks the metric).
 
@@ -206,22 +195,18 @@ def scaling_evidence(
     verdict ``unknown``.
     """
     selected = metrics[(metrics["metric"] == metric) & (metrics["split"] == split)]
-    bootstrap = None
-    if per_query is not None:
-        bootstrap = QueryBootstrap.build(per_query, metric, split, resamples, seed)
-    return pd.DataFrame(_evidence_rows(selected, bootstrap, metric, split, z))
+    queries = QueryTable.build(per_query, metric, split) if per_query is not None else None
+    return pd.DataFrame(_evidence_rows(selected, queries, metric, split, z))
 
 
 def final_standard_errors(
-    metrics: pd.DataFrame, per_query: pd.DataFrame | None, metric: str = "nDCG@10", resamples: int = 1000
+    metrics: pd.DataFrame, per_query: pd.DataFrame | None, metric: str = "nDCG@10"
 ) -> pd.DataFrame:
     """Every run's final-checkpoint ``metric`` per split with its standard error over queries."""
     final = final_rows(metrics[metrics["metric"] == metric])
     out = []
     for split, group in final.groupby("split"):
-        bootstrap = (
-            QueryBootstrap.build(per_query, metric, split, resamples) if per_query is not None else None
-        )
+        queries = QueryTable.build(per_query, metric, split) if per_query is not None else None
         for index, r in group.iterrows():
             out.append(
                 {
@@ -231,10 +216,10 @@ def final_standard_errors(
                     "split": split,
                     "checkpoint": r["checkpoint"],
                     metric: r["value"],
-                    "se": bootstrap.standard_error(_terms(group.loc[[index]], 1.0))
-                    if bootstrap is not None
+                    "se": queries.standard_error(_terms(group.loc[[index]], 1.0))
+                    if queries is not None
                     else np.nan,
-                    "queries": bootstrap.queries if bootstrap is not None else 0,
+                    "queries": queries.queries if queries is not None else 0,
                 }
             )
     return pd.DataFrame(out)

@@ -1,9 +1,10 @@
 """results/<run>/summary.md: the key numbers of a run in Markdown, the answer first.
 
-In this order: the answer (the question and the held-out forecasts with their status, in the words
-of :mod:`.answer`; the planning verdict is in ``answer.md`` and ``planning/plan.md``, written after
-this file); the evidence (the claims, the held-out size's final checkpoint against the gap between
-the two largest sizes (:mod:`.held_out_check`), the scaling evidence per split with its noise
+In this order: the answer (one sentence per objective, :mod:`.answer_headline`: the held-out
+forecast, its status, the observation and what to train, from ``planning/decisions.csv``; then the
+question and the held-out forecasts with their status, in the words of :mod:`.answer`); the
+evidence (the claims, the held-out size's final checkpoint against the gap between the two largest
+sizes (:mod:`.held_out_check`), the scaling evidence per split with its noise
 yardsticks and verdicts (:mod:`.scaling_evidence`), what the data checks found); then the raw tables
 (BM25 against every run's final checkpoint, each run's standard error, and the forecast errors,
 Table 8, exponents and equal-compute tables of the fit stage).
@@ -16,7 +17,8 @@ from pathlib import Path
 import pandas as pd
 
 from rerank_scaling.report.answer import forecast_lines
-from rerank_scaling.report.answer_inputs import question, shown_forecasts, with_sizes
+from rerank_scaling.report.answer_headline import headline_lines
+from rerank_scaling.report.answer_inputs import decisions, question, shown_forecasts, with_sizes
 from rerank_scaling.report.figures import size_column
 from rerank_scaling.report.held_out_check import NO_CHECK, run_check
 from rerank_scaling.report.scaling_evidence import final_rows, final_standard_errors, scaling_evidence
@@ -37,7 +39,8 @@ def claims(evidence: pd.DataFrame) -> list[str]:
         spread = (
             "no seeds"
             if pd.isna(r["seed_spread"])
-            else f"seed spread {_fmt(r['seed_spread'])} at {r['seed_spread_models']}"
+            else f"seed spread {_fmt(r['seed_spread'])} at {r['seed_spread_models']} (paired SE "
+            f"{_fmt(r.get('seed_spread_se', float('nan')))})"
         )
         lines.append(
             f"- **{r['objective']} ({r['attention']}), {r['split']} {r['metric']}, {r['queries']} queries:** "
@@ -90,25 +93,27 @@ def warning_lines(counts: dict | None) -> list[str]:
     return [*(f"- **Warning**: {warning}" for warning in found), ""] if found else []
 
 
-def held_out_lines(metrics: pd.DataFrame, laws_dir: Path, errors: pd.DataFrame) -> list[str]:
+def held_out_lines(metrics: pd.DataFrame, laws_dir: Path, per_query: pd.DataFrame | None) -> list[str]:
     """The held-out size's final checkpoint against the gap between the two largest sizes
     (:mod:`rerank_scaling.report.held_out_check`), for the model law and the joint law planning uses."""
-    check, joint = run_check(laws_dir, metrics, errors, EVIDENCE_METRIC)
+    check, joint = run_check(laws_dir, metrics, per_query, EVIDENCE_METRIC)
     if check.empty:
         return [NO_CHECK]
     return [
         f"Recommended: `{joint}` (fitting.joint_protocol, the law planning uses); the model law for "
-        "comparison. miss = |forecast - observed|; gap = held-out final - largest fitted final; se: "
-        "the larger of the two runs' standard errors over queries; queries_for_third_of_gap: the "
-        "queries at which se would be gap / 3.",
+        "comparison. miss = |forecast - observed|; gap = held-out final - largest fitted final; gap_se: "
+        "its paired standard error (the SE of the mean per-query difference over the same queries); "
+        "gap_verdict: yes when the gap exceeds 1.96 gap_se; queries_for_third_of_gap: the queries at "
+        "which gap_se would be gap / 3.",
         "",
         check.round(4).to_markdown(index=False),
     ]
 
 
-def answer_lines(metrics: pd.DataFrame, laws_dir: Path) -> list[str]:
-    """The answer first: per split with a held-out forecast of the evidence metric, the question and
-    the forecasts (:func:`rerank_scaling.report.answer.forecast_lines`), then where the verdict is."""
+def answer_lines(metrics: pd.DataFrame, laws_dir: Path, planning_dir: Path | None = None) -> list[str]:
+    """The answer first: one sentence per objective on the first split (the plan's verdicts from
+    ``planning_dir``), then per split with a held-out forecast of the evidence metric, the question
+    and the forecasts (:func:`rerank_scaling.report.answer.forecast_lines`), then where the verdicts are."""
     path = laws_dir / "forecasts.parquet"
     forecasts = pd.read_parquet(path) if path.exists() else pd.DataFrame()
     axis = {column: axis for axis, column in SIZE_COLUMNS.items()}[size_column(metrics, forecasts)]
@@ -118,6 +123,9 @@ def answer_lines(metrics: pd.DataFrame, laws_dir: Path) -> list[str]:
     lines = []
     for split in splits:
         shown = with_sizes(shown_forecasts(laws_dir, EVIDENCE_METRIC, split), metrics, axis)
+        if split == splits[0]:
+            verdicts = decisions(planning_dir, EVIDENCE_METRIC, split) if planning_dir else None
+            lines += headline_lines(shown, verdicts)
         lines += forecast_lines(question(metrics, EVIDENCE_METRIC, split, axis), shown)
     return [
         *lines,
@@ -134,11 +142,13 @@ def summary(
     per_query: pd.DataFrame | None = None,
     data_checks: dict | None = None,
     example_counts: dict | None = None,
+    planning_dir: Path | None = None,
 ) -> str:
     """Key numbers, the answer first: the question and held-out forecasts; then the evidence (claims,
     held-out check, scaling evidence with its yardsticks, data checks); then the raw tables (BM25 vs
     every run's final checkpoint with its standard error, forecast errors, Table 8, exponents).
-    ``example_counts``: the examples job's counts.json; its warnings (thin training data) come first."""
+    ``example_counts``: the examples job's counts.json; its warnings (thin training data) come first.
+    ``planning_dir``: the plan stage's directory (what to train, in the answer's sentences)."""
     final = final_rows(metrics)
     main = final[final["metric"].isin(["nDCG@10", "RR@10", "CE@16", "CE@64"])]
     pivot = main.pivot_table(
@@ -162,7 +172,7 @@ def summary(
         "# rerank-scaling summary",
         "",
         *warning_lines(example_counts),
-        *answer_lines(metrics, laws_dir),
+        *answer_lines(metrics, laws_dir, planning_dir),
         "## Claims",
         "",
         *(claims(evidence) if len(evidence) else ["(no trained runs)"]),
@@ -170,12 +180,13 @@ def summary(
         f"## Held-out size, final checkpoint: forecast miss vs the gap between the two largest sizes "
         f"({EVIDENCE_METRIC})",
         "",
-        *held_out_lines(metrics, laws_dir, errors),
+        *held_out_lines(metrics, laws_dir, per_query),
         "",
         f"## Scaling evidence ({EVIDENCE_METRIC}): training gain, size gap, BM25, each with its yardsticks",
         "",
-        "SE: standard error of the difference from a paired bootstrap over the split's queries; seed "
-        "spread: max - min over seeds of one size (where there are seeds). A verdict is yes when the "
+        "SE: paired standard error of the difference (the SE of the mean per-query difference over the "
+        "split's queries); seed spread: max - min over seeds of one size (where there are seeds), "
+        "seed_spread_se its paired SE. A verdict is yes when the "
         "difference exceeds 1.96 SE and the seed spread, no when it does not, unknown without a "
         "per-query yardstick.",
         "",

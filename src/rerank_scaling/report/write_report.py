@@ -30,6 +30,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--summary", required=True)
     parser.add_argument("--data-checks", default=None, help="data/checks.json of the prepare_data stage")
     parser.add_argument("--example-counts", default=None, help="examples/counts.json of the examples stage")
+    parser.add_argument("--planning", default=None, help="planning/ of the plan stage (its decisions.csv)")
     args = parser.parse_args(argv)
     metrics = pd.read_parquet(args.metrics)
     laws_dir, out = Path(args.laws), Path(args.figures)
@@ -55,7 +56,8 @@ def main(argv: list[str] | None = None) -> None:
     per_query = pd.read_parquet(args.per_query, filters=[("metric", "==", EVIDENCE_METRIC)])
     checks = json.loads(Path(args.data_checks).read_text()) if args.data_checks else None
     counts = json.loads(Path(args.example_counts).read_text()) if args.example_counts else None
-    write_text(args.summary, summary(metrics, laws_dir, per_query, checks, counts))
+    planning = Path(args.planning) if args.planning else None
+    write_text(args.summary, summary(metrics, laws_dir, per_query, checks, counts, planning))
 
 
 if __name__ == "__main__":
