@@ -14,6 +14,7 @@ METRIC_COLUMNS: tuple[str, ...] = (
     "run",  # "<model>__<objective>__<attention>__s<seed>[__d<fraction>][__<source>]"; "bm25" for BM25
     "model",  # size name from the config, e.g. "L2"; "bm25" for the baseline rows
     "family",  # "ladder" | "scratch" | "hf" | "bm25"
+    "model_commit",  # the hub snapshot's commit the run started from (models.lock.yaml); null: not pinned
     "role",  # "fit" | "held_out" (which sizes the model-scaling protocol fits on); "baseline" for BM25
     "params",  # total parameters
     "non_embedding_params",  # parameters outside the token/position/type embeddings (Kaplan et al. 2020)

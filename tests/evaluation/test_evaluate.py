@@ -198,6 +198,20 @@ def test_bm25_rows_use_the_same_metrics(small_collection, tmp_path):
     ndcg = rows[(rows["metric"] == "nDCG@10") & (rows["split"] == "test")]["value"].iloc[0]
     assert 0.1 < ndcg < 0.7
     assert_means_of_the_per_query_rows(rows, per_query_of(tmp_path / "bm25.parquet"))
+    assert list(rows.columns) == list(METRIC_COLUMNS) and rows["model_commit"].isna().all()
+
+
+def test_rows_name_the_model_commit_of_the_sidecar(small_collection, trained, tmp_path):
+    """A run from a pinned hub model (its sidecars name ``model_commit``) has the commit on every
+    metrics row; a local model's rows have none."""
+    ckpts, work = checkpoints_copy(trained, tmp_path), tmp_path / "eval-work"
+    local = evaluate(small_collection, ckpts, work, tmp_path / "m1.parquet")
+    assert local["model_commit"].isna().all()
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    for sidecar in ckpts.glob("ckpt-*/checkpoint.json"):
+        sidecar.write_text(json.dumps({**json.loads(sidecar.read_text()), "model_commit": commit}))
+    pinned = evaluate(small_collection, ckpts, work, tmp_path / "m2.parquet")
+    assert len(pinned) == len(local) and (pinned["model_commit"] == commit).all()
 
 
 def test_pre_written_texts_and_tokens_score_like_a_corpus_scan(small_collection, trained, tmp_path):

@@ -104,3 +104,22 @@ def test_a_table_off_the_records_contract_is_refused_naming_it(tmp_path: Path, g
 def test_merge_tables_in_memory_equals_the_reference(grid) -> None:
     merged = merge_metrics.merge_tables([str(p) for p in grid["metrics"]], METRIC_COLUMNS)
     pd.testing.assert_frame_equal(merged, in_memory_merge(grid["metrics"], first_and_final=False))
+
+
+def test_a_commit_after_runs_without_one_is_kept(tmp_path: Path, grid) -> None:
+    """``model_commit`` is null in BM25's and unpinned runs' rows (a null-typed parquet column) and a
+    commit in a pinned run's: the merged table keeps both, whichever run comes first."""
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    for index, path in enumerate(grid["metrics"]):
+        table = pd.read_parquet(path)
+        first_runs = table["run"].iloc[0] in ("a_whole_run", "bm25")  # the first two in run order
+        table["model_commit"] = None if first_runs or index % 2 else commit
+        table.to_parquet(path, index=False)
+    out = tmp_path / "all.parquet"
+    merge_metrics.write_merged([str(p) for p in grid["metrics"]], [str(out)])
+    merged = pd.read_parquet(out)
+    reference = in_memory_merge(grid["metrics"], first_and_final=False)  # None and str: object dtype
+    reference["model_commit"] = reference["model_commit"].astype(merged["model_commit"].dtype)
+    pd.testing.assert_frame_equal(merged, reference)
+    assert merged.loc[merged["run"] == "bm25", "model_commit"].isna().all()
+    assert (merged["model_commit"] == commit).sum() > 0

@@ -204,6 +204,7 @@ def bm25_fields() -> dict[str, Any]:
         "run": "bm25",
         "model": "bm25",
         "family": "bm25",
+        "model_commit": None,
         "role": "baseline",
         "objective": "bm25",
         "attention": "bm25",
@@ -360,6 +361,7 @@ def evaluate_checkpoints(
         fields.setdefault("train_precision", "unknown")  # trained before the sidecars recorded it
         fields.setdefault("data_fraction", 1.0)  # trained before the data axes: on every query
         fields.setdefault("annotations", "human")  # of the collection's own qrels
+        fields.setdefault("model_commit", None)  # trained before the sidecars recorded it
         fields["precision"] = precision
         scorer, identity = None, checkpoint_identity(ckpt, sidecar)
         scored = settings.splits_at(splits, final=sidecar["step"] == sidecar["total_steps"])

@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> None:
             pretokenized,
         )
     write_table(per_query, args.per_query)
-    write_table(table, args.out)
+    write_table(table.astype({"model_commit": "str"}), args.out)  # text even where every row's is null
 
 
 if __name__ == "__main__":

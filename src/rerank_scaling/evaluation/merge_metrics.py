@@ -73,6 +73,13 @@ def run_chunks(
         yield rows.sort_values(order, kind="stable", ignore_index=True)
 
 
+def text_if_null(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with its all-null columns typed as text: a column null in the first run's rows
+    (``model_commit`` of BM25 or an unpinned model) may hold a commit in a later run's."""
+    fields = [f.with_type(pa.string()) if pa.types.is_null(f.type) else f for f in schema]
+    return pa.schema(fields)
+
+
 def merge_tables(
     paths: list[str], columns: tuple[str, ...] = METRIC_COLUMNS, first_and_final: bool = False
 ) -> pd.DataFrame:
@@ -93,8 +100,9 @@ def write_merged(
         writers: list[pq.ParquetWriter | None] = [None] * len(outputs)
         schema = None
         for index, chunk in enumerate(run_chunks(paths, columns, first_and_final)):
+            if schema is None:  # the first run's types, its all-null columns as text
+                schema = text_if_null(pa.Table.from_pandas(chunk, preserve_index=False).schema)
             table = pa.Table.from_pandas(chunk, schema=schema, preserve_index=False)
-            schema = schema or table.schema.remove_metadata()
             table = table.replace_schema_metadata(None)
             for k, (path, tmp) in enumerate(zip(outputs, temporary, strict=True)):
                 if Path(path).suffix == ".parquet":
