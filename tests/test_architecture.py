@@ -23,6 +23,7 @@ OVERSIZED: dict[str, str] = {}
 #: whose defaults are the schema's; a config file as written: ``settings.written_section``.
 KNOWN_GETS = {
     ("src/rerank_scaling/laws/allocation.py", "planning"): "a fits-table column, not the section",
+    ("src/rerank_scaling/model_pins.py", "models"): "the pin lock file's map, not the config's models",
 }
 #: ``.get("<key>", <default>)``, and ``.get("<key>") or <default>``, the same default in other words.
 GET_WITH_DEFAULT = re.compile(r'\.get\(\s*["\']([A-Za-z_][A-Za-z0-9_]*)["\']\s*(?:,|\)\s*or\b)')
