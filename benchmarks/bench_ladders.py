@@ -1,4 +1,4 @@
-"""Backtest the forecasting engine on real, public training ladders (issue 24, item 7).
+"""Backtest the forecasting engine on real, public training ladders.
 
     python benchmarks/bench_ladders.py --out benchmarks/results/ladders.md
 
@@ -20,10 +20,17 @@ Every unit holds out the largest size(s) of a ladder slice and forecasts them fr
 Chinchilla (Epoch AI's digitised points) is a joint (N, D) surface of iso-FLOP profiles with no
 shared D per size; a law in N alone does not apply, so it is not backtested here.
 
-Two methods on the same units: the engine's answer (the model-form ensemble, run bootstrap) and the
-seed paper's (one power law, i.i.d. residual bootstrap). Per ladder and pooled: held-out points,
-median |error|, median 95% interval width, coverage with its exact (Clopper-Pearson) 95%
-interval, and the interval score (Gneiting & Raftery 2007, eq. 43) divided by each slice's spread
+Three methods on the same units: the engine's answer (the model-form ensemble, run bootstrap), the
+seed paper's (one power law, i.i.d. residual bootstrap) and a log-linear fit with intervals from the
+quantiles of its rolling-origin errors. The report leads with honest scores
+(:mod:`ladder_scores`): each distinct observation once, interval scores at alpha = 0.05 and 0.2
+divided by the slice's spread, skill against the seed paper's method (intervals clipped to the
+metric's range) and the log-linear reference, coverage at 80% and 95%, per ladder, pooled and
+leaving one ladder out, with 95% intervals from a bootstrap over fits. ``--points`` keeps every
+forecast as CSV; ``--rescore`` scores that file again without refitting. Then, every forecast
+(duplicates included) per ladder and pooled: held-out points, median |error|, median 95% interval
+width, coverage with its exact (Clopper-Pearson) 95% interval,
+and the interval score (Gneiting & Raftery 2007, eq. 43) divided by each slice's spread
 of fitted values, so that losses and accuracies pool; the width / |error| ratio a calibrated
 Gaussian interval would have (5.81 at 95%) is derived in the report, and what intervals that know
 each group's held-out errors would need (`oracle_frontier`). The held-out points of one
@@ -43,9 +50,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from benchmark_output import emit
+from ladder_scores import clopper_pearson, honest_section, log_linear_reference
 from scipy import stats
 
 from rerank_scaling.forecast.run import forecast_runs
+from rerank_scaling.laws.backtests import interval_score
 from rerank_scaling.precision import cpu_name
 from rerank_scaling.records import MetricSpec
 
@@ -53,6 +62,7 @@ LADDERS = Path(__file__).resolve().parents[2] / "shared" / "data" / "ladders"
 LOSS = (0.0, 10.0)
 RATE = (0.0, 1.0)
 #: Per kind of unit: (method, its fitting.uncertainty, the law whose forecasts count, its protocol).
+POINT_COLUMNS = ["model", "size", "step", "observed", "forecast", "low", "high", "low_80", "high_80"]
 METHODS = {
     "model": (("engine", "run", "ensemble", "model"), ("seed paper", "iid", "power_N", "model")),
     "joint": (("engine", "run", "additive", "joint_code"), ("seed paper", "iid", "additive", "joint_code")),
@@ -151,7 +161,8 @@ def spreads(unit: Unit) -> pd.Series:
 
 
 def forecast_unit(unit: Unit, bootstrap: int, seed: int) -> pd.DataFrame:
-    """Both methods' forecasts of every held-out point of the unit."""
+    """Both methods' forecasts of every held-out point of the unit (95% and 80% intervals), and the
+    log-linear reference's (:func:`ladder_scores.log_linear_reference`) at the engine's points."""
     scale = spreads(unit)
     frames = []
     for method, uncertainty, law, protocol in METHODS[unit.kind]:
@@ -165,42 +176,32 @@ def forecast_unit(unit: Unit, bootstrap: int, seed: int) -> pd.DataFrame:
         ]  # fmt: skip
         name = rows["objective"] if "objective" in unit.runs.columns else pd.Series(unit.name, rows.index)
         frames.append(
-            rows[["model", "size", "step", "observed", "forecast", "low", "high", "forecast_status"]].assign(
+            rows[[*POINT_COLUMNS, "forecast_status"]].assign(
                 ladder=unit.ladder,
                 unit=name.to_numpy(),
                 spread=scale.reindex(name).to_numpy(),
                 kind=unit.kind,
                 metric=unit.metric.name,
                 method=f"{method} ({law}, {uncertainty})",
+                bounds=[unit.metric.range] * len(rows),
             )  # fmt: skip
         )
+    if frames:
+        frames.append(log_linear_rows(unit, frames[0]))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def clopper_pearson(inside: int, total: int) -> tuple[float, float]:
-    low = stats.beta.ppf(0.025, inside, total - inside + 1) if inside else 0.0
-    high = stats.beta.ppf(0.975, inside + 1, total - inside) if inside < total else 1.0
-    return float(low), float(high)
-
-
-#: The interval score's level: 95% intervals (alpha = 0.05).
-ALPHA = 0.05
-
-
-def interval_score(
-    low: np.ndarray, high: np.ndarray, observed: np.ndarray, alpha: float = ALPHA
-) -> np.ndarray:
-    """Gneiting & Raftery (2007) eq. 43: (u - l) + (2/alpha)(l - x)1{x < l} + (2/alpha)(x - u)1{x > u}.
-
-    A proper score of a central (1 - alpha) interval: lower is better; a miss costs 2/alpha = 40x
-    its distance, so neither an over-wide nor an over-narrow interval can win.
-    """
-    low, high, observed = (np.asarray(a, float) for a in (low, high, observed))
-    return (
-        (high - low)
-        + 2 / alpha * np.clip(low - observed, 0, None)
-        + 2 / alpha * np.clip(observed - high, 0, None)
-    )
+def log_linear_rows(unit: Unit, engine: pd.DataFrame) -> pd.DataFrame:
+    """The log-linear reference at the engine's held-out points, fitted per slice of the unit."""
+    fit = unit.runs[unit.runs["role"] == "fit"]
+    frames = []
+    for name, held in engine.groupby("unit", sort=False):
+        part = fit[fit["objective"] == name] if "objective" in fit.columns else fit
+        # a joint unit's step is the run's tokens (its rows are (N, D) points)
+        held = held.assign(tokens=held["step"], forecast_status="")
+        joint = unit.kind == "joint"
+        frames.append(log_linear_reference(part, held, unit.metric.range, joint).drop(columns="tokens"))
+    return pd.concat(frames).assign(method="log-linear (rolling-origin quantiles)")
 
 
 def calibrated_ratio(level: float = 0.95) -> float:
@@ -273,7 +274,7 @@ def summarise(points: pd.DataFrame, by: list[str]) -> pd.DataFrame:
         covered = (part["observed"] >= part["low"]) & (part["observed"] <= part["high"])
         inside, usable = int(covered.sum()), part["forecast_status"] == "usable"
         low, high = clopper_pearson(inside, len(part))
-        score = interval_score(part["low"], part["high"], part["observed"])
+        score = interval_score(*(part[c].to_numpy(float) for c in ("low", "high", "observed")))
         rows.append(
             dict(zip(by, keys if isinstance(keys, tuple) else (keys,), strict=True))
             | {
@@ -295,13 +296,25 @@ def main() -> None:
     parser.add_argument("--ladders", type=Path, default=LADDERS)
     parser.add_argument("--bootstrap", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--fit-resamples", type=int, default=2000, help="bootstrap over fits")
     parser.add_argument("--out", help="write the Markdown report here too")
+    parser.add_argument("--points", type=Path, help="every forecast as CSV: written, or read with --rescore")
+    parser.add_argument("--rescore", action="store_true", help="score --points without refitting")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     start = time.perf_counter()
     units = [*gadre(args.ladders), *olmo(args.ladders), *bnsl(args.ladders)]
-    points = pd.concat([forecast_unit(u, args.bootstrap, args.seed) for u in units], ignore_index=True)
-    points = points.dropna(subset=["forecast", "low", "high", "observed"])
+    if args.rescore:
+        points = pd.read_csv(args.points, keep_default_na=False, na_values=[""])
+        points["bounds"] = points["bounds"].map(
+            lambda text: tuple(float(v) for v in text.strip("()").split(","))
+        )
+    else:
+        points = pd.concat([forecast_unit(u, args.bootstrap, args.seed) for u in units], ignore_index=True)
+        if args.points:
+            points.to_csv(args.points, index=False)
+    honest = honest_section(points, args.fit_resamples, args.seed)
+    points = points.dropna(subset=["forecast", "low", "high", "observed"]).drop(columns="bounds")
     per_ladder = summarise(points, ["ladder", "kind", "method"])
     pooled = summarise(points.assign(method=points["method"].str.split(" ").str[0]), ["method"])
     engine, paper = (pooled.set_index("method").loc[m] for m in ("engine", "seed"))
@@ -312,16 +325,18 @@ def main() -> None:
         "# The forecasting engine on real training ladders",
         "",
         f"`python benchmarks/bench_ladders.py --bootstrap {args.bootstrap} --seed {args.seed}`; "
-        f"CPU: {cpu_name()}; {len(units)} units, {time.perf_counter() - start:.0f} s. "
-        "Data: `../shared/data/ladders` (sources and commits in its README). Each unit holds out the "
+        f"CPU: {cpu_name()}; {len(units)} units, {time.perf_counter() - start:.0f} s"
+        + (f" (scored again from `{args.points.name}`, the fits not rerun). " if args.rescore else ". ")
+        + "Data: `../shared/data/ladders` (sources and commits in its README). Each unit holds out the "
         "largest size(s) of a ladder slice and forecasts them from the rest (benchmarks/bench_ladders.py "
         "docstring).",
         "",
-        "## Per ladder",
+        *honest,
+        "## Every forecast, duplicates included, per ladder",
         "",
         per_ladder.to_markdown(index=False, floatfmt=".4g"),
         "",
-        "## Pooled over held-out points",
+        "## Every forecast, duplicates included, pooled",
         "",
         pooled.to_markdown(index=False, floatfmt=".4g"),
         "",

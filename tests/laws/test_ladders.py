@@ -97,3 +97,70 @@ def test_the_oracle_frontier_sizes_intervals_from_known_errors():
     assert frontier.iloc[2]["width / |error| at 90%"] == pytest.approx(4 / 3 * 11 / median_error)
     # At 3x, q = 3 x 5.5 / 11 = 1.5 > 4/3: every point is covered.
     assert frontier.iloc[2]["coverage at 3x"] == 1.0
+
+
+def test_the_scaled_interval_score_of_a_hand_computed_case():
+    """[1, 3] at both levels, spread 2: inside (x = 2) it is the width, 2 / 2 = 1; below by 1 at
+    alpha = 0.2 it is 2 + (2 / 0.2) 1 = 12, / 2 = 6; above by 1 at alpha = 0.05, 2 + 40 = 42, / 2 = 21
+    (Gneiting & Raftery 2007 eq. 43; benchmarks/ladder_scores.py, ``scaled_scores``)."""
+    from ladder_scores import scaled_scores
+
+    points = pd.DataFrame({"observed": [2.0, 0.0, 4.0], "forecast": 2.0, "spread": 2.0})
+    points = points.assign(low=1.0, high=3.0, low_80=1.0, high_80=3.0)
+    scores = scaled_scores(points)
+    assert scores["IS80% / spread"].tolist() == pytest.approx([1.0, 6.0, 2 / 2 + 10 / 2])
+    assert scores["IS95% / spread"].tolist() == pytest.approx([1.0, 21.0, 21.0])
+    assert scores["|error| / spread"].tolist() == pytest.approx([0.0, 1.0, 1.0])
+    assert scores["covered 95%"].tolist() == [True, False, False]
+
+
+def test_each_observation_counts_once_the_per_slice_forecast_kept():
+    """A run held out by a joint unit and a per-slice unit is one observation per method (the
+    per-slice forecast kept); another run at the same size but another value stays."""
+    from ladder_scores import dedupe
+
+    points = pd.DataFrame(
+        {
+            "ladder": "olmo",
+            "metric": "loss",
+            "size": [3e9, 3e9, 3e9, 3e9, 3e9],
+            "observed": [2.9, 2.9, 2.9, 2.9, 2.8],
+            "kind": ["joint", "model", "joint", "model", "joint"],
+            "method": ["engine", "engine", "seed paper", "seed paper", "engine"],
+            "forecast": [1.0, 2.0, 3.0, 4.0, 5.0],
+        }
+    )
+    kept = dedupe(points)
+    assert sorted(kept["forecast"]) == [2.0, 4.0, 5.0]
+
+
+def test_the_bootstrap_over_fits_draws_whole_fits():
+    """Fit k holds k + 1 points, each carrying k: in every resample each value occurs a multiple of
+    its fit's size times, which resampling points would break within a few draws."""
+    from ladder_scores import fit_bootstrap
+
+    fits = [k for k in range(5) for _ in range(k + 1)]
+    points = pd.DataFrame({"ladder": "l", "kind": "model", "metric": "m", "unit": fits, "value": fits})
+
+    def whole(sample: pd.DataFrame) -> pd.Series:
+        counts = sample["value"].value_counts()
+        return pd.Series({"whole": float(all(n % (k + 1) == 0 for k, n in counts.items()))})
+
+    bounds = fit_bootstrap(points, whole, 200, 0)
+    assert bounds.loc["whole", "low"] == 1.0
+
+
+def test_the_log_linear_reference_by_hand():
+    """ln N = 1, 2, 3 fitted with values 0, 1, 3; the one rolling origin that identifies a line,
+    ln N <= 2, forecasts 2 at ln N = 3 (error 1 at horizon 1); the full fit, slope 1.5 and intercept
+    -5/3, gives 13/3 at ln N = 4, one unit of horizon on, so the forecast and both intervals are
+    13/3 + 1 (the one error is every quantile)."""
+    from ladder_scores import log_linear_reference
+
+    fit = pd.DataFrame({"size": np.exp([1.0, 2.0, 3.0]), "value": [0.0, 1.0, 3.0]})
+    held = pd.DataFrame({"size": [np.exp(4.0)], "observed": [5.0]})
+    row = log_linear_reference(fit, held, (-10.0, 10.0)).iloc[0]
+    assert row["forecast"] == pytest.approx(16 / 3)
+    assert [row[c] for c in ("low", "high", "low_80", "high_80")] == pytest.approx([16 / 3] * 4)
+    # the metric's range holds the interval
+    assert log_linear_reference(fit, held, (0.0, 5.0)).iloc[0]["high"] == 5.0

@@ -272,7 +272,8 @@ def fit_ensemble(
     interval = widened_mixture(usable, draws)
     record["reason"] += f"; {how}"
     done = SplitFit(first.result, "ok", "", first.rows)
-    forecast = forecast_rows(done, fit_rows, label, NAME, ("N",), interval, rule)
+    inner = summarise(draws, 0.8)[1:] if draws is not None else None
+    forecast = forecast_rows(done, fit_rows, label, NAME, ("N",), interval, rule, inner)
     held = forecast[forecast["held_out"]]
     # no parameters of its own (params stays empty); the weights are in the formula
     record["formula"] = f"equal-weight mixture of {', '.join(usable)} (1/{len(usable)} each)"

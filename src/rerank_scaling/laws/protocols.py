@@ -306,10 +306,12 @@ def forecast_rows(
     variables: tuple[str, ...],
     interval: tuple[np.ndarray, np.ndarray, np.ndarray],
     rule: StatusRule,
+    inner: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> pd.DataFrame:
-    """Forecast rows (fitted and held-out points) of law ``name`` with its (centre, low, high),
-    each judged by ``rule`` (:func:`rerank_scaling.laws.forecast_status.judge`)."""
+    """Forecast rows (fitted and held-out points) of law ``name``: (centre, low, high), ``inner`` the
+    80% interval (low_80, high_80; NaN if None), judged by :func:`.forecast_status.judge`."""
     centre, low, high = interval
+    low_80, high_80 = inner if inner is not None else (np.full_like(low, np.nan),) * 2
     both = done.rows
     columns = [*GROUP_KEYS, "model", "role", "checkpoint", "step", "examples", "size", "flops", "seeds"]
     forecast = both[[*columns, "final", "value", "held_out"]].rename(columns={"value": "observed"})
@@ -321,6 +323,8 @@ def forecast_rows(
         forecast=centre,
         low=low,
         high=high,
+        low_80=low_80,
+        high_80=high_80,
     )
     forecast["covered"] = (forecast["observed"] >= forecast["low"]) & (
         forecast["observed"] <= forecast["high"]
@@ -366,7 +370,8 @@ def fit_one(
     result, boot = done.result, done.intervals
     low, high = boot.forecast_interval(0.95)
     params_low, params_high = boot.parameter_interval(0.95)
-    forecast = forecast_rows(done, fit_rows, label, law.name, law.variables, (boot.centre, low, high), rule)
+    interval, inner = (boot.centre, low, high), boot.forecast_interval(0.8)
+    forecast = forecast_rows(done, fit_rows, label, law.name, law.variables, interval, rule, inner)
     held = forecast[forecast["held_out"]]
     names = law.params
     record.update(
