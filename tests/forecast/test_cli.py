@@ -187,7 +187,7 @@ def test_the_console_script_names_the_cli():
 def test_the_readme_quotes_the_ladders_benchmark_as_generated():
     """README's numbers on the real ladders are benchmarks/results/ladders.md's pooled row."""
     report = (REPO / "benchmarks" / "results" / "ladders.md").read_text()
-    pooled = report.split("## Pooled over held-out points", 1)[1].split("##", 1)[0]
+    pooled = report.split("## Every forecast, duplicates included, pooled", 1)[1].split("##", 1)[0]
     engine = next(line for line in pooled.splitlines() if line.startswith("| engine"))
     seed = next(line for line in pooled.splitlines() if line.startswith("| seed"))
     cells = [c.strip() for c in engine.strip("|").split("|")]
@@ -215,6 +215,17 @@ def test_the_readme_quotes_the_ladders_benchmark_as_generated():
     flat = " ".join(readme.split())
     assert f"need {float(oracle[0]):.2f}× for 90% coverage and cover {float(oracle[2]):.2f} at 3×" in flat
     assert f"bias included, {float(recalibrated[0]):.2f}× and {float(recalibrated[2]):.2f}." in flat
+    honest = report.split("### Pooled, with 95% intervals from a bootstrap over fits", 1)[1].split("###", 1)[0]
+    quoted = dict(
+        line[2:].split(": ", 1) for line in honest.splitlines() if line.startswith("- ") and ": " in line
+    )
+    table = report.split("### Per method, per ladder", 1)[1]
+    row = next(line for line in table.splitlines() if line.startswith("| pooled") and "| engine" in line)
+    cells95, cells80 = [c.strip() for c in row.strip("|").split("|")][7:9]
+    assert f"95% intervals hold {cells95.split(' = ')[0].replace('/', ' of ')}" in flat
+    assert f"80% intervals {cells80.split(' = ')[0].replace('/', ' of ')}" in flat
+    for key in ("skill vs seed paper, IS95%", "skill vs log-linear, IS95%"):
+        assert f"{key.split(',')[0]} {quoted[key]}" in flat
 
 
 def test_the_fit_stage_writes_what_forecast_runs_gives_on_the_same_runs(tmp_path):
