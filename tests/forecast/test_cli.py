@@ -215,7 +215,7 @@ def test_the_readme_quotes_the_ladders_benchmark_as_generated():
     flat = " ".join(readme.split())
     assert f"need {float(oracle[0]):.2f}× for 90% coverage and cover {float(oracle[2]):.2f} at 3×" in flat
     assert f"bias included, {float(recalibrated[0]):.2f}× and {float(recalibrated[2]):.2f}." in flat
-    honest = report.split("### Pooled, with 95% intervals from a bootstrap over fits", 1)[1].split("###", 1)[0]
+    honest = report.split("### Pooled, with 95% intervals", 1)[1].split("###", 1)[0]
     quoted = dict(
         line[2:].split(": ", 1) for line in honest.splitlines() if line.startswith("- ") and ": " in line
     )
