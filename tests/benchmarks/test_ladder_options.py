@@ -1,12 +1,14 @@
-"""The ladder-options table: its differences are paired over the same queries (the bootstrap SE
-of a difference matches the textbook paired SE, sd of per-query differences / sqrt(n), and is far
-below the unpaired one when two runs share the queries' difficulty), and each overlay gives a row
-for its own ladder split and one with the largest fitted size dropped."""
+"""The ladder-options table: candidate wheels are searched for weight files; its differences are
+paired over the same queries (the bootstrap SE of a difference matches the textbook paired SE, sd of
+per-query differences / sqrt(n), and is far below the unpaired one when two runs share the queries'
+difficulty), and each overlay gives a row for its own ladder split and one with the largest fitted
+size dropped."""
 
 from __future__ import annotations
 
 import json
 import sys
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -73,3 +75,15 @@ def test_rows_are_paired_over_queries_and_cover_both_ladder_splits(tmp_path: Pat
     assert first["held out > 2 SE"] == "yes" and first["beats BM25 > 2 SE"] == "yes"
     assert first["best - BM25 (paired SE)"].startswith("L6 ")
     assert first["training CPU-min"] == "2.5"  # five 30 s training jobs
+
+
+def test_wheels_are_listed_with_the_weight_files_they_ship(tmp_path: Path) -> None:
+    with zipfile.ZipFile(tmp_path / "empty-0.1-py3-none-any.whl", "w") as wheel:
+        wheel.writestr("empty/__init__.py", "")
+    with zipfile.ZipFile(tmp_path / "model-0.1-py3-none-any.whl", "w") as wheel:
+        wheel.writestr("model/ckpt/model.safetensors", b"0" * 2**20)
+        wheel.writestr("model/ckpt/config.json", "{}")
+    rows = {r["wheel"]: r for r in ladder_options.wheel_rows(tmp_path)}
+    assert rows["empty-0.1-py3-none-any.whl"]["weight files"] == "none"
+    assert rows["model-0.1-py3-none-any.whl"]["weight files"] == "model/ckpt/model.safetensors"
+    assert rows["model-0.1-py3-none-any.whl"]["weights (MB)"] == 1.0
