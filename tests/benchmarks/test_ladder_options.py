@@ -43,7 +43,8 @@ def _run_folder(root: Path) -> tuple[Path, dict[str, np.ndarray]]:
     (run_dir / "metrics").mkdir(parents=True)
     pd.DataFrame(metrics).to_parquet(run_dir / "metrics" / "all.parquet")
     pd.DataFrame(per_query).to_parquet(run_dir / "metrics" / "per_query.parquet")
-    (run_dir / "workflow_time.json").write_text(json.dumps({"last_fresh_run": {"wall_min": 3.0}}))
+    fresh = {"wall_min": 3.0, "fresh": True}
+    (run_dir / "workflow_time.json").write_text(json.dumps({"last_run": fresh, "last_fresh_run": fresh}))
     (run_dir / "benchmarks" / "train").mkdir(parents=True)
     for model in SIZES:
         path = run_dir / "benchmarks" / "train" / f"{model}__pointwise__full__s13.tsv"
@@ -75,6 +76,7 @@ def test_rows_are_paired_over_queries_and_cover_both_ladder_splits(tmp_path: Pat
     assert first["held out > 2 SE"] == "yes" and first["beats BM25 > 2 SE"] == "yes"
     assert first["best - BM25 (paired SE)"].startswith("L6 ")
     assert first["training CPU-min"] == "2.5"  # five 30 s training jobs
+    assert first["run CPU-min / wall-min"] == "2.5 / 3.0"
 
 
 def test_wheels_are_listed_with_the_weight_files_they_ship(tmp_path: Path) -> None:
