@@ -17,14 +17,13 @@ and ``metrics/per_query.parquet`` (final dev nDCG@10 and its standard error over
 
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 from pathlib import Path
 
 import pandas as pd
 import yaml
-from benchmark_output import emit
+from benchmark_output import emit_table, overlay_run_arguments
 
 from rerank_scaling.report.held_out_check import run_check
 from rerank_scaling.report.scaling_evidence import final_rows
@@ -32,7 +31,6 @@ from rerank_scaling.settings import written_section
 from rerank_scaling.workflow_time import job_times
 
 OBJECTIVE, SPLIT, METRIC = "pointwise", "dev", "nDCG@10"
-REPO = Path(__file__).resolve().parents[1]
 
 
 def _finals(metrics: pd.DataFrame, split: str) -> pd.DataFrame:
@@ -99,28 +97,21 @@ def run_row(overlay_path: Path, results: Path) -> dict[str, object]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("overlays", nargs="+", type=Path, help="benchmarks/configs/*.yaml, each run already")
-    parser.add_argument("--results", type=Path, default=REPO / "results", help="where run folders are")
-    parser.add_argument("--out", help="also write the Markdown report here")
-    args = parser.parse_args()
+    args = overlay_run_arguments(__doc__)
     table = pd.DataFrame([run_row(overlay, args.results) for overlay in args.overlays])
     load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
-    text = "\n".join(
+    emit_table(
+        f"Pointwise levers of the embedded default: held-out {SPLIT} {METRIC} at the final checkpoint",
         [
-            f"# Pointwise levers of the embedded default: held-out {SPLIT} {METRIC} at the final checkpoint",
-            "",
             f"Machine: {platform.machine()}, {os.cpu_count()} CPUs; load average when tabulated {load} "
             "(the CPU times come from each run's Snakemake benchmark files, two 1-thread jobs side by side; "
             "some runs shared the machine with test runs, so their CPU times carry that load).",
             "Values per seed (`a / b`); gap = held-out mean - largest fitted mean (miss < gap needs a "
             "positive gap); SE: the larger of the two sizes' standard errors over queries.",
-            "",
-            table.to_markdown(index=False),
-            "",
-        ]
+        ],
+        table,
+        args.out,
     )
-    emit(text, args.out)
 
 
 if __name__ == "__main__":
