@@ -17,7 +17,7 @@ AMX, the weights cast to bf16 once and the near ties rescored in fp32.)
    largest (what the safety factor has to cover). The bar: for every
    run, split and final metric, |bf16 - fp32| < ``--quarter`` (0.25) x the metric's standard error
    over queries (the summary's yardstick: a bootstrap over queries,
-   ``report.scaling_evidence.QueryBootstrap``). A rank swap that the query sample cannot see is not a
+   ``report.scaling_evidence.QueryTable``). A rank swap that the query sample cannot see is not a
    numerical problem; 0.002 in absolute terms (issue 16's bar) was an eighth of that error.
 2. **Training** (``training.precision``), with ``--bf16-trained``: a run of the same config and
    seeds trained in bf16 (``benchmarks/configs/bf16_training.yaml``). Both runs' finals are scored
@@ -52,7 +52,7 @@ from benchmark_output import emit
 from rerank_scaling.evaluation.checkpoints import EvalSettings, SplitData, evaluate_checkpoints, load_split
 from rerank_scaling.evaluation.near_ties import SAFETY_FACTOR, NearTieReport
 from rerank_scaling.precision import casts_weights, cpu_name
-from rerank_scaling.report.scaling_evidence import QueryBootstrap, final_rows, verdict
+from rerank_scaling.report.scaling_evidence import QueryTable, final_rows, verdict
 from rerank_scaling.settings import settings_from_dict
 
 
@@ -114,7 +114,7 @@ def compare(per_query: pd.DataFrame, pairs: list[tuple[str, str, str]], splits: 
     metrics = sorted(m for m in per_query["metric"].unique() if not m.endswith("_dropped"))
     for split in splits:
         for metric in metrics:
-            bootstrap = QueryBootstrap.build(per_query, metric, split)
+            bootstrap = QueryTable.build(per_query, metric, split)
             for run, first, second in pairs:
                 a, b = (first, 0), (second, 0)
                 if a not in bootstrap.weights.columns or b not in bootstrap.weights.columns:

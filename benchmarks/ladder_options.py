@@ -14,8 +14,8 @@ each: the checkpoint, the head, max_length, ...), run to its metrics first, then
 
 Per overlay it reads the run folder ``results/<run_name>`` (``--results``): ``metrics/all.parquet``
 (each size's final dev nDCG@10, :func:`scaling_evidence.final_rows`), ``metrics/per_query.parquet``
-(standard errors of differences from the paired bootstrap over the same queries,
-:class:`scaling_evidence.QueryBootstrap`: every resample draws one query multiset for both sides)
+(standard errors of differences paired over the same queries, report.paired,
+:class:`scaling_evidence.QueryTable`: every resample draws one query multiset for both sides)
 and Snakemake's benchmark files (CPU minutes of the training jobs and of every job of the run).
 
 Rows per objective and per **ladder split**: the overlay's own roles (largest fitted vs the
@@ -37,16 +37,17 @@ import yaml
 from benchmark_output import REPO, emit_table, overlay_run_arguments
 
 from rerank_scaling.precision import cpu_flags, cpu_name
-from rerank_scaling.report.scaling_evidence import QueryBootstrap, final_rows
+from rerank_scaling.report.scaling_evidence import QueryTable, final_rows
 from rerank_scaling.workflow_time import job_times
 
 SPLIT, METRIC, Z = "dev", "nDCG@10", 2.0
 
 
-def paired_gap(bootstrap: QueryBootstrap, better: pd.Series, worse: pd.Series) -> tuple[float, float]:
-    """``better - worse`` (final-checkpoint values) and its paired bootstrap standard error."""
+def paired_gap(queries: QueryTable, better: pd.Series, worse: pd.Series) -> tuple[float, float]:
+    """``better - worse`` (final-checkpoint values) and its paired standard error (SE of the mean
+    per-query difference, :mod:`rerank_scaling.report.paired`)."""
     terms = {(better["run"], int(better["checkpoint"])): 1.0, (worse["run"], int(worse["checkpoint"])): -1.0}
-    return float(better["value"] - worse["value"]), bootstrap.standard_error(terms)
+    return float(better["value"] - worse["value"]), queries.standard_error(terms)
 
 
 def gap_text(gap: float, se: float) -> str:
@@ -90,7 +91,7 @@ def option_rows(overlay_path: Path, results: Path) -> list[dict[str, object]]:
     run_dir = results / overlay["run_name"]
     metrics = pd.read_parquet(run_dir / "metrics" / "all.parquet")
     per_query = pd.read_parquet(run_dir / "metrics" / "per_query.parquet")
-    bootstrap = QueryBootstrap.build(per_query, METRIC, SPLIT)
+    bootstrap = QueryTable.build(per_query, METRIC, SPLIT)
     rows = metrics[(metrics["metric"] == METRIC) & (metrics["split"] == SPLIT)]
     bm25 = rows[rows["family"] == "bm25"].iloc[0]
     trained = final_rows(rows[rows["family"] != "bm25"])
@@ -184,7 +185,7 @@ def main() -> None:
             "job's Snakemake benchmark file.",
             f"Differences: held-out size minus largest fitted size, and the best size on {SPLIT} minus "
             "BM25 (picked on the same queries: an optimistic screen), each with the standard error of "
-            "the difference from a paired bootstrap over queries (1000 resamples) and the difference "
+            "the difference paired query by query (SD of the per-query differences / sqrt(queries)) and the difference "
             f"in SEs; `> 2 SE` is the acceptance test (difference > {Z:g} paired SEs). "
             "Run CPU-min: every job of the run folder (data, BM25, training, evaluation; no law fitting), "
             "all its sizes, also where an overlay tabulates a subset of a folder another overlay ran; "

@@ -63,7 +63,7 @@ def test_rows_are_paired_over_queries_and_cover_both_ladder_splits(tmp_path: Pat
     paired = diff.std(ddof=1) / np.sqrt(QUERIES)
     unpaired = np.hypot(values["L6"].std(ddof=1), values["L4"].std(ddof=1)) / np.sqrt(QUERIES)
     per_query = pd.read_parquet(tmp_path / "results" / "opt" / "metrics" / "per_query.parquet")
-    bootstrap = ladder_options.QueryBootstrap.build(per_query, "nDCG@10", "dev")
+    bootstrap = ladder_options.QueryTable.build(per_query, "nDCG@10", "dev")
     held_out, largest = (
         pd.Series({"run": f"{m}__pointwise__full__s13", "checkpoint": 2, "value": values[m].mean()})
         for m in ("L6", "L4")
