@@ -185,8 +185,8 @@ def main() -> None:
             "job's Snakemake benchmark file.",
             f"Differences: held-out size minus largest fitted size, and the best size on {SPLIT} minus "
             "BM25 (picked on the same queries: an optimistic screen), each with the standard error of "
-            "the difference paired query by query (SD of the per-query differences / sqrt(queries)) and the difference "
-            f"in SEs; `> 2 SE` is the acceptance test (difference > {Z:g} paired SEs). "
+            "the difference paired query by query (SD of the per-query differences / sqrt(queries)) "
+            f"and the difference in SEs; `> 2 SE` is the acceptance test (difference > {Z:g} paired SEs). "
             "Run CPU-min: every job of the run folder (data, BM25, training, evaluation; no law fitting), "
             "all its sizes, also where an overlay tabulates a subset of a folder another overlay ran; "
             "training CPU-min: the overlay's own sizes.",
