@@ -226,7 +226,14 @@ def fitted_splits():
 
 
 def final_targets():
+    # the published checkpoints too: a sidecar removed (the repair of a damaged checkpoint,
+    # rerank_scaling.training.checkpoint_store.repair_hint) re-runs that run's training job
     return [
+        *expand(
+            f"{RESULTS}/checkpoints/{{run}}/ckpt-{{k:02d}}/checkpoint.json",
+            run=GRID.run_ids(),
+            k=GRID.checkpoint_indices(),
+        ),
         f"{RESULTS}/metrics/all.parquet",
         f"{RESULTS}/laws/fits.parquet",
         f"{RESULTS}/summary.md",

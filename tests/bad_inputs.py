@@ -273,6 +273,34 @@ def _file_source(qrels: list[str], prices: dict | None = None) -> Callable[[Path
     return run
 
 
+def _damaged_checkpoint(same_size: bool) -> Callable[[Path], None]:
+    """A published checkpoint whose weights were truncated (caught by their size when the Snakefile
+    is parsed) or overwritten with as many other bytes (caught by their SHA-256 when evaluation
+    reads the checkpoint)."""
+
+    def run(work: Path) -> None:
+        from rerank_scaling.evaluation.cache_keys import checkpoint_identity
+        from rerank_scaling.training.checkpoint_store import SIDECAR, RunStore, check_published
+
+        run_id = "L1__pointwise__full__s13"
+        store = RunStore(work / "work", work / "checkpoints" / run_id)
+        store.prepare({})
+        state = store.trainer_dir / "checkpoint-6"
+        state.mkdir()
+        (state / "model.safetensors").write_bytes(bytes(1000))
+        store.export(state, 3, {"step": 6})
+        published = store.checkpoints / "ckpt-03"
+        store.publish(3)
+        if same_size:
+            (published / "model.safetensors").write_bytes(bytes([1]) * 1000)
+            checkpoint_identity(published, json.loads((published / SIDECAR).read_text()))
+        else:
+            (published / "model.safetensors").write_bytes(bytes(100))
+            check_published(work / "checkpoints", [run_id])
+
+    return run
+
+
 BINARY = {"train": ["t1 0 d0 1", "t1 0 d1 0", "t2 0 d2 1", "t3 0 d4 1"]}
 CASES = [
     BadInput(
@@ -445,6 +473,16 @@ CASES = [
     BadInput("a BM25 run without some queries (Anserini exits 0)", "bm25_search", _bm25_missing_query),
     BadInput("a retry while the trainer still runs", "train", _second_trainer),
     BadInput("a full disk (or any OS error) while writing", "every writer", _full_disk),
+    BadInput(
+        "a published checkpoint's file truncated",
+        "Snakefile (parse time)",
+        _damaged_checkpoint(same_size=False),
+    ),
+    BadInput(
+        "a published checkpoint's file changed in place",
+        "evaluate_run",
+        _damaged_checkpoint(same_size=True),
+    ),
 ]
 
 

@@ -44,6 +44,7 @@ from rerank_scaling.grid import RunSpec
 from rerank_scaling.planning.memory import MemoryPlan, MemoryShape, plan_memory
 from rerank_scaling.precision import fp32_score_layer, resolve_precision
 from rerank_scaling.settings import without
+from rerank_scaling.stage_code import running_code_digest
 from rerank_scaling.training.batching import LengthBucketBatchSampler, row_lengths
 from rerank_scaling.training.checkpoint_store import (
     PROGRESS,
@@ -132,7 +133,9 @@ class StopRequest:
 def run_fingerprint(
     spec: dict[str, Any], run: str, settings: TrainSettings, device: str, data: list[str]
 ) -> dict[str, Any]:
-    """What a saved trainer state belongs to: the run, model, settings and a digest of its examples.
+    """What a saved trainer state belongs to: the run, model, settings, a digest of its examples and
+    the training stage's code digest (:func:`~rerank_scaling.stage_code.running_code_digest`: a
+    loss edit trains afresh, a docstring edit resumes).
 
     Only the settings that change what this run trains count: not the grid keys (a seed added to
     the grid) nor the job's resources, which may change between attempts without discarding it."""
@@ -143,6 +146,7 @@ def run_fingerprint(
         "training": json.loads(json.dumps(trained, default=list)),
         "device": device,
         "examples_sha256": file_digest(data),
+        "code_sha256": running_code_digest("training.train"),
     }
 
 
@@ -228,6 +232,7 @@ def train_run(
     )
 
     loss = make_loss(objective, model)
+    store.discard_damaged()
     resume_from = store.latest_state()
     clock = {"start": time.perf_counter(), "offset": 0.0, "loss": float("nan")}
     counter = TokenCounter(model)
