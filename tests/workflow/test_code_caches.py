@@ -6,16 +6,20 @@ trainer's last verified state, not from scratch."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import signal
 import subprocess
+import time
 from collections import Counter
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
-from conftest import REPO, copy_workflow
-from test_workflow import edited, planned_jobs, snakemake
+from conftest import REPO, copy_workflow, snakemake_command
+from test_workflow import copy_env, edited, planned_jobs, snakemake
 
 from rerank_scaling.data.source_digests import file_sha256
 
@@ -150,3 +154,46 @@ def test_a_truncated_checkpoint_is_caught_before_evaluation_and_repaired_from_th
     assert "starting afresh" not in log and "checkpoint 1/5" not in log, "no step is trained again"
     assert file_sha256(weights) == before
     pd.testing.assert_frame_equal(metrics(workflow), original)
+
+
+def scoring_jobs(workdir: Path) -> list[int]:
+    """The live evaluation jobs (``evaluation.evaluate run``) of the workflow copy in ``workdir``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            command = (proc / "cmdline").read_bytes().split(b"\0")
+            alive = " Z " not in (proc / "stat").read_text().rpartition(")")[2][:3]
+            cwd = os.readlink(proc / "cwd")
+        except OSError:  # not a process, or gone
+            continue
+        if (
+            alive
+            and cwd == str(workdir.resolve())
+            and b"rerank_scaling.evaluation.evaluate" in command
+            and b"run" in command
+        ):
+            found.append(int(proc.name))
+    return found
+
+
+def test_killing_snakemake_leaves_no_scoring_job_running(workflow):
+    """`kill -9` of Snakemake alone (not its process group) while an evaluation job scores: the job
+    dies with it (it is Snakemake's own child and asked the kernel for its parent's death) instead of
+    scoring on, orphaned. Last: it leaves the workflow's evaluation incomplete."""
+    shutil.rmtree(workflow / RESULTS / "work" / "eval")  # nothing cached: the job scores for seconds
+    log = workflow / RESULTS / "logs" / "eval" / f"{RUN}.log"
+    log.unlink()
+    command = snakemake_command(workflow, "tiny.yaml", "--cores", "2", "--forcerun", "evaluate_run", TARGET)
+    process = subprocess.Popen(
+        command, cwd=workflow, env=copy_env(workflow), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    deadline = time.monotonic() + 300
+    while not (log.exists() and "scoring in" in log.read_text()):  # started scoring 5 checkpoints
+        assert process.poll() is None and time.monotonic() < deadline, "no evaluation job started"
+        time.sleep(0.05)
+    jobs = scoring_jobs(workflow)
+    assert jobs, "precondition: the job still scores"
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    time.sleep(0.5)  # the job's own scoring of 5 checkpoints takes seconds
+    assert scoring_jobs(workflow) == [], f"orphaned evaluation jobs {jobs} still run"

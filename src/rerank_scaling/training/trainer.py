@@ -119,6 +119,10 @@ class TrainingStopped(RuntimeError):
     """Training stopped early on request (SIGTERM); the state is saved for a resume."""
 
 
+class SaveFailed(RuntimeError):
+    """Saving a trainer state, or exporting or publishing its checkpoint, failed (a full disk)."""
+
+
 class StopRequest:
     """Set by SIGTERM: save the trainer state at the end of the current step, then stop."""
 
@@ -244,11 +248,13 @@ def train_run(
     store.republish_missing(indices)
 
     stop = StopRequest()
+    saving: dict[str, int | None] = {"step": None}  # the step whose state is being saved, if any
 
     class CheckpointCallback(TrainerCallback):
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
             fault_point("step", state.global_step)
             control.should_save = state.global_step in save_at or stop.requested
+            saving["step"] = state.global_step if control.should_save else None
             if stop.requested:
                 control.should_training_stop = True
             return control
@@ -292,6 +298,7 @@ def train_run(
             }
             if index is None:  # a state saved on SIGTERM between checkpoints
                 store.complete_state(saved, progress)
+                saving["step"] = None
                 return
             # The order keeps every kill recoverable (see checkpoint_store's invariants).
             fault_point("state", index)
@@ -301,6 +308,7 @@ def train_run(
             fault_point("completed", index)
             store.publish(index)
             log.info("checkpoint %d/%d at step %d (loss %.4f)", index, len(save_at), step, clock["loss"])
+            saving["step"] = None
             fault_point("published", index, released=lambda: stop.requested)
 
     # Length-bucketed steps save padding FLOPs but change which rows share a step, so they are
@@ -345,6 +353,15 @@ def train_run(
     try:
         with fp32_score_layer(model, "cuda" if device.startswith("cuda") else "cpu"):  # logits in fp32
             trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+    except Exception as error:  # torch, safetensors and the OS each say "disk full" their own way
+        if saving["step"] is None:
+            raise
+        state = store.trainer_dir / f"checkpoint-{saving['step']}"
+        raise SaveFailed(
+            f"{run}: saving the trainer state {state} (or exporting it to {store.exports_dir}, or "
+            f"publishing it to {store.checkpoints}) failed: {type(error).__name__}: {error}. Free space "
+            "there (df -h on those folders) and run the job again: it resumes from its last complete state"
+        ) from error
     finally:
         signal.signal(signal.SIGTERM, previous_handler)
     if stop.requested and trainer.state.global_step < total:
