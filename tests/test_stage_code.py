@@ -109,7 +109,7 @@ def test_every_rule_lists_the_code_of_the_module_its_shell_runs():
     called = {}
     for block in rule_blocks():
         entries = re.findall(r'stage_code_digest\("([\w.]+)"\)', block)
-        # rules call rerank_python (training: rerank_python_exec), shell functions of common.smk
+        # rules call rerank_python (training, scoring: rerank_python_exec), shell functions of common.smk
         modules = re.findall(r"python(?:_exec)? -m rerank_scaling\.([\w.]+)", block)
         if modules:
             assert entries == modules[:1], block[:200]
