@@ -66,12 +66,13 @@ def job_python():
 
 
 # Rules call `rerank_python` (or `rerank_python_exec`, which replaces the job's shell, so that SLURM's
-# SIGTERM reaches the trainer itself), shell functions every job's shell defines first (Snakemake's
+# SIGTERM reaches the trainer itself, and tells it the pid of the job's parent, Snakemake, whose death
+# it then follows: rerank_scaling.training.work_lock.die_with_parent), shell functions every job's shell defines first (Snakemake's
 # bash prefix, plus the functions): the interpreter is not in a rule's shell text, which Snakemake
 # compares with the text that made its outputs, nor a param, so another venv path re-runs nothing.
 # (The prefix is formatted like a shell command: its braces are doubled, here twice for .format.)
 shell.prefix(
-    "set -euo pipefail; rerank_python() {{{{ {0} \"$@\"; }}}}; rerank_python_exec() {{{{ exec {0} \"$@\"; }}}}; ".format(
+    "set -euo pipefail; rerank_python() {{{{ {0} \"$@\"; }}}}; rerank_python_exec() {{{{ RERANK_SCALING_JOB_PARENT=$PPID exec {0} \"$@\"; }}}}; ".format(
         job_python()
     )
 )
@@ -243,7 +244,14 @@ def fitted_splits():
 
 
 def final_targets():
+    # the published checkpoints too: a sidecar removed (the repair of a damaged checkpoint,
+    # rerank_scaling.training.checkpoint_store.repair_hint) re-runs that run's training job
     return [
+        *expand(
+            f"{RESULTS}/checkpoints/{{run}}/ckpt-{{k:02d}}/checkpoint.json",
+            run=GRID.run_ids(),
+            k=GRID.checkpoint_indices(),
+        ),
         f"{RESULTS}/metrics/all.parquet",
         f"{RESULTS}/laws/fits.parquet",
         f"{RESULTS}/summary.md",

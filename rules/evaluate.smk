@@ -82,6 +82,8 @@ rule split_tokens:
         " --out {output.tokens} > {log} 2>&1"
 
 
+# The scoring job's shell execs Python, which dies with its parent (training.work_lock.die_with_parent):
+# Snakemake killed, even by SIGKILL, leaves no scoring job running on the GPU.
 rule evaluate_run:
     input:
         code=stage_code_digest("evaluation.evaluate"),
@@ -115,7 +117,7 @@ rule evaluate_run:
     conda:
         f"{ENVS}/training.yaml"
     shell:
-        "HF_HUB_OFFLINE=1 rerank_python -m rerank_scaling.evaluation.evaluate run --checkpoints {params.checkpoints}"
+        "HF_HUB_OFFLINE=1 rerank_python_exec -m rerank_scaling.evaluation.evaluate run --checkpoints {params.checkpoints}"
         " --collection {params.collection} --bm25-dir {params.bm25_dir} --splits {params.splits}"
         " --settings {params.evaluation:q} --texts-dir {params.texts_dir} --tokens-dir {params.tokens_dir}"
         " --max-length {params.max_length} --device {params.device}"

@@ -1,3 +1,10 @@
+from rerank_scaling.training.checkpoint_store import check_published
+
+# A published checkpoint whose file sizes are not what its sidecar records (a truncated file) stops
+# the workflow here, before any job, naming the file and the repair (evaluation checks the SHA-256).
+check_published(Path(f"{RESULTS}/checkpoints"), GRID.run_ids())
+
+
 rule train:
     input:
         code=stage_code_digest("training.train"),

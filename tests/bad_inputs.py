@@ -315,6 +315,34 @@ def _command(
     return run
 
 
+def _damaged_checkpoint(same_size: bool) -> Callable[[Path], None]:
+    """A published checkpoint whose weights were truncated (caught by their size when the Snakefile
+    is parsed) or overwritten with as many other bytes (caught by their SHA-256 when evaluation
+    reads the checkpoint)."""
+
+    def run(work: Path) -> None:
+        from rerank_scaling.evaluation.cache_keys import checkpoint_identity
+        from rerank_scaling.training.checkpoint_store import SIDECAR, RunStore, check_published
+
+        run_id = "L1__pointwise__full__s13"
+        store = RunStore(work / "work", work / "checkpoints" / run_id)
+        store.prepare({})
+        state = store.trainer_dir / "checkpoint-6"
+        state.mkdir()
+        (state / "model.safetensors").write_bytes(bytes(1000))
+        store.export(state, 3, {"step": 6})
+        published = store.checkpoints / "ckpt-03"
+        store.publish(3)
+        if same_size:
+            (published / "model.safetensors").write_bytes(bytes([1]) * 1000)
+            checkpoint_identity(published, json.loads((published / SIDECAR).read_text()))
+        else:
+            (published / "model.safetensors").write_bytes(bytes(100))
+            check_published(work / "checkpoints", [run_id])
+
+    return run
+
+
 RUNS = "model,size,value\nS1,17e6,0.231\nS2,32e6,0.262\nS3,68e6,0.290\nS4,150e6,0.318\n"
 BINARY = {"train": ["t1 0 d0 1", "t1 0 d1 0", "t2 0 d2 1", "t3 0 d4 1"]}
 CASES = [
@@ -579,6 +607,16 @@ CASES = [
             name="advise",
             candidates="model,size,cost\nS5,4e8,-2\n",
         ),
+    ),
+    BadInput(
+        "a published checkpoint's file truncated",
+        "Snakefile (parse time)",
+        _damaged_checkpoint(same_size=False),
+    ),
+    BadInput(
+        "a published checkpoint's file changed in place",
+        "evaluate_run",
+        _damaged_checkpoint(same_size=True),
     ),
 ]
 

@@ -15,7 +15,13 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from rerank_scaling.stage_code import module_digest, record_stage_digest, stage_code
+from rerank_scaling.stage_code import (
+    module_digest,
+    record_stage_digest,
+    running_code_digest,
+    stage_code,
+    stage_digest,
+)
 
 SOURCE = REPO / "src"
 
@@ -103,7 +109,7 @@ def test_every_rule_lists_the_code_of_the_module_its_shell_runs():
     called = {}
     for block in rule_blocks():
         entries = re.findall(r'stage_code_digest\("([\w.]+)"\)', block)
-        # rules call rerank_python (training: rerank_python_exec), shell functions of common.smk
+        # rules call rerank_python (training, scoring: rerank_python_exec), shell functions of common.smk
         modules = re.findall(r"python(?:_exec)? -m rerank_scaling\.([\w.]+)", block)
         if modules:
             assert entries == modules[:1], block[:200]
@@ -243,3 +249,28 @@ def test_the_digest_file_is_rewritten_only_when_the_code_changes(package, tmp_pa
     part.write_text(part.read_text() + "other = 2\n")
     assert record_stage_digest("fam.entry", out, package).stat().st_mtime_ns > 1
     assert digest.read_text() != "\n".join(lines) + "\n"
+
+
+def test_a_digest_can_leave_modules_out(package):
+    """What the evaluation's scores cache keys by: its stage's code without the metrics."""
+    whole = stage_digest("fam.entry", package)
+    without = stage_digest("fam.entry", package, leave_out=("fam.optional",))
+    assert "fam/optional.py" in whole and "fam/optional.py" not in without
+    assert without.splitlines() == [line for line in whole.splitlines() if "fam/optional.py" not in line]
+
+
+def test_the_running_code_digest_is_the_installed_packages_stage_digest():
+    """The digest the trainer's state and the evaluation caches carry: of the package this process
+    imports (here the checkout's src), leaving out what it is told to."""
+    import hashlib
+
+    import rerank_scaling
+
+    source = Path(rerank_scaling.__file__).resolve().parent.parent
+    for leave_out in ((), ("evaluation.metrics",)):
+        text = stage_digest("evaluation.evaluate", source, leave_out)
+        expected = hashlib.sha256(text.encode()).hexdigest()
+        assert running_code_digest("evaluation.evaluate", leave_out) == expected
+    assert running_code_digest("evaluation.evaluate") != running_code_digest(
+        "evaluation.evaluate", ("evaluation.metrics",)
+    )

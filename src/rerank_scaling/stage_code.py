@@ -153,15 +153,28 @@ def _is_docstring(statement: ast.stmt) -> bool:
     )
 
 
-def stage_digest(entry: str, source: str | Path = "src") -> str:
+def stage_digest(entry: str, source: str | Path = "src", leave_out: tuple[str, ...] = ()) -> str:
     """The code of a stage as text: a ``<module digest>  <path>`` line per file of
-    :func:`stage_code` (a file added to the stage, or removed, changes it too)."""
+    :func:`stage_code` (a file added to the stage, or removed, changes it too), but the modules
+    ``leave_out`` (dotted, from the package: ``"evaluation.metrics"``)."""
     source = Path(source)
+    left_out = {module_file(f"{PACKAGE}.{module}", source) for module in leave_out}
     lines = [
         f"{module_digest(Path(path))}  {Path(path).relative_to(source).as_posix()}"
         for path in stage_code(entry, source)
+        if Path(path) not in left_out
     ]
     return "\n".join(lines) + "\n"
+
+
+def running_code_digest(entry: str, leave_out: tuple[str, ...] = ()) -> str:
+    """SHA-256 of :func:`stage_digest` of ``entry`` (but ``leave_out``) in the package this process
+    imports: what a job's own caches key their entries by (the trainer's resume state, the
+    evaluation caches), so an entry made by other code never serves, and one made by the same code
+    (a comment or a docstring edited since) still does. The package read is the one running, which
+    is not always the checkout's ``src`` that the rules' code inputs digest."""
+    source = Path(__file__).resolve().parent.parent
+    return hashlib.sha256(stage_digest(entry, source, leave_out).encode()).hexdigest()
 
 
 def record_stage_digest(entry: str, out_dir: str | Path, source: str | Path = "src") -> Path:

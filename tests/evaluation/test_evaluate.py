@@ -12,6 +12,7 @@ import pytest
 from conftest import LADDER, TINY_TRAINING, train_command
 
 from rerank_scaling.records import METRIC_COLUMNS, PER_QUERY_COLUMNS
+from rerank_scaling.training.checkpoint_store import FILES, CheckpointDamaged
 
 pytestmark = pytest.mark.slow
 
@@ -132,7 +133,8 @@ def test_evaluation_scores_every_checkpoint_and_only_new_ones_on_rerun(small_col
 def test_a_retrained_identical_checkpoint_is_not_scored_again(small_collection, trained, tmp_path):
     """Training re-run to the same weights (its sidecars' wall_s differ): the metrics come from the
     cached scores (no model loaded: no run file rewritten) and equal the first evaluation's. A
-    checkpoint with other weights is scored again, alone."""
+    checkpoint with other weights than its sidecar records is an error naming the file and the repair;
+    with its sidecar's records it is scored again, alone."""
     ckpts, work = checkpoints_copy(trained, tmp_path), tmp_path / "eval-work"
     first = evaluate(small_collection, ckpts, work, tmp_path / "m1.parquet")
     runs = {p.name: p.stat().st_mtime_ns for p in (work / "runs").glob("*.trec")}
@@ -144,7 +146,19 @@ def test_a_retrained_identical_checkpoint_is_not_scored_again(small_collection, 
     assert {p.name: p.stat().st_mtime_ns for p in (work / "runs").glob("*.trec")} == runs
     pd.testing.assert_frame_equal(second, first)
 
+    # other weights under ckpt-02's sidecar: a damaged checkpoint, before anything is scored
     shutil.copy(ckpts / "ckpt-01" / "model.safetensors", ckpts / "ckpt-02" / "model.safetensors")
+    with pytest.raises(CheckpointDamaged) as damaged:
+        evaluate(small_collection, ckpts, work, tmp_path / "m3.parquet")
+    weights = ckpts / "ckpt-02" / "model.safetensors"
+    assert f"{weights}: its SHA-256 is not the one recorded" in str(damaged.value)
+    assert f"rm {ckpts / 'ckpt-02' / 'checkpoint.json'} and run snakemake again" in str(damaged.value)
+    assert {p.name: p.stat().st_mtime_ns for p in (work / "runs").glob("*.trec")} == runs
+    # ... and with its sidecar's records (a training that made ckpt-01's weights at ckpt-02's step)
+    # it is scored again, alone
+    records = [json.loads((ckpts / name / "checkpoint.json").read_text()) for name in ("ckpt-01", "ckpt-02")]
+    records[1][FILES]["model.safetensors"] = records[0][FILES]["model.safetensors"]
+    (ckpts / "ckpt-02" / "checkpoint.json").write_text(json.dumps(records[1]))
     third = evaluate(small_collection, ckpts, work, tmp_path / "m3.parquet")
     rescored = {p.name for p in (work / "runs").glob("*.trec") if p.stat().st_mtime_ns != runs[p.name]}
     assert rescored == {"ckpt-02.dev.trec", "ckpt-02.test.trec"}

@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 
-from rerank_scaling.training.checkpoint_store import PROGRESS, SIDECAR, RunStore
+import pytest
+
+from rerank_scaling.training.checkpoint_store import (
+    FILES,
+    PROGRESS,
+    SIDECAR,
+    CheckpointDamaged,
+    RunStore,
+    check_published,
+    verify_published,
+)
 
 
 def _state(store: RunStore, step: int, complete: bool = True):
@@ -32,7 +43,7 @@ def test_latest_complete_state_wins_and_interrupted_saves_are_removed(tmp_path):
     )
 
 
-def test_published_checkpoints_are_links_to_the_exports_and_come_back_after_deletion(tmp_path):
+def test_published_checkpoints_are_copies_of_the_exports_and_come_back_after_deletion(tmp_path):
     store = RunStore(tmp_path / "work", tmp_path / "ckpts")
     store.prepare({"run": "a"})
     state = _state(store, 2)
@@ -40,12 +51,66 @@ def test_published_checkpoints_are_links_to_the_exports_and_come_back_after_dele
     assert not (store.exports_dir / "ckpt-01" / "optimizer.pt").exists(), "optimizer state stays out"
     store.publish(1)
     published = store.checkpoints / "ckpt-01"
-    assert json.loads((published / SIDECAR).read_text()) == {"step": 2}
+    assert json.loads((published / SIDECAR).read_text()) == {
+        "step": 2,
+        FILES: {"model.safetensors": {"sha256": hashlib.sha256(bytes([2]) * 8).hexdigest(), "bytes": 8}},
+    }
     exported = store.exports_dir / "ckpt-01" / "model.safetensors"
-    assert os.stat(published / "model.safetensors").st_ino == os.stat(exported).st_ino
+    # a damaged published file (a read-only link would be no guard to root)
+    os.truncate(published / "model.safetensors", 3)
+    assert exported.read_bytes() == bytes([2]) * 8, "the trainer's copy is not the published file"
+    assert store.republish_missing([1, 2]) == [1], "a published file of another size is published again"
     (published / SIDECAR).unlink()  # what Snakemake does to a failed job's outputs
     assert store.republish_missing([1, 2]) == [1]
     assert (published / "model.safetensors").read_bytes() == bytes([2]) * 8
+    assert store.republish_missing([1, 2]) == []
+
+
+def test_a_damaged_checkpoint_is_an_error_naming_the_file_and_the_repair(tmp_path):
+    store = RunStore(tmp_path / "work", tmp_path / "ckpts" / "run")
+    store.prepare({"run": "a"})
+    store.export(_state(store, 2), 1, {"step": 2})
+    store.publish(1)
+    published = store.checkpoints / "ckpt-01"
+    sidecar = json.loads((published / SIDECAR).read_text())
+    verify_published(published, sidecar)
+    check_published(tmp_path / "ckpts", ["run"])
+    (published / "model.safetensors").write_bytes(bytes([9]) * 8)  # same size, other bytes
+    check_published(tmp_path / "ckpts", ["run"])  # sizes only, at parse time
+    with pytest.raises(CheckpointDamaged) as damaged:
+        verify_published(published, sidecar)
+    assert f"{published / 'model.safetensors'}: its SHA-256 is not the one recorded" in str(damaged.value)
+    assert f"rm {published / SIDECAR} and run snakemake again" in str(damaged.value)
+    os.truncate(published / "model.safetensors", 3)
+    with pytest.raises(CheckpointDamaged, match="3 bytes where 8 are recorded"):
+        check_published(tmp_path / "ckpts", ["run", "not-trained-yet"])
+    (published / SIDECAR).unlink()  # the repair's first half: then Snakemake re-runs the training job
+    check_published(tmp_path / "ckpts", ["run"])
+
+
+def test_a_resume_drops_what_fails_its_records_and_what_follows_it(tmp_path):
+    """Exports 1-3 at steps 2, 4, 6 and the latest state (step 6). A damaged export drops itself,
+    the later exports and the states from its step: the run resumes from the last verified state
+    (here none is left: from the start, since only the latest state is kept). A damaged state alone
+    drops that state, and the exports stay."""
+    store = RunStore(tmp_path / "work", tmp_path / "ckpts")
+    store.prepare({"run": "a"})
+    for index, step in enumerate((2, 4, 6), 1):
+        state = _state(store, step, complete=False)
+        store.export(state, index, {"step": step})
+        store.complete_state(state, {"step": step})
+    store.discard_damaged()
+    assert store.latest_state().name == "checkpoint-6", "nothing damaged: nothing dropped"
+    (store.trainer_dir / "checkpoint-6" / "optimizer.pt").write_bytes(b"ADAM")
+    store.discard_damaged()
+    assert store.latest_state() is None
+    assert sorted(p.name for p in store.exports_dir.iterdir()) == ["ckpt-01", "ckpt-02", "ckpt-03"]
+    state = _state(store, 6, complete=False)
+    store.complete_state(state, {"step": 6})
+    os.truncate(store.exports_dir / "ckpt-02" / "model.safetensors", 1)
+    store.discard_damaged()
+    assert sorted(p.name for p in store.exports_dir.iterdir()) == ["ckpt-01"]
+    assert store.latest_state() is None
 
 
 def test_state_of_other_settings_or_an_unknown_layout_is_discarded(tmp_path):

@@ -141,3 +141,27 @@ def test_scratch_family_trains_its_own_tokenizer(examples, tmp_path):
     tokenizer_files = list((tmp_path / "ckpts" / "ckpt-04").glob("tokenizer*"))
     assert vocab.exists() or tokenizer_files
     assert sidecars(tmp_path)[-1]["params"] < 100_000
+
+
+def _file_size_limit() -> None:
+    """In the child: files may not grow past 1 MB (EFBIG, and SIGXFSZ ignored), standing in for a
+    full disk (ENOSPC), which a test cannot cause."""
+    import resource
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+
+
+@pytest.mark.slow
+def test_a_full_disk_while_the_trainer_saves_names_the_folders(examples, tmp_path):
+    """The trainer's own save (transformers' Trainer writing the weights) fails on a full disk with
+    the writer's error, which names no path: the job's last line names the state, export and
+    checkpoint folders and what to do."""
+    training = {**TINY_TRAINING, "max_steps": 4, "checkpoints": 2}
+    command = train_command("L1__pointwise__full__s13", LADDER, training, examples, tmp_path)
+    result = subprocess.run(command, capture_output=True, text=True, preexec_fn=_file_size_limit)
+    assert result.returncode != 0
+    last = result.stderr.strip().splitlines()[-1]
+    state = tmp_path / "work" / "trainer" / "checkpoint-2"
+    assert last.startswith(f"train: L1__pointwise__full__s13: saving the trainer state {state} "), last
+    assert f"{tmp_path / 'ckpts'}) failed: " in last and "Free space there" in last

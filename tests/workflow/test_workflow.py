@@ -31,14 +31,21 @@ from rerank_scaling.report.browser import (
 pytestmark = pytest.mark.slow
 
 
+def copy_env(workdir: Path) -> dict[str, str]:
+    """The environment of Snakemake on the workflow copy in ``workdir``: its jobs run the copy's own
+    code (its ``src`` first on PYTHONPATH), as a user's jobs run their checkout's."""
+    return {**workflow_env(), "PYTHONPATH": str(workdir / "src")}
+
+
 def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    """Snakemake on the workflow copy in ``workdir`` with its ``tiny.yaml``."""
     command = snakemake_command(workdir, "tiny.yaml", "--cores", "2", *args)
-    return subprocess.run(command, capture_output=True, text=True, cwd=workdir, env=workflow_env())
+    return subprocess.run(command, capture_output=True, text=True, cwd=workdir, env=copy_env(workdir))
 
 
 def planned_jobs(workdir: Path, *args: str) -> Counter:
     """Rule -> number of jobs Snakemake would run now (dry run)."""
-    result = snakemake(workdir, "-n", "--quiet", "rules", *args)
+    result = snakemake(workdir, "-n", *args, "--quiet", "rules")  # args first: --quiet takes a list
     assert result.returncode == 0, result.stderr[-3000:]
     return job_table(result.stdout + result.stderr)
 
@@ -329,7 +336,7 @@ def test_the_readme_block_and_the_pointwise_table_read_a_finished_run(workflow, 
 def test_retraining_to_the_same_weights_scores_nothing_again(workflow):
     """Last (it re-runs the workflow): a training-code edit that changes no number. Snakemake re-runs
     training and what follows (the code changed); the checkpoints come out bit-identical, so the
-    evaluation takes every score from its cache (evaluation.checkpoint_identity: no
+    evaluation takes every score from its cache (evaluation.cache_keys.checkpoint_identity: no
     reranked run file is rewritten) and the metrics are the same."""
     results = workflow / "results" / "tiny"
     weights = {

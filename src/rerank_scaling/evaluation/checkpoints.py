@@ -2,14 +2,15 @@
 
 Per split, the BM25 top ``rerank_depth`` candidates are reranked by each checkpoint and scored
 with every metric of :mod:`rerank_scaling.evaluation.metrics`, per query (``records.PER_QUERY_COLUMNS``) and
-as the long table's means (``records.METRIC_COLUMNS``). The per-query rows are cached per
-(checkpoint, split) under a key made of the checkpoint's content (:func:`checkpoint_identity`: its
-files' digest, and its sidecar without the training's timing), the evaluation settings and the
-digest of the split's queries, qrels, candidates and texts (:func:`split_digest`), so a
-killed job resumes, a re-run after adding one checkpoint scores only that checkpoint, and a re-run
+as the long table's means (``records.METRIC_COLUMNS``). A checkpoint whose files fail the SHA-256
+its sidecar records is an error naming the file and the repair, before it scores anything. The
+per-query rows are cached per (checkpoint, split) under a key made of the checkpoint's content,
+the evaluation settings, the split's data and the evaluation code (:mod:`.cache_keys`), so a
+killed job resumes, a re-run after adding one checkpoint scores only that checkpoint, a re-run
 of training that made the same weights (a training-code edit that changes no number) scores
-nothing again. The scores are cached too, keyed without the qrels and the metric settings: a qrels
-fix recomputes the metrics without loading a model. The keys
+nothing again, and a code edit never serves old rows. The scores are cached too, keyed without
+the qrels, the metric settings and the metric code: a qrels fix or a metric edit recomputes the
+metrics without loading a model. The keys
 ignore ``evaluation.unit`` (how the work is split into jobs), so the units share one cache.
 
 ``evaluation.max_queries`` ({split: n}) evaluates a seeded random subset of n queries of a large
@@ -23,7 +24,6 @@ recorded in the table's ``precision`` column.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import random
@@ -36,7 +36,7 @@ import pandas as pd
 from rerank_scaling.atomic import write_table
 from rerank_scaling.data.collection import CollectionDir, Queries, load_texts, read_split
 from rerank_scaling.data.trec import Qrels, Run, read_run, top_k, write_run
-from rerank_scaling.evaluation.checkpoint_identity import checkpoint_identity
+from rerank_scaling.evaluation.cache_keys import cache_key, checkpoint_identity, evaluation_code
 from rerank_scaling.evaluation.metrics import (
     DROPPED,
     MetricSettings,
@@ -52,7 +52,7 @@ from rerank_scaling.evaluation.rerank import (
     tokenize_pairs,
 )
 from rerank_scaling.evaluation.split_texts import read_split_texts
-from rerank_scaling.precision import casts_weights, resolve_precision
+from rerank_scaling.precision import resolve_precision
 from rerank_scaling.records import METRIC_COLUMNS, PER_QUERY_COLUMNS
 from rerank_scaling.settings import RESOURCE_KEYS, SectionSettings
 from rerank_scaling.training.models import attention_implementation
@@ -221,52 +221,6 @@ def bm25_fields() -> dict[str, Any]:
     }
 
 
-def split_digest(split: SplitData, with_qrels: bool = True) -> str:
-    """SHA-256 of everything a split's per-query rows are computed from: its (sub-sampled) queries,
-    qrels, BM25 candidates and their texts (without the qrels: what its scores are computed from).
-    A cache keyed by it can never serve rows scored against other qrels or candidates (a fixed
-    qrels file, a re-run BM25)."""
-    digest = hashlib.sha256()
-    parts = (split.queries, split.qrels if with_qrels else {}, split.candidates, split.texts)
-    for part in parts:
-        digest.update(json.dumps(part, sort_keys=True).encode())
-    return digest.hexdigest()
-
-
-# Settings that change a metric but no score: a scores cache entry ignores them.
-METRIC_ONLY = MetricSettings.names()
-
-
-def _cache_key(
-    checkpoint: dict[str, Any],
-    split: SplitData,
-    settings: EvalSettings,
-    max_length: int,
-    precision: str,
-    device: str,
-    kind: str = "per_query",
-) -> str:
-    # checkpoint: its checkpoint_identity (content, not the sidecar's timing). kind "per_query":
-    # the entry holds per-query rows (older caches held means and must not match); "scores": the
-    # reranker's scores, which the qrels and the metric settings do not change.
-    # Not the job layout nor which checkpoints score a split; the precision resolved on this device,
-    # not the request ("auto" means different things on different machines); the split's content
-    # by its digest, not its name
-    ignored = ("unit", "final_only_splits", *(METRIC_ONLY if kind == "scores" else ()))
-    relevant = {k: v for k, v in settings.__dict__.items() if k not in ignored}
-    # the job's size is not what it scores: keyed as null, as every job passed them before issue 31
-    relevant.update(dict.fromkeys(EvalSettings.RESOURCE_KEYS))
-    # bf16 with the weights cast once scores differently from bf16 autocast, and since issue 27 with
-    # its near ties of different grades rescored in fp32 (.near_ties): an older cache of either must
-    # not match, and those scores depend on the qrels' grades
-    rescores = casts_weights(precision, device)
-    rescored = f"{precision} weights, fp32 near ties of different grades"
-    relevant["precision"] = rescored if rescores else precision
-    data = [split.name, split_digest(split, with_qrels=kind != "scores" or rescores)]
-    blob = json.dumps([checkpoint, data, relevant, max_length, kind], sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
 def _write_scores(scores: Run, path: Path) -> None:
     rows = [(qid, docid, score) for qid, docs in scores.items() for docid, score in docs.items()]
     write_table(pd.DataFrame(rows, columns=["qid", "docid", "score"]), path)
@@ -355,6 +309,7 @@ def evaluate_checkpoints(
     log.info("scoring in %s (evaluation.precision: %s, %s)", precision, settings.precision, device)
     tokenized: dict[str, Any] = {}
     tables, per_query = [], []
+    code = evaluation_code()
     for index, ckpt in enumerate(checkpoint_dirs, 1):
         sidecar = json.loads((ckpt / "checkpoint.json").read_text())
         fields = {c: sidecar[c] for c in METRIC_COLUMNS if c in sidecar}
@@ -366,16 +321,14 @@ def evaluate_checkpoints(
         scorer, identity = None, checkpoint_identity(ckpt, sidecar)
         scored = settings.splits_at(splits, final=sidecar["step"] == sidecar["total_steps"])
         for split in scored:
-            key = _cache_key(identity, split, settings, max_length, precision, device)
+            key = cache_key(identity, split, settings, max_length, precision, device, code)
             cached = cache_dir / f"{ckpt.name}.{split.name}.{key}.parquet"
             if cached.exists():
                 per_query.append(pd.read_parquet(cached))
                 tables.append(metric_rows(per_query[-1], split.name, settings, fields))
                 continue
-            scores_file = cache_dir / (
-                f"{ckpt.name}.{split.name}.scores."
-                f"{_cache_key(identity, split, settings, max_length, precision, device, 'scores')}.parquet"
-            )
+            scores_key = cache_key(identity, split, settings, max_length, precision, device, code, "scores")
+            scores_file = cache_dir / f"{ckpt.name}.{split.name}.scores.{scores_key}.parquet"
             if scores_file.exists():  # e.g. after a qrels fix: the metrics again, no model
                 scores = _read_scores(scores_file)
             else:

@@ -22,6 +22,7 @@ from rerank_scaling.evaluation.checkpoints import EvalSettings, bm25_tables, eva
 from rerank_scaling.evaluation.rerank import read_split_tokens
 from rerank_scaling.planning.gpu_fit import report_gpu
 from rerank_scaling.settings import parse_json_arg, settings_from_dict
+from rerank_scaling.training.work_lock import die_with_parent
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -96,4 +97,5 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
+    die_with_parent()  # Snakemake killed, even by SIGKILL, leaves no scoring job: evaluate_run execs this
     main()

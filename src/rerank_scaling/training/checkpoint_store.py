@@ -7,15 +7,24 @@ Two places, because Snakemake deletes the declared outputs of a failed or incomp
   copy of every exported checkpoint (``exports/ckpt-XX``: weights, tokenizer, sidecar);
 * the *checkpoints* directory (``results/<name>/checkpoints/<run>``, the job's outputs) holds the
   published checkpoints, ``ckpt-XX/`` with the ``checkpoint.json`` sidecar that Snakemake tracks.
-  Publishing hard-links the export's files (a copy where links are impossible), so it costs no
-  disk and no time, and can be redone whenever Snakemake has removed a published checkpoint.
+  Publishing copies the export's files (a published file damaged in place cannot damage the copy
+  training resumes from), and is redone whenever Snakemake has removed a published checkpoint.
+
+Every file is verified: an export's sidecar and a trainer state's ``progress.json`` record the
+SHA-256 and size of each of its files (:func:`file_records`). Evaluation checks a published
+checkpoint against its sidecar before scoring it, the workflow checks the sizes at parse time
+(:func:`check_published`), and a resumed run first drops an export or state that fails its
+records, with every state after it (:meth:`RunStore.discard_damaged`), so it resumes from the last
+verified state. A damaged checkpoint is an error naming the file and the repair
+(:func:`repair_hint`): remove its sidecar, so that Snakemake re-runs the training job, which
+re-publishes it from its verified export.
 
 Invariants that make any kill safe: an export is complete when its directory exists (it is
 renamed into place); a trainer state is complete when its ``progress.json`` exists (written last);
 every checkpoint at or before the latest complete state has its export (exports are written before
 the state's ``progress.json``); older states are removed only after a newer one is complete. A
-fingerprint of the run's settings and data (``fingerprint.json``) makes a re-run with other
-settings start afresh instead of resuming a different run's state.
+fingerprint of the run's settings, data and code (``fingerprint.json``) makes a re-run with other
+settings or code start afresh instead of resuming a different run's state.
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from rerank_scaling.atomic import atomic_directory, write_json
+from rerank_scaling.data.source_digests import file_sha256
 
 log = logging.getLogger(__name__)
 
@@ -65,11 +75,68 @@ def file_digest(paths: Iterable[str | os.PathLike[str]]) -> str:
     return digest.hexdigest()
 
 
-def _link_or_copy(source: Path, target: Path) -> None:
-    try:
-        os.link(source, target)
-    except OSError:  # another file system, or one without hard links
-        shutil.copy2(source, target)
+#: Key of the file records (:func:`file_records`) in a sidecar and in a state's progress.
+FILES = "files"
+
+
+def file_records(directory: Path) -> dict[str, dict[str, Any]]:
+    """``{path inside directory: {"sha256", "bytes"}}`` of every file of a checkpoint or trainer
+    state but its record itself (the sidecar, the progress file)."""
+    return {
+        path.relative_to(directory).as_posix(): {"sha256": file_sha256(path), "bytes": path.stat().st_size}
+        for path in sorted(directory.rglob("*"))
+        if path.is_file() and path.relative_to(directory).as_posix() not in (SIDECAR, PROGRESS)
+    }
+
+
+def damaged_file(directory: Path, records: dict[str, dict[str, Any]], hashing: bool = True) -> str | None:
+    """Why the first file of ``directory`` that fails its record is damaged (missing, another size,
+    another SHA-256; without ``hashing``, sizes only: a stat per file), or None."""
+    for name, record in records.items():
+        path = directory / name
+        if not path.is_file():
+            return f"{path}: missing"
+        size = path.stat().st_size
+        if size != record["bytes"]:
+            return f"{path}: {size} bytes where {record['bytes']} are recorded"
+        if hashing and file_sha256(path) != record["sha256"]:
+            return f"{path}: its SHA-256 is not the one recorded"
+    return None
+
+
+def repair_hint(checkpoint: Path) -> str:
+    """The repair of a damaged published checkpoint, as the command to run."""
+    return (
+        f"repair it from the training run's last verified state: rm {checkpoint / SIDECAR} and run "
+        "snakemake again (it re-runs that run's training job, which re-publishes the checkpoint from "
+        "its verified copy, or re-trains it from the last verified trainer state)"
+    )
+
+
+class CheckpointDamaged(ValueError):
+    """A published checkpoint's file fails the record of its sidecar."""
+
+
+def verify_published(checkpoint: Path, sidecar: dict[str, Any], hashing: bool = True) -> None:
+    """Raise :class:`CheckpointDamaged`, naming the file and :func:`repair_hint`, if a file of
+    ``checkpoint`` fails its sidecar's records (a sidecar without them, from before they were
+    recorded, passes)."""
+    damage = damaged_file(checkpoint, sidecar.get(FILES, {}), hashing)
+    if damage:
+        raise CheckpointDamaged(f"damaged checkpoint: {damage} by its {SIDECAR}; {repair_hint(checkpoint)}")
+
+
+def check_published(checkpoints: Path, runs: Iterable[str]) -> None:
+    """Parse time: the sizes of every published checkpoint of ``runs`` under ``checkpoints``
+    against their sidecars (a stat per file; evaluation checks the SHA-256)."""
+    for run in runs:
+        for sidecar in sorted((checkpoints / run).glob(f"ckpt-*/{SIDECAR}")):
+            try:
+                recorded = json.loads(sidecar.read_text())
+            except (OSError, ValueError) as error:
+                hint = repair_hint(sidecar.parent)
+                raise CheckpointDamaged(f"damaged checkpoint: {sidecar}: {error}; {hint}") from error
+            verify_published(sidecar.parent, recorded, hashing=False)
 
 
 @dataclass(frozen=True)
@@ -88,12 +155,13 @@ class RunStore:
         return self.work / "exports"
 
     def prepare(self, fingerprint: dict[str, Any]) -> None:
-        """Create the work directory; discard its contents if they belong to other settings or data."""
+        """Create the work directory; discard its contents if they belong to other settings, data or
+        code."""
         marker = self.work / "fingerprint.json"
         # no marker: nothing saved yet, or a state of an older layout that cannot be resumed
         if not marker.exists() or json.loads(marker.read_text()) != fingerprint:
             if self.trainer_dir.exists() or self.exports_dir.exists():
-                log.warning("%s holds state of other settings or data: starting afresh", self.work)
+                log.warning("%s holds state of other settings, data or code: starting afresh", self.work)
             for sub in (self.trainer_dir, self.exports_dir):
                 shutil.rmtree(sub, ignore_errors=True)
         self.trainer_dir.mkdir(parents=True, exist_ok=True)
@@ -116,9 +184,35 @@ class RunStore:
                 shutil.rmtree(state)
         return latest
 
+    def discard_damaged(self) -> None:
+        """Drop the first export that fails its sidecar's records, every later export and every
+        trainer state from its step on, then a latest state that fails its progress' records: what
+        is left resumes from the last verified state (a checkpoint's weights exist only in the
+        state saved with it, so an earlier export's damage drops the states after it)."""
+        exports = sorted(self.exports_dir.glob(f"ckpt-*/{SIDECAR}"))
+        for position, sidecar_file in enumerate(exports):
+            sidecar = json.loads(sidecar_file.read_text())
+            damage = damaged_file(sidecar_file.parent, sidecar.get(FILES, {}))
+            if damage:
+                step = sidecar["step"]
+                log.warning("%s: discarding it, the later exports and the states from step %d", damage, step)
+                for later in exports[position:]:
+                    shutil.rmtree(later.parent)
+                for state in self.states():
+                    if int(state.name.split("-")[1]) >= step:
+                        shutil.rmtree(state)
+                break
+        latest = self.latest_state()
+        if latest is not None:
+            damage = damaged_file(latest, json.loads((latest / PROGRESS).read_text()).get(FILES, {}))
+            if damage:
+                log.warning("%s: discarding the trainer state %s", damage, latest)
+                shutil.rmtree(latest)
+
     def complete_state(self, state: Path, progress: dict[str, Any]) -> None:
-        """Mark ``state`` complete (its progress written last), then drop the older states."""
-        write_json(state / PROGRESS, progress)
+        """Mark ``state`` complete (its progress, with its files' records, written last), then drop
+        the older states."""
+        write_json(state / PROGRESS, {**progress, FILES: file_records(state)})
         for older in self.states():
             if older != state:
                 shutil.rmtree(older)
@@ -131,11 +225,12 @@ class RunStore:
                     continue
                 copy = shutil.copytree if source.is_dir() else shutil.copy2
                 copy(source, staging / source.name)
-            write_json(staging / SIDECAR, sidecar)
+            write_json(staging / SIDECAR, {**sidecar, FILES: file_records(staging)})
             fault_point("export", index)
 
     def publish(self, index: int) -> dict[str, Any]:
-        """Make ``checkpoints/ckpt-XX`` the export's files; the sidecar is written last (fresh mtime)."""
+        """Make ``checkpoints/ckpt-XX`` a copy of the export's files; the sidecar is written last
+        (fresh mtime)."""
         export = self.exports_dir / checkpoint_name(index)
         sidecar = json.loads((export / SIDECAR).read_text())
         target = self.checkpoints / checkpoint_name(index)
@@ -148,17 +243,21 @@ class RunStore:
                     copy.mkdir(parents=True, exist_ok=True)
                 else:
                     copy.parent.mkdir(parents=True, exist_ok=True)
-                    _link_or_copy(source, copy)
+                    shutil.copy2(source, copy)
         write_json(target / SIDECAR, sidecar)
         return sidecar
 
     def republish_missing(self, indices: Iterable[int]) -> list[int]:
-        """Publish every exported checkpoint whose sidecar is missing (Snakemake removed it)."""
+        """Publish every exported checkpoint whose sidecar is missing (Snakemake removed it) or
+        whose files' sizes differ from the export's records."""
         done = []
         for index in indices:
-            exported = (self.exports_dir / checkpoint_name(index) / SIDECAR).exists()
-            published = (self.checkpoints / checkpoint_name(index) / SIDECAR).exists()
-            if exported and not published:
+            exported = self.exports_dir / checkpoint_name(index) / SIDECAR
+            published = self.checkpoints / checkpoint_name(index)
+            if exported.exists() and (
+                not (published / SIDECAR).exists()
+                or damaged_file(published, json.loads(exported.read_text()).get(FILES, {}), hashing=False)
+            ):
                 self.publish(index)
                 done.append(index)
         if done:

@@ -16,7 +16,7 @@ from rerank_scaling.families.registry import family_of
 from rerank_scaling.grid import RunSpec
 from rerank_scaling.settings import parse_json_arg, settings_from_dict
 from rerank_scaling.training.train_settings import TrainSettings
-from rerank_scaling.training.trainer import TrainingStopped, train_run
+from rerank_scaling.training.trainer import SaveFailed, TrainingStopped, train_run
 from rerank_scaling.training.work_lock import WorkDirBusy, die_with_parent, work_lock
 
 
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> None:
                 data_fraction=spec.data_fraction,
                 annotations=spec.annotations,
             )
-    except (TrainingStopped, WorkDirBusy) as stopped:
+    except (TrainingStopped, SaveFailed, WorkDirBusy) as stopped:
         raise SystemExit(f"train: {stopped}") from stopped
 
 

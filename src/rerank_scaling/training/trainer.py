@@ -46,6 +46,7 @@ from rerank_scaling.planning.gpu_fit import checked_plan
 from rerank_scaling.planning.memory import MemoryPlan, MemoryShape, plan_memory
 from rerank_scaling.precision import fp32_score_layer, resolve_precision
 from rerank_scaling.settings import without
+from rerank_scaling.stage_code import running_code_digest
 from rerank_scaling.training.batching import LengthBucketBatchSampler, row_lengths
 from rerank_scaling.training.checkpoint_store import (
     PROGRESS,
@@ -120,6 +121,10 @@ class TrainingStopped(RuntimeError):
     """Training stopped early on request (SIGTERM); the state is saved for a resume."""
 
 
+class SaveFailed(RuntimeError):
+    """Saving a trainer state, or exporting or publishing its checkpoint, failed (a full disk)."""
+
+
 class StopRequest:
     """Set by SIGTERM: save the trainer state at the end of the current step, then stop."""
 
@@ -134,7 +139,9 @@ class StopRequest:
 def run_fingerprint(
     spec: dict[str, Any], run: str, settings: TrainSettings, device: str, data: list[str]
 ) -> dict[str, Any]:
-    """What a saved trainer state belongs to: the run, model, settings and a digest of its examples.
+    """What a saved trainer state belongs to: the run, model, settings, a digest of its examples and
+    the training stage's code digest (:func:`~rerank_scaling.stage_code.running_code_digest`: a
+    loss edit trains afresh, a docstring edit resumes).
 
     Only the settings that change what this run trains count: not the grid keys (a seed added to
     the grid) nor the job's resources, which may change between attempts without discarding it."""
@@ -145,6 +152,7 @@ def run_fingerprint(
         "training": json.loads(json.dumps(trained, default=list)),
         "device": device,
         "examples_sha256": file_digest(data),
+        "code_sha256": running_code_digest("training.train"),
     }
 
 
@@ -233,6 +241,7 @@ def train_run(
     )
 
     loss = make_loss(objective, model)
+    store.discard_damaged()
     resume_from = store.latest_state()
     clock = {"start": time.perf_counter(), "offset": 0.0, "loss": float("nan")}
     counter = TokenCounter(model)
@@ -244,11 +253,13 @@ def train_run(
     store.republish_missing(indices)
 
     stop = StopRequest()
+    saving: dict[str, int | None] = {"step": None}  # the step whose state is being saved, if any
 
     class CheckpointCallback(TrainerCallback):
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
             fault_point("step", state.global_step)
             control.should_save = state.global_step in save_at or stop.requested
+            saving["step"] = state.global_step if control.should_save else None
             if stop.requested:
                 control.should_training_stop = True
             return control
@@ -293,6 +304,7 @@ def train_run(
             }
             if index is None:  # a state saved on SIGTERM between checkpoints
                 store.complete_state(saved, progress)
+                saving["step"] = None
                 return
             # The order keeps every kill recoverable (see checkpoint_store's invariants).
             fault_point("state", index)
@@ -302,6 +314,7 @@ def train_run(
             fault_point("completed", index)
             store.publish(index)
             log.info("checkpoint %d/%d at step %d (loss %.4f)", index, len(save_at), step, clock["loss"])
+            saving["step"] = None
             fault_point("published", index, released=lambda: stop.requested)
 
     # Length-bucketed steps save padding FLOPs but change which rows share a step, so they are
@@ -346,6 +359,15 @@ def train_run(
     try:
         with fp32_score_layer(model, "cuda" if device.startswith("cuda") else "cpu"):  # logits in fp32
             trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+    except Exception as error:  # torch, safetensors and the OS each say "disk full" their own way
+        if saving["step"] is None:
+            raise
+        state = store.trainer_dir / f"checkpoint-{saving['step']}"
+        raise SaveFailed(
+            f"{run}: saving the trainer state {state} (or exporting it to {store.exports_dir}, or "
+            f"publishing it to {store.checkpoints}) failed: {type(error).__name__}: {error}. Free space "
+            "there (df -h on those folders) and run the job again: it resumes from its last complete state"
+        ) from error
     finally:
         signal.signal(signal.SIGTERM, previous_handler)
     if stop.requested and trainer.state.global_step < total:

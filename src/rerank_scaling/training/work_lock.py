@@ -34,6 +34,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+#: The pid of the process that started the job's shell (Snakemake, or SLURM's step), which the rules'
+#: ``rerank_python_exec`` passes on: a parent that died while Python was still starting is seen.
+PARENT_VARIABLE = "RERANK_SCALING_JOB_PARENT"
 
 
 class WorkDirBusy(RuntimeError):
@@ -76,10 +79,11 @@ def live_holder_elsewhere(record: str) -> str | None:
 
 def die_with_parent(sig: int = signal.SIGTERM) -> bool:
     """Have the kernel send ``sig`` to this process when its parent dies (Linux); False elsewhere.
-    If the parent is already gone (re-parented to init), exit now."""
+    If the parent is already gone (this process re-parented: its parent is not ``$RERANK_SCALING_JOB_PARENT``,
+    or changed while the request was made), send ``sig`` now."""
     if not sys.platform.startswith("linux"):
         return False
-    parent = os.getppid()
+    parent = int(os.environ.get(PARENT_VARIABLE) or os.getppid())
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0) != 0:
         return False
