@@ -104,6 +104,8 @@ def test_a_trainer_on_another_node_is_seen_through_its_slurm_job(tmp_path, monke
     with work_lock(work):
         assert lock.read_text() == f"pid {os.getpid()} on {os.uname().nodename} slurm job 5000\n"
     assert (bin_dir / "calls").read_text().split("\n")[:2] == ["-h -j 4242 -o %T", "-h -j 999 -o %T"]
+
+
 def test_a_job_whose_parent_died_while_it_started_stops_at_once():
     """``$RERANK_SCALING_JOB_PARENT`` (what the rules' ``rerank_python_exec`` passes) names a pid that
     is no longer the job's parent (Snakemake died while Python still imported): SIGTERM at once. Its
