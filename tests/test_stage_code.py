@@ -116,7 +116,7 @@ def test_every_rule_lists_the_code_of_the_module_its_shell_runs():
             called[modules[0]] = block
     # 10 + split_texts, split_tokens, answer_page, annotation_examples, fraction_check, annotation_files,
     # evaluate_bundle
-    assert len(called) == 17
+    assert len(called) == 18
     for entry in called:
         files = stage_code(entry, SOURCE)
         assert str(SOURCE / "rerank_scaling" / f"{entry.replace('.', '/')}.py") in files

@@ -356,7 +356,7 @@ def test_plan_stage_end_to_end(tmp_path):
     failed_fit = asked["reason"].str.contains("synthetic failure")
     assert failed_fit.sum() == 1 and (asked.loc[failed_fit, "verdict"] == "cannot decide").all()
     judged = asked[~failed_fit]
-    assert judged["verdict"].str.endswith("train tiny at budget 100").all(), judged["verdict"].tolist()
+    assert judged["verdict"].str.endswith("train tiny at budgets 1, 100").all(), judged["verdict"].tolist()
     assert judged["reason"].str.contains("100: the only candidate with a forecast").all()
     assert judged["reason"].str.contains("tiny is unaffordable").all(), judged["reason"].tolist()
     plan_md = (tmp_path / "planning" / "plan.md").read_text()

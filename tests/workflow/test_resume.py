@@ -173,7 +173,9 @@ def test_a_rerun_with_other_settings_starts_afresh_instead_of_resuming(prepared,
     result = snakemake(workdir)
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     log = train_log(workdir)
-    assert "holds state of other settings or data: starting afresh" in log and "resuming from" not in log
+    assert (
+        "holds state of other settings, data or code: starting afresh" in log and "resuming from" not in log
+    )
     got = checkpoints(workdir)
     assert [got[k]["step"] for k in sorted(got)] == [2, 4, 6]
     reference = uninterrupted[1]["tensors"]

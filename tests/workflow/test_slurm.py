@@ -436,8 +436,9 @@ def test_the_workflow_completes_with_every_job_run_by_slurm(cluster, slurm_run):
 
 def test_every_job_landed_on_its_partition_with_the_limits_snakemake_planned(cluster, slurm_run):
     """sacct (the job-completion log): model rules on the GPU partition, the rest on the CPU one,
-    under the README's account, each with the time limit of Snakemake's own dry run; scontrol: the
-    memory it planned (more for the retry of the cancelled job: a second attempt), and no GPU
+    under the README's account, each with the time limit of Snakemake's own dry run (twice it for the
+    retry of the cancelled job: a second attempt); scontrol: the memory it planned (more for the
+    retry), and no GPU
     under device: cpu. No --set-resources was given."""
     planned = {
         f"{job['rule']}:{'_'.join(job['wildcards'].values())}": job["resources"]
@@ -461,7 +462,8 @@ def test_every_job_landed_on_its_partition_with_the_limits_snakemake_planned(clu
         assert resources["slurm_partition"] == done["Partition"], (rule, resources)
         assert done["Account"] == README_VALUES["ACCOUNT"], (rule, done)
         assert done["State"] == ("CANCELLED" if job["id"] == held["id"] else "COMPLETED"), (rule, done)
-        assert done["TimelimitRaw"] == resources["runtime"], (rule, done, resources)
+        # the retry is a second attempt: its time limit is twice the first's (job_resources)
+        assert int(done["TimelimitRaw"]) == int(resources["runtime"]) * (2 if retry else 1), (rule, done)
         memory = megabytes(details["MinMemoryNode"])
         if retry:
             assert memory > int(resources["mem_mb"]), (rule, details, resources)
