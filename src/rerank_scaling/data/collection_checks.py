@@ -69,18 +69,21 @@ def corpus_index(corpus: str | os.PathLike[str]) -> tuple[set[str], dict[str, in
 
 
 def judged_empty_problem(collection: CollectionDir, split: str, qrels: Qrels, empty: dict[str, int]) -> None:
-    """Raise when ``qrels`` judges relevant (grade >= 1) a document without text: Lucene indexes no
-    term of it, so BM25 never retrieves it (silently), and no model can rank it from its text."""
+    """Warn when ``qrels`` judges relevant (grade >= 1) a document without text: Lucene indexes no
+    term of it, so BM25 never retrieves it, and no model can rank it from its text. A warning, not an
+    error: real test collections hold such documents (Cranfield's document 995 is empty and judged),
+    and their published scores count them."""
     judged = sorted(
         (empty[d], d, q, g) for q, docs in qrels.items() for d, g in docs.items() if g >= 1 and d in empty
     )
     if judged:
         line, docid, qid, grade = judged[0]
-        raise DataError(
+        log.warning(
+            "warning: %s",
             f"{collection.corpus}:{line}: document {docid!r} has no text, but {collection.qrels(split)} "
             f"judges it relevant (query {qid!r}, grade {grade}; relevant judgements of documents without "
             f"text in split {split!r}: {len(judged)}); BM25 cannot retrieve a document without text. Write "
-            "its text, or remove the document and its judgements"
+            "its text, or remove the document and its judgements",
         )
 
 
