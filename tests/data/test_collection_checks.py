@@ -169,12 +169,23 @@ def test_an_empty_document_nobody_judges_relevant_passes(tmp_path, caplog):
     assert "has no text" not in caplog.text
 
 
-def test_a_judged_empty_document_is_warned_naming_file_and_line(tmp_path, caplog):
-    """A warning, not an error: real collections hold them (Cranfield's document 995)."""
+def test_a_judged_empty_document_stops_prepare_data_naming_file_line_and_the_opt_in(tmp_path):
     corpus = [*DOCS[:6], '{"id": "d6", "contents": "  "}', *DOCS[7:]]
     root = write_local(tmp_path / "local", corpus=corpus)
-    prepare(tmp_path, root)
+    with pytest.raises(SystemExit) as err:
+        prepare(tmp_path, root)
+    assert f"{root}/corpus.jsonl:7: document 'd6' has no text, but" in str(err.value), err.value
+    assert "dataset.allow_judged_empty_documents: true" in str(err.value)
+
+
+def test_allowed_judged_empty_documents_are_kept_warned_and_counted(tmp_path, caplog):
+    """The opt-in real collections need (Cranfield's document 995): a warning naming file:line, the
+    count in checks.json."""
+    corpus = [*DOCS[:6], '{"id": "d6", "contents": "  "}', *DOCS[7:]]
+    root = write_local(tmp_path / "local", corpus=corpus)
+    checks = prepare(tmp_path, root, allow_judged_empty_documents=True)
     assert f"{root}/corpus.jsonl:7: document 'd6' has no text, but" in caplog.text
+    assert {row["split"]: row["judged_empty_documents"] for row in checks["splits"]} == {"train": 0, "dev": 1}
 
 
 def test_bytes_that_are_not_utf8_name_file_line_and_column(tmp_path):

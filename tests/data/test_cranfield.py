@@ -34,14 +34,20 @@ def test_cranfield_bm25_ndcg(tmp_path):
         "source": "ir_datasets",
         "train_split": "test",
         "eval_splits": ["test"],
+        "allow_judged_empty_documents": True,  # document 995 is empty and judged relevant
         "ir_datasets": {
             "corpus": "cranfield",
             "splits": {"test": "cranfield"},
             "relevance_map": CRANFIELD_GAINS,
         },
     }
+    strict = prepare_in_subprocess(
+        {**section, "allow_judged_empty_documents": False}, tmp_path / "strict", tmp_path / "irds"
+    )
+    assert strict.returncode != 0 and "document '995' has no text" in strict.stderr, strict.stderr
     result = prepare_in_subprocess(section, tmp_path / "collection", tmp_path / "irds")
     assert result.returncode == 0, result.stderr
+    assert "document '995' has no text" in result.stderr and "allow_judged_empty_documents" in result.stderr
     collection = CollectionDir(tmp_path / "collection")
     assert sum(1 for _ in open(collection.corpus)) == 1400
     qrels = read_qrels(collection.qrels("test"))

@@ -39,6 +39,7 @@ class SplitCheck:
     unknown_documents: int  # judgements naming a document not in the corpus
     unknown_queries: int  # judgements naming a query not in the split
     dropped_share: float
+    judged_empty_documents: int = 0  # relevant judgements of documents without text (kept: allowed)
 
 
 def corpus_ids(collection: CollectionDir) -> set[str]:
@@ -68,23 +69,33 @@ def corpus_index(corpus: str | os.PathLike[str]) -> tuple[set[str], dict[str, in
     return ids, empty
 
 
-def judged_empty_problem(collection: CollectionDir, split: str, qrels: Qrels, empty: dict[str, int]) -> None:
-    """Warn when ``qrels`` judges relevant (grade >= 1) a document without text: Lucene indexes no
-    term of it, so BM25 never retrieves it, and no model can rank it from its text. A warning, not an
-    error: real test collections hold such documents (Cranfield's document 995 is empty and judged),
-    and their published scores count them."""
+def judged_empty_problem(
+    collection: CollectionDir, split: str, qrels: Qrels, empty: dict[str, int], allow: bool = False
+) -> int:
+    """Refuse a ``qrels`` that judges relevant (grade >= 1) a document without text: Lucene indexes no
+    term of it, so BM25 never retrieves it, and no model can rank it from its text; every recall of
+    its query is capped below 1 without a word. ``allow`` (config
+    ``dataset.allow_judged_empty_documents``) keeps them with a warning: real test collections hold
+    such documents (Cranfield's document 995 is empty and judged) and their published scores count
+    them. Returns how many relevant judgements name a document without text (checks.json)."""
     judged = sorted(
         (empty[d], d, q, g) for q, docs in qrels.items() for d, g in docs.items() if g >= 1 and d in empty
     )
     if judged:
         line, docid, qid, grade = judged[0]
-        log.warning(
-            "warning: %s",
+        found = (
             f"{collection.corpus}:{line}: document {docid!r} has no text, but {collection.qrels(split)} "
             f"judges it relevant (query {qid!r}, grade {grade}; relevant judgements of documents without "
-            f"text in split {split!r}: {len(judged)}); BM25 cannot retrieve a document without text. Write "
-            "its text, or remove the document and its judgements",
+            f"text in split {split!r}: {len(judged)}); BM25 cannot retrieve a document without text"
         )
+        if not allow:
+            raise DataError(
+                f"{found}. Write its text, or remove the document and its judgements; or set "
+                "dataset.allow_judged_empty_documents: true to keep them (a real collection's own "
+                "judgements, counted as the collection's published scores count them)"
+            )
+        log.warning("warning: %s (dataset.allow_judged_empty_documents: true)", found)
+    return len(judged)
 
 
 def _examples(items: list[str]) -> str:
@@ -111,12 +122,14 @@ def check_split(
     out: CollectionDir,
     relevance_threshold: int | None = None,
     empty: dict[str, int] | None = None,
+    allow_judged_empty: bool = False,
 ) -> SplitCheck:
     """Check one split of ``collection`` (messages name its files); the few judgements that name
     unknown ids are dropped from the qrels written to ``out`` (the materialised copy). With
     ``relevance_threshold`` (an evaluated split: config ``evaluation.relevance_threshold``), a split
     with no judgement at or above it raises: every metric of it would be 0. ``empty``
-    (from :func:`corpus_index`): a relevant judgement of one of these documents raises."""
+    (from :func:`corpus_index`): a relevant judgement of one of these documents raises, unless
+    ``allow_judged_empty`` (:func:`judged_empty_problem`)."""
     queries = check_queries(collection, split)
     qrels = read_qrels(collection.qrels(split))
     judgements = sum(len(docs) for docs in qrels.values())
@@ -149,7 +162,7 @@ def check_split(
             f"{where}: split {split!r} has no judgements of its queries; without qrels it can be neither "
             "trained on nor evaluated"
         )
-    judged_empty_problem(collection, split, qrels, empty or {})
+    judged_empty = judged_empty_problem(collection, split, qrels, empty or {}, allow_judged_empty)
     if relevance_threshold is not None:
         relevant_problem(qrels, relevance_threshold, where, split)
     return SplitCheck(
@@ -160,6 +173,7 @@ def check_split(
         unknown_documents=len(unknown_docs),
         unknown_queries=bad - len(unknown_docs),
         dropped_share=share,
+        judged_empty_documents=judged_empty,
     )
 
 

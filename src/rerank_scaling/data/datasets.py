@@ -143,7 +143,8 @@ def prepare_part(
         return None
     ids, empty = corpus_index(out.corpus)
     share = section["max_unknown_qrels_share"]
-    return asdict(check_split(source, split, ids, share, out, relevance_threshold, empty))
+    allow_empty = section["allow_judged_empty_documents"]
+    return asdict(check_split(source, split, ids, share, out, relevance_threshold, empty, allow_empty))
 
 
 def _write_split_part(out: CollectionDir, part: str, split: str, queries: Queries, qrels: Qrels) -> None:

@@ -59,7 +59,8 @@ def claims(evidence: pd.DataFrame) -> list[str]:
 def data_check_lines(checks: dict | None) -> list[str]:
     """The prepare_data stage's checks (``data/checks.json``): per split, queries and judgements, and a
     warning for judgements naming unknown documents or queries (dropped below
-    ``dataset.max_unknown_qrels_share``; above it the job failed)."""
+    ``dataset.max_unknown_qrels_share``; above it the job failed) and for relevant judgements of
+    documents without text (kept where ``dataset.allow_judged_empty_documents``)."""
     if not checks:
         return ["(no data checks recorded)"]
     rows = pd.DataFrame(checks["splits"])
@@ -70,6 +71,12 @@ def data_check_lines(checks: dict | None) -> list[str]:
                 f"- **Warning**: {row.split}: {row.unknown_documents} judgements name documents not in the "
                 f"corpus and {row.unknown_queries} name unknown queries ({row.dropped_share:.1%} of "
                 "judgements, dropped); results on this split are scored without them."
+            )
+        if getattr(row, "judged_empty_documents", 0):
+            lines.append(
+                f"- **Warning**: {row.split}: {row.judged_empty_documents} relevant judgements name "
+                "documents without text (kept: dataset.allow_judged_empty_documents); BM25 cannot "
+                "retrieve them, so recall on this split stays below 1."
             )
     return lines
 
