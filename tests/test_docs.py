@@ -1,0 +1,96 @@
+"""The front door and the docs site: a short README whose three paths come first, a site that builds
+with ``mkdocs build --strict``, a configuration reference that is the schema's, and papers cited by
+name, never by a number only the project's history could resolve."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO
+
+README = REPO / "README.md"
+#: Where a reader meets the text: what must cite papers and concepts by name.
+CITING = ["README.md", "docs", "src", "tests", "benchmarks", "scripts", "rules", "Snakefile"]
+#: A reference to the project's issues or to a paper by its place in a reading list.
+UNRESOLVABLE = re.compile(r"issue [0-9]|seeds? (paper )?00[0-9]|paper 00[0-9]", re.I)
+
+
+def load_script(name: str):
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_readme_is_short_and_opens_with_the_three_paths():
+    lines = README.read_text().splitlines()
+    assert len(lines) <= 250, f"README.md has {len(lines)} lines; move detail to docs/"
+    opening = "\n".join(lines[:60])
+    for path in ("**Run the default**", "**Run the paper grid on a SLURM cluster**", "**Forecast or advise"):
+        assert path in opening, f"{path} is not in the README's first 60 lines"
+    for command in (
+        "./run.sh",
+        "--profile profiles/slurm",
+        "rerank-scaling forecast",
+        "rerank-scaling advise",
+    ):
+        assert command in opening, command
+    assert "**Contents:**" in opening and "![" in README.read_text()
+
+
+def test_the_readme_keeps_exactly_the_two_set_up_commands():
+    section = README.read_text().split("## Set-up on a fresh machine", 1)[1].split("\n## ", 1)[0]
+    commands = [line.strip() for line in section.splitlines() if line.startswith("    ")]
+    assert commands == ["./run.sh", "./test.sh"]
+
+
+def test_the_readme_links_and_pictures_exist():
+    for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", README.read_text()):
+        if not target.startswith("http"):
+            assert (REPO / target).exists(), target
+
+
+def test_the_configuration_reference_is_the_schemas():
+    script = load_script("config_reference")
+    assert script.PAGE.read_text() == script.generated(), "run python scripts/config_reference.py"
+    schema = script.schema_path().read_text()
+    for key in ("gradient_checkpointing", "max_setup_share", "value_reference"):
+        assert key in schema and f".{key}`" in script.PAGE.read_text()
+
+
+def test_papers_are_cited_by_name():
+    found = []
+    for name in CITING:
+        path = REPO / name
+        files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
+        for file in files:
+            if file.suffix in {".pyc", ".png", ".pdf", ".parquet", ".so"} or "__pycache__" in file.parts:
+                continue
+            for number, line in enumerate(file.read_text(errors="replace").splitlines(), 1):
+                if UNRESOLVABLE.search(line):
+                    found.append(f"{file.relative_to(REPO)}:{number}: {line.strip()}")
+    assert not found, "cite the paper or say the concept:\n" + "\n".join(found)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mkdocs") is None, reason="mkdocs-material not installed")
+def test_the_docs_site_builds_strict(tmp_path):
+    """Every page renders, every link and anchor resolves, every generated report is on the site."""
+    site = tmp_path / "site"
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "WARNING" not in done.stderr, done.stderr[-4000:]
+    for report in (REPO / "benchmarks" / "results").glob("*.md"):
+        assert (site / "benchmarks" / "results" / report.stem / "index.html").exists(), report.name
+    assert "--profile profiles/slurm" in (site / "cluster" / "index.html").read_text()
+    assert "bad-inputs:begin" in (REPO / "docs" / "bad-inputs.md").read_text()
