@@ -94,3 +94,18 @@ def test_the_docs_site_builds_strict(tmp_path):
         assert (site / "benchmarks" / "results" / report.stem / "index.html").exists(), report.name
     assert "--profile profiles/slurm" in (site / "cluster" / "index.html").read_text()
     assert "bad-inputs:begin" in (REPO / "docs" / "bad-inputs.md").read_text()
+
+
+@pytest.mark.slow
+def test_the_readme_forecast_path_runs_verbatim(tmp_path):
+    """The README's third path as a user runs it: its table saved as runs.csv, its two command lines
+    run by bash from a folder where .venv is this checkout's, each writing what the README says."""
+    text = README.read_text()
+    (tmp_path / "runs.csv").write_text(re.search(r"```\n(model,size,value\n.*?)```", text, re.S)[1])
+    (tmp_path / ".venv").symlink_to(REPO / ".venv")
+    commands = [line.strip() for line in text.splitlines() if line.startswith("    .venv/bin/rerank-scaling")]
+    assert [command.split()[1] for command in commands] == ["forecast", "advise"]
+    done = subprocess.run(["bash", "-c", "\n".join(["set -e", *commands])], cwd=tmp_path, capture_output=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "## The question" in (tmp_path / "forecast" / "answer.md").read_text()
+    assert (tmp_path / "advice" / "advice.csv").read_text().startswith("candidate,")
