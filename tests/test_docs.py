@@ -63,6 +63,18 @@ def test_the_configuration_reference_is_the_schemas():
         assert key in schema and f".{key}`" in script.PAGE.read_text()
 
 
+def test_every_script_says_where_it_writes():
+    """docs/scripts.md names every script of scripts/ and benchmarks/, and what it writes."""
+    page = (REPO / "docs" / "scripts.md").read_text()
+    scripts = [
+        *(REPO / "scripts").glob("*.py"),
+        *(REPO / "scripts").glob("*.sh"),
+        *(REPO / "benchmarks").glob("*.py"),
+    ]
+    missing = [str(path.relative_to(REPO)) for path in scripts if f"`{path.name}`" not in page]
+    assert not missing, f"add them to docs/scripts.md: {missing}"
+
+
 def test_papers_are_cited_by_name():
     found = []
     for name in CITING:
