@@ -55,6 +55,42 @@ def test_the_readme_links_and_pictures_exist():
             assert (REPO / target).exists(), target
 
 
+def default_tables() -> list[dict[str, str]]:
+    """The rows of the generated default-run block's tables, each as {column: cell}."""
+    page = (REPO / "docs" / "default-run.md").read_text()
+    block = page.split("<!-- default-results:begin -->", 1)[1].split("<!-- default-results:end -->", 1)[0]
+    rows, header = [], None
+    for line in block.splitlines():
+        cells = (
+            [cell.strip() for cell in line.strip().strip("|").split("|")] if line.startswith("|") else None
+        )
+        if cells is None:
+            header = None
+        elif header is None:
+            header = cells
+        elif not set(line) <= set("|-: "):
+            rows.append(dict(zip(header, cells, strict=True)))
+    return rows
+
+
+def test_the_readme_says_what_the_generated_default_block_says():
+    """The README's honest summary of the default (L6 below L4 on dev, no size beating BM25) holds for
+    the block scripts/readme_default.py wrote; a run that changes that must change the README too."""
+    readme = " ".join(README.read_text().split())
+    rows = default_tables()
+    gaps = [
+        row["gap to largest fitted"]
+        for row in rows
+        if "gap to largest fitted" in row and row["split"] == "dev"
+    ]
+    beats = [row["beats BM25"] for row in rows if "beats BM25" in row]
+    assert gaps and beats
+    if "held-out L6 ends *below* L4 on dev for every objective" in readme:
+        assert all(gap.startswith("-") and gap.endswith("(L4)") for gap in gaps), gaps
+    if '("beats BM25": no in every row)' in readme:
+        assert set(beats) == {"no"}, beats
+
+
 def test_the_configuration_reference_is_the_schemas():
     script = load_script("config_reference")
     assert script.PAGE.read_text() == script.generated(), "run python scripts/config_reference.py"
