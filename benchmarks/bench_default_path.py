@@ -1,4 +1,4 @@
-"""Forecast intervals on simulated ladders of the embedded default's own path (issue 24, goals).
+"""Forecast intervals on simulated ladders of the embedded default's own path.
 
     python benchmarks/bench_default_path.py --replicates 200 --bootstrap 200 --seed 1 \
         --out benchmarks/results/default_path.md

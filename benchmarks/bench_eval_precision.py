@@ -18,7 +18,7 @@ AMX, the weights cast to bf16 once and the near ties rescored in fp32.)
    run, split and final metric, |bf16 - fp32| < ``--quarter`` (0.25) x the metric's standard error
    over queries (the summary's yardstick: a bootstrap over queries,
    ``report.scaling_evidence.QueryTable``). A rank swap that the query sample cannot see is not a
-   numerical problem; 0.002 in absolute terms (issue 16's bar) was an eighth of that error.
+   numerical problem; 0.002 in absolute terms (the bar set before this one) was an eighth of that error.
 2. **Training** (``training.precision``), with ``--bf16-trained``: a run of the same config and
    seeds trained in bf16 (``benchmarks/configs/bf16_training.yaml``). Both runs' finals are scored
    in fp32 here, so only the training precision differs. The bar: each difference is within the

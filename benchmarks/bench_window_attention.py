@@ -1,5 +1,6 @@
-"""Windowed attention vs the attention users already have: time and peak memory (seed paper 002,
-Table 3 setting: one pair per batch, a 32-token query segment, MiniLM-L6 shapes, 12 heads x 32).
+"""Windowed attention vs the attention users already have: time and peak memory (Schlatt et al., Sparse
+Attention on Cross-Encoders, Table 3 setting: one pair per batch, a 32-token query segment, MiniLM-L6 shapes,
+12 heads x 32).
 
 Three levels, windows w in {4, 64}:
 
@@ -24,11 +25,11 @@ CPU time during the run (from /proc) and the load average before and after; a ru
 others used more than ``--max-load`` cores is flagged LOADED in the output, and ``--require-quiet``
 refuses to start on a loaded machine.
 
-One command regenerates the committed table and the README numbers quoted from it (about 10 min on
+One command regenerates the committed table and the docs page's numbers quoted from it (about 10 min on
 2 quiet cores with ``--size quick``)::
 
     python benchmarks/bench_window_attention.py --size quick \\
-        --out benchmarks/results/window_attention_cpu.md --readme README.md
+        --out benchmarks/results/window_attention_cpu.md --readme docs/windowed-attention.md
 """
 
 from __future__ import annotations
@@ -291,7 +292,7 @@ def table(rows: list[dict]) -> list[str]:
 
 
 def target_lines(levels: dict[str, list[dict]]) -> list[str]:
-    """Issue 14's targets, checked on this run: the windowed version is faster than every baseline
+    """The benchmark's targets, checked on this run: the windowed version is faster than every baseline
     and needs no more memory than SDPA (attention step at s >= 512, model levels at s >= 1024)."""
     misses = []
     for level, rows in levels.items():
@@ -361,7 +362,11 @@ def main() -> None:
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--device", default="cpu", choices=["cpu"], help="the fused kernel is CPU-only")
     parser.add_argument("--out", default=None)
-    parser.add_argument("--readme", default=None, help="README to update between the benchmark markers")
+    parser.add_argument(
+        "--readme",
+        default=None,
+        help="page to update between the benchmark markers (docs/windowed-attention.md)",
+    )
     args = parser.parse_args()
     args.dtype = getattr(torch, args.dtype)
     torch.set_num_threads(args.threads)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run by Snakemake inside the new training environment (--sdm conda). torch first and pinned, from
 # $TORCH_INDEX when set (e.g. https://download.pytorch.org/whl/cu126 for a driver older than the
-# CUDA 13 build on PyPI needs; README, "The CUDA build"), then the packages that depend on it, so
+# CUDA 13 build on PyPI needs; docs/cluster.md, "The CUDA build"), then the packages that depend on it, so
 # that none of them pulls another torch build.
 set -euo pipefail
 python -m pip install "torch==2.13.0" ${TORCH_INDEX:+--index-url "$TORCH_INDEX"}

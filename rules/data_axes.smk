@@ -1,4 +1,4 @@
-# The data axes (README 'Data as a grid axis'). Training examples of the annotation sources other
+# The data axes (docs/data-axes.md). Training examples of the annotation sources other
 # than the collection's own qrels (training.annotations; rerank_scaling.data.annotations), built
 # from the human examples so that both sources share queries, passages and negatives; and, per
 # source and data fraction, the check that the fraction's runs have steps for their checkpoints;

@@ -1,5 +1,5 @@
-"""Are two results folders of the workflow the same? (Issue 31's "the default run's tables are
-identical before and after".)
+"""Are two results folders of the workflow the same? (A refactoring's check: "the default run's
+tables are identical before and after".)
 
     python scripts/compare_results.py results/default /work/main/results/default
 

@@ -3,7 +3,7 @@
 # Idempotent: re-running only installs what is missing. Settings (environment variables):
 #   TORCH_INDEX      the index of the torch build for your NVIDIA driver, e.g.
 #                    https://download.pytorch.org/whl/cu126 (PyPI's torch==2.13.0 is built for
-#                    CUDA 13 and needs an R580+ driver; README, "The CUDA build"); unset: PyPI's
+#                    CUDA 13 and needs an R580+ driver; docs/cluster.md, "The CUDA build"); unset: PyPI's
 #   EXTRAS           the package's extras, comma-separated (default: test; a cluster: test,slurm)
 #   BUILD_EXTENSION  1: compile the windowed-attention extension now; 0: never; auto (default):
 #                    only when a config in CONFIGS asks for windowed attention (training.attention)
@@ -14,7 +14,7 @@ PYTHON=${PYTHON:-python3.11}
 if [ ! -x .venv/bin/python ]; then
   # --copies: the venv's interpreter is a copy, not a symlink to this node's; its standard library
   # still comes from the base installation (pyvenv.cfg's `home`), which every node that runs jobs
-  # must see at the same path (README, "Running the paper grid on a GPU cluster").
+  # must see at the same path (docs/cluster.md, "The venv and the trainer's lock on several nodes").
   "$PYTHON" -m venv --copies .venv
   echo "install.sh: jobs on every node need the base Python at $(sed -n 's/^home = //p' .venv/pyvenv.cfg)" >&2
 fi

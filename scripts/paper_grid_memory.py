@@ -1,6 +1,7 @@
-"""Write the README block "Disk and memory for the paper grid" from the memory model (never hand-typed).
+"""Write the cluster guide's block "Disk and memory for the paper grid" from the memory model (never
+hand-typed).
 
-    python scripts/paper_grid_memory.py [--configfile config.paper.yaml] [--readme README.md]
+    python scripts/paper_grid_memory.py [--configfile config.paper.yaml] [--readme docs/cluster.md]
 
 Per model of the config (``config.yaml`` with ``--configfile`` merged over it, as Snakemake does):
 its parameters and shape (:func:`rerank_scaling.planning.memory.model_shape`: the cached
@@ -117,7 +118,7 @@ def block(configfile: str) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--configfile", default="config.paper.yaml")
-    parser.add_argument("--readme", default="README.md")
+    parser.add_argument("--readme", default="docs/cluster.md")
     args = parser.parse_args(argv)
     text = block(args.configfile)
     readme = REPO / args.readme

@@ -1,6 +1,6 @@
-"""Write the README's block on the embedded default from a run's own files (never hand-typed).
+"""Write the docs' block on the embedded default from a run's own files (never hand-typed).
 
-    python scripts/readme_default.py results/default README.md
+    python scripts/readme_default.py results/default docs/default-run.md
 
 Reads ``metrics/all.parquet``, ``metrics/per_query.parquet`` (scaling evidence with its
 yardsticks, and the held-out check, computed by the same functions as ``summary.md``),

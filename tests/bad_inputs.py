@@ -1,7 +1,9 @@
 """The bad inputs users and probes found, and the message each now gets, by running the real checks.
 
-``python tests/bad_inputs.py`` prints the README's table ("What a bad input gets"); the test
-``test_bad_inputs.py`` runs every case and keeps the README's copy equal to this output.
+``python tests/bad_inputs.py`` prints the table of the docs page "What a bad input gets"
+(``docs/bad-inputs.md``), and ``python tests/bad_inputs.py docs/bad-inputs.md`` rewrites the page's
+copy between its markers; the test ``test_bad_inputs.py`` runs every case and keeps the page's copy
+equal to this output.
 """
 
 from __future__ import annotations
@@ -635,11 +637,34 @@ def message(case: BadInput) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
+#: The docs page that shows the table, and the markers around its copy there.
+PAGE = REPO / "docs" / "bad-inputs.md"
+BEGIN, END = "<!-- bad-inputs:begin -->", "<!-- bad-inputs:end -->"
+
+
 def table() -> str:
+    """The Markdown table; ``<`` escaped so a placeholder such as ``<pid>`` is shown, not taken as HTML."""
     lines = ["| bad input | caught in | message |", "|---|---|---|"]
-    lines += [f"| {case.what} | {case.where} | {message(case)} |" for case in CASES]
+    lines += [f"| {case.what} | {case.where} | {message(case).replace('<', '&lt;')} |" for case in CASES]
     return "\n".join(lines) + "\n"
 
 
+def shown(page: Path = PAGE) -> str | None:
+    """The table as the page shows it between the markers (None: the markers are missing)."""
+    found = re.search(re.escape(BEGIN) + r"\n(.*?)" + re.escape(END), page.read_text(), re.S)
+    return found.group(1) if found else None
+
+
+def write(page: Path) -> None:
+    text = page.read_text()
+    if shown(page) is None:
+        raise SystemExit(f"{page}: no {BEGIN} ... {END} markers")
+    start, end = text.index(BEGIN) + len(BEGIN) + 1, text.index(END)
+    page.write_text(text[:start] + table() + text[end:])
+
+
 if __name__ == "__main__":
-    sys.stdout.write(table())
+    if len(sys.argv) > 1:
+        write(Path(sys.argv[1]))
+    else:
+        sys.stdout.write(table())

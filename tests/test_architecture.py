@@ -1,4 +1,4 @@
-"""The package's shape (issue 31): arrows point down (no import cycle, function-level imports
+"""The package's shape: arrows point down (no import cycle, function-level imports
 included), rooms stay small (no module over 400 lines, but the ones named here with the reason) and
 config defaults have one home (no ``.get("<config key>", <default>)`` outside the config and
 settings modules, but the ones named here with the reason)."""

@@ -1,12 +1,11 @@
-"""The README's table of bad inputs is what the checks say now: every row is run and must fail."""
+"""The docs page's table of bad inputs is what the checks say now: every row is run and must fail."""
 
 from __future__ import annotations
 
 import re
 
 import pytest
-from bad_inputs import CASES, message, table
-from conftest import REPO
+from bad_inputs import CASES, PAGE, message, shown, table
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.what for case in CASES])
@@ -19,8 +18,9 @@ def test_every_bad_input_gets_a_message_naming_the_field_or_file(case):
     assert "config field '" in text or named, text
 
 
-def test_the_readme_table_is_current():
-    readme = (REPO / "README.md").read_text()
-    shown = re.search(r"<!-- bad-inputs:begin -->\n(.*?)<!-- bad-inputs:end -->", readme, re.S)
-    assert shown, "README.md lost its bad-inputs table markers"
-    assert shown.group(1) == table(), "regenerate the table: python tests/bad_inputs.py"
+def test_the_docs_table_is_current():
+    copy = shown()
+    assert copy is not None, f"{PAGE} lost its bad-inputs table markers"
+    assert copy == table(), (
+        f"regenerate the table: python tests/bad_inputs.py {PAGE.relative_to(PAGE.parents[1])}"
+    )

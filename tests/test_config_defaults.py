@@ -1,4 +1,4 @@
-"""The schema holds every config default and validate_config applies them once (issue 31): every
+"""The schema holds every config default and validate_config applies them once: every
 section then has every key, each default is a value its own key accepts, and the filling follows
 Snakemake's validate(set_default=True) (which it is checked against) but for the if/then cases."""
 

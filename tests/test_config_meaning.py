@@ -1,4 +1,4 @@
-"""The config means what it says, checked where a user meets it: `snakemake -n` (issue 26, point 3)."""
+"""The config means what it says, checked where a user meets it: `snakemake -n`."""
 
 from __future__ import annotations
 

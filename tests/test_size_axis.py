@@ -1,4 +1,4 @@
-"""The size axis in one place (issue 31): ``fitting.size_axis`` names one parameter count, and the
+"""The size axis in one place: ``fitting.size_axis`` names one parameter count, and the
 laws (:func:`rerank_scaling.laws.protocols.prepare`) and planning
 (:func:`rerank_scaling.planning.plan_rows.make_plan`) read the same N of a model on each axis."""
 

@@ -24,7 +24,7 @@ from rerank_scaling.laws.two_step import fit_two_step
 SIZES = {"L1": 1.77, "L2": 3.54, "L3": 5.31, "L4": 7.08, "L6": 10.62}
 CHECKPOINTS = 5
 KEYS = {"family": "ladder", "objective": "listwise", "attention": "full", "metric": "nDCG@10", "split": "dev"}
-KEYS["annotations"] = "human"  # a group key since the annotation-source axis (issue 29)
+KEYS["annotations"] = "human"  # a group key since the annotation-source axis
 U, V = 1.2, -0.38  # nDCG@10 = U + V CE@16, as fitted on the default's runs (0.16 .. 0.27 over its CE range)
 CE_RUN_SD, NDCG_RUN_SD, CHECKPOINT_SD = 0.012, 0.010, 0.004
 #: The slow test's and the benchmark's settings: replicates, bootstrap resamples, random seed.

@@ -1,4 +1,4 @@
-// Fused windowed attention (seed paper 002, eqs. 1-3) in one pass per row tile: scores over each
+// Fused windowed attention (Schlatt et al., Sparse Attention on Cross-Encoders, eqs. 1-3) in one pass per row tile: scores over each
 // row's allowed keys, an online (streaming max / sum) softmax and the weighted sum, FlashAttention
 // style (Dao et al. 2022, Alg. 1; backward Alg. 2 / FlashAttention-2 Alg. 2). Neither the
 // (..., s, G + 2w + 1) scores nor the probabilities are stored: the forward saves the output and one

@@ -23,7 +23,7 @@ def dataset_problems(config: dict[str, Any]) -> Problems:
             problem(
                 f"dataset.{source}",
                 f"missing; dataset.source is {source!r}, so the 'dataset.{source}' section must "
-                "describe the dataset (see README, 'Datasets')",
+                "describe the dataset (see docs/configuration.md, 'Datasets')",
             )
         ]
     if source == "ir_datasets":

@@ -36,7 +36,7 @@ def no_gpu_message() -> str:
     return (
         f"config 'device' is cuda but no GPU is visible to torch: {cuda_build()}, {nvidia_driver()}, "
         f"{given}. A torch built for a newer CUDA than the driver supports sees no GPU: install the "
-        "wheel for your driver (README, 'The CUDA build': TORCH_INDEX=https://download.pytorch.org/whl/"
+        "wheel for your driver (docs/cluster.md, 'The CUDA build': TORCH_INDEX=https://download.pytorch.org/whl/"
         "cu126 scripts/install.sh); a job without a GPU: ask for one (cluster.gpu_partition); "
         "else use device: auto or cpu"
     )

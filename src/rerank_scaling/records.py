@@ -64,10 +64,10 @@ class MetricSpec:
     accepts; ``k`` is the candidate count of CE@k.
 
     CE@k's range is [0, ln k], not [0, inf): ln k is the contrastive entropy of a uniform scorer
-    over k candidates (seed 002), and a law whose floor or forecast lies above it predicts a model
-    that gets *worse than chance* as it grows -- a failed extrapolation, not a scaling regime.
-    Single observations above ln k (noise at an untrained checkpoint) are data and are kept; only
-    the law's asymptote and planning's accepted forecasts are held to the range.
+    over k candidates (Schlatt et al., Sparse Attention on Cross-Encoders), and a law whose floor or forecast
+    lies above it predicts a model that gets *worse than chance* as it grows -- a failed extrapolation, not a
+    scaling regime. Single observations above ln k (noise at an untrained checkpoint) are data and are kept;
+    only the law's asymptote and planning's accepted forecasts are held to the range.
     """
 
     name: str

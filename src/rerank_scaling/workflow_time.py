@@ -1,5 +1,5 @@
 """How long the whole workflow took: ``results/<run>/workflow_time.json``, written by Snakemake's
-``onsuccess`` hook (see the Snakefile), so the README can state the DAG's wall time from a file.
+``onsuccess`` hook (see the Snakefile), so the docs can state the DAG's wall time from a file.
 
 The clock starts when the Snakefile is parsed (DAG building included) and stops when the last job
 has finished. ``fresh`` says whether the run started without a ``data/`` directory, i.e. whether

@@ -1,4 +1,4 @@
-"""The data-size axis (issue 29): nested query subsets, run ids, schedules, checks, fitted points."""
+"""The data-size axis: nested query subsets, run ids, schedules, checks, fitted points."""
 
 from __future__ import annotations
 

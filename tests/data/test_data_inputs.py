@@ -1,5 +1,5 @@
 """The collection's files are inputs of the DAG: Snakemake's own plan after editing each one, and
-the metrics after a qrels fix equal a from-scratch run's (issue 26, point 1).
+the metrics after a qrels fix equal a from-scratch run's.
 
 A local collection (the tiny builtin one, written out) runs through a small grid (L1 fitted, L2
 held out, pointwise, full attention) to completion; each test then edits one file and asks

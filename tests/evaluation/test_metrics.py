@@ -169,7 +169,8 @@ def test_rbp_by_hand_with_ties():
 
 def test_rbp_ranks_each_relevant_document_against_the_non_relevant_ones_only():
     # Three relevant documents, two non-relevant: a perfect ranker puts every relevant one first
-    # among the non-relevant candidates, so RBP@1 = 1 (seed 004's one-item case, applied 3 times).
+    # among the non-relevant candidates, so RBP@1 = 1 (Relative-Based Scaling Law for Neural Language Models's
+    # one-item case, applied 3 times).
     qrels = {"q": {"r1": 1, "r2": 2, "r3": 1, "n1": 0}}
     candidates = {"q": ["r1", "r2", "r3", "n1", "n2"]}
     perfect = {"q": {"r1": 0.9, "r2": 0.8, "r3": 0.7, "n1": 0.2, "n2": 0.1}}

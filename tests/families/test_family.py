@@ -1,5 +1,5 @@
 """A model family (:class:`rerank_scaling.families.family.ModelFamily`) registered outside the
-package, without editing it, is built, counted and checked like the shipped ones (issue 31)."""
+package, without editing it, is built, counted and checked like the shipped ones."""
 
 from __future__ import annotations
 

@@ -180,7 +180,7 @@ def test_bad_advice_input_names_the_option_or_line(tmp_path, capsys, candidates,
 
 
 def advisor_quotes() -> list[str]:
-    """The README's sentences on the advisor, built from benchmarks/results/advisor.md's cells."""
+    """The forecasts page's sentences on the advisor, built from benchmarks/results/advisor.md's cells."""
     report = (REPO / "benchmarks" / "results" / "advisor.md").read_text()
 
     def cells(prefix: str) -> list[str]:
@@ -202,7 +202,7 @@ def advisor_quotes() -> list[str]:
     ]
 
 
-def test_the_readme_quotes_the_advisor_benchmark_as_generated():
-    readme = " ".join((REPO / "README.md").read_text().split())
+def test_the_docs_quote_the_advisor_benchmark_as_generated():
+    readme = " ".join((REPO / "docs" / "forecasts.md").read_text().split())
     for quote in advisor_quotes():
         assert " ".join(quote.split()) in readme, quote

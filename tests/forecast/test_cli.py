@@ -184,8 +184,8 @@ def test_the_console_script_names_the_cli():
     assert callable(getattr(importlib.import_module(module), function))
 
 
-def test_the_readme_quotes_the_ladders_benchmark_as_generated():
-    """README's numbers on the real ladders are benchmarks/results/ladders.md's pooled row."""
+def test_the_docs_quote_the_ladders_benchmark_as_generated():
+    """The forecasts page's numbers on the real ladders are benchmarks/results/ladders.md's pooled row."""
     report = (REPO / "benchmarks" / "results" / "ladders.md").read_text()
     pooled = report.split("## Every forecast, duplicates included, pooled", 1)[1].split("##", 1)[0]
     engine = next(line for line in pooled.splitlines() if line.startswith("| engine"))
@@ -193,7 +193,7 @@ def test_the_readme_quotes_the_ladders_benchmark_as_generated():
     cells = [c.strip() for c in engine.strip("|").split("|")]
     inside, total = cells[4].split(" = ")[0].split("/")
     interval = cells[4].split(" = ")[1]  # "0.92 [0.83, 0.97]"
-    readme = (REPO / "README.md").read_text()
+    readme = (REPO / "docs" / "forecasts.md").read_text()
     assert (
         f"cover {inside} of {total} held-out points ({interval.replace(' [', ', exact 95% interval [')})"
         in (" ".join(readme.split()))
@@ -229,7 +229,7 @@ def test_the_readme_quotes_the_ladders_benchmark_as_generated():
 
 
 def test_the_fit_stage_writes_what_forecast_runs_gives_on_the_same_runs(tmp_path):
-    """Issue 24 item 6: the workflow's fit stage calls the command's core, so its forecasts.csv is
+    """One engine for both: the workflow's fit stage calls the command's core, so its forecasts.csv is
     ``forecast_runs``' on the same runs written as a user's table (their final values, as the command
     fits them), and its answer.md states the same question on the fit's size axis."""
     from rerank_scaling.laws.fit_laws import fit_everything

@@ -37,8 +37,8 @@ def test_bounded_fit_recovers_an_asymptote_near_its_bound():
 
 
 def test_log_linear_data_pin_the_asymptote_and_are_flagged():
-    """A log-linear trend has no asymptote below 1: unbounded, a runs away (issue 12: a = 51-88);
-    bounded, it ends on its bound and the fit is called degenerate."""
+    """A log-linear trend has no asymptote below 1: unbounded, a runs away (a = 51-88 on the default's
+    ladder); bounded, it ends on its bound and the fit is called degenerate."""
     y = 0.2 + 0.08 * np.log(N)  # reaches 0.53 at N = 64 and keeps growing
     free = fit_law(laws.power_law("N", +1), {"N": N}, y)
     assert free.ok and free.params[0] > 1.0
@@ -184,7 +184,8 @@ def test_rolling_origin_reproduces_a_hand_computed_split():
 
 
 def test_size_axis_sets_n_and_training_flops_together():
-    """config.paper.yaml fits on total parameters (paper 000): N and C = 6 N tokens follow the axis."""
+    """config.paper.yaml fits on total parameters (Scaling Laws for Cross-Encoder Reranking): N and C = 6 N
+    tokens follow the axis."""
     table = synthetic_metrics_table(
         objectives=("pointwise",), checkpoints=3, splits=("dev",), metrics=("nDCG@10",)
     )

@@ -1,4 +1,4 @@
-"""The reranking ceiling: the oracle value of the candidates a reranker reorders (issue 24)."""
+"""The reranking ceiling: the oracle value of the candidates a reranker reorders."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Forecast intervals on the embedded default's own path (issue 24): coverage AND width.
+"""Forecast intervals on the embedded default's own path: coverage AND width.
 
 The simulation (``tests/default_path_simulation.py``) has the default's structure: last_k = 1,
 four fitted sizes, seeds at the largest fitted one, the asymptote on its bound, run noise growing

@@ -1,4 +1,4 @@
-"""Calibration of forecast intervals under the noise structure of real runs (issue 12, point 2).
+"""Calibration of forecast intervals under the noise structure of real runs.
 
 Simulated like the embedded default's model-scaling protocol: a depth ladder of 4 sizes (MiniLM
 layers, 1.77M non-embedding parameters each: N = 1.77, 3.54, 5.31, 7.08 M), 3 fitted, the 4th held
@@ -6,11 +6,11 @@ out; each size is one run whose last 10 checkpoints are fitted. Every run gets o
 delta ~ N(0, tau^2) shared by its checkpoints, and every checkpoint its own noise eps ~ N(0, sigma^2).
 
 Noise levels, and where they come from (no default metrics table exists on the machine that wrote
-this test, so they are taken from issue 12's measurements of the default):
-* tau = 0.004 nDCG@10: the per-run offset of the reviewer's simulation in issue 12;
+this test, so they are taken from a review's measurements of the default):
+* tau = 0.004 nDCG@10: the per-run offset of that review's simulation;
 * sigma = 0.002 (regime "run-dominated"): checkpoints late in a run move little; here the run offset
-  dominates and an i.i.d. analysis fails (issue 12: ~35% coverage);
-* sigma = 0.015 (regime "checkpoint-dominated"): issue 12 reports checkpoint-to-checkpoint jumps up
+  dominates and an i.i.d. analysis fails (the review: ~35% coverage);
+* sigma = 0.015 (regime "checkpoint-dominated"): the review reports checkpoint-to-checkpoint jumps up
   to +-0.05 nDCG@10 on 25 dev queries; a jump is a difference of two checkpoints, sd sqrt(2) sigma,
   so +-0.05 as a ~2.4-sd extreme gives sigma ~ 0.015.
 The seed spread the run method reads is estimated, as on the default, from replicate seeds pooled
@@ -91,5 +91,5 @@ def test_run_level_intervals_cover_held_out_sizes_at_nominal(sigma, regime):
 
 @pytest.mark.slow
 def test_iid_intervals_under_cover_when_runs_have_offsets():
-    """The paper's i.i.d. bootstrap, same data: intervals far too narrow (issue 12 measured ~35%)."""
+    """The paper's i.i.d. bootstrap, same data: intervals far too narrow (the review measured ~35%)."""
     assert coverage("iid", tau=0.004, sigma=0.002) < 0.7

@@ -1,4 +1,4 @@
-"""forecast_status: a forecast judged on its interval and its range, not on its parameters (issue 24)."""
+"""forecast_status: a forecast judged on its interval and its range, not on its parameters."""
 
 from __future__ import annotations
 
@@ -136,7 +136,7 @@ def test_the_validated_ratio_comes_from_covered_rolling_origins():
 
 
 def test_a_joint_fit_on_two_sizes_is_flagged_as_unidentified():
-    """Two sizes leave a - b N^-alpha exactly unidentified (issue 24: two parameter sets agreed to
+    """Two sizes leave a - b N^-alpha exactly unidentified (two parameter sets agreed to
     1e-17 on both sizes and forecast 0.427 vs 0.401); every step in the world does not help."""
     from rerank_scaling.laws.identifiability import too_few_levels
 

@@ -1,4 +1,4 @@
-"""The law registry and the metric spec: one owner per name (issue 24, item 8)."""
+"""The law registry and the metric spec: one owner per name."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Decisions with their uncertainty (issue 24, item 5): P(best), expected regret, P(ROI >= lambda),
+"""Decisions with their uncertainty: P(best), expected regret, P(ROI >= lambda),
 "cannot decide" with numbers, the validated range, the BNSL on converged models, allocation's axis."""
 
 from __future__ import annotations

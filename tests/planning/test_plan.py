@@ -130,7 +130,8 @@ def test_serving_costs_move_the_optimum_to_smaller_models():
 
 def test_without_data_or_serving_costs_the_optimum_is_the_compute_optimal_size():
     """z_data = 0, no inference, cost per example = k N: D(N) = B / (k N), i.e. C = N S is fixed,
-    and the optimum must be seed 000's closed form N*(C) (allocation.optimal_size)."""
+    and the optimum must be Scaling Laws for Cross-Encoder Reranking's closed form N*(C)
+    (allocation.optimal_size)."""
     forecast = synthetic_forecast()
     k = 1e-9  # currency per parameter per example
     cost = CostModel(
@@ -175,7 +176,8 @@ def test_roi_choice_matches_brute_force():
 
 
 def test_bnsl_forecasts_use_training_flops():
-    """The BNSL (seed 003 eq. 4) sees C = 6 N tokens D / 1e12, the sidecars' FLOPs."""
+    """The BNSL (Scaling Laws for Online Advertisement Retrieval eq. 4) sees C = 6 N tokens D / 1e12, the
+    sidecars' FLOPs."""
     law = laws.bnsl_law(1, +1)
     forecast = MetricForecast(law, np.array([0.8, 0.5, 0.3, 0.0, 1.0, 1.0]), +1, 16.0, 50.0)
     x = forecast.variables(np.array([2e6]), np.array([1e4]))

@@ -1,4 +1,4 @@
-"""The windowed-attention extension on a cluster (issue 25 point 9): built ahead of time only where a
+"""The windowed-attention extension on a cluster: built ahead of time only where a
 config asks for it; a build that fails, or a build lock held by a dead or stuck build, falls back to
 the PyTorch reference path with a warning instead of failing or hanging the job."""
 

@@ -1,7 +1,7 @@
-"""Windowed attention (seed paper 002, eqs. 1-3): compiled banded products, the sparse pattern,
-and the patched cross-encoder. The products are compared three ways (plain loops, a vectorised
-PyTorch reference, the kernel); the pattern against dense masked attention; the model against
-the full-attention model it was patched from."""
+"""Windowed attention (Schlatt et al., Sparse Attention on Cross-Encoders, eqs. 1-3): compiled banded
+products, the sparse pattern, and the patched cross-encoder. The products are compared three ways (plain
+loops, a vectorised PyTorch reference, the kernel); the pattern against dense masked attention; the model
+against the full-attention model it was patched from."""
 
 from __future__ import annotations
 

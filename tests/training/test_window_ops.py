@@ -1,6 +1,7 @@
-"""The fused windowed-attention kernel (one pass, online softmax; seed paper 002 eqs. 1-3) against
-the two-product reference and dense masked attention: windows from 0 to beyond the sequence,
-padded batches, query_sees_document both ways, float64 / float32 / bfloat16, and gradients."""
+"""The fused windowed-attention kernel (one pass, online softmax; Schlatt et al., Sparse Attention on
+Cross-Encoders eqs. 1-3) against the two-product reference and dense masked attention: windows from 0 to
+beyond the sequence, padded batches, query_sees_document both ways, float64 / float32 / bfloat16, and
+gradients."""
 
 from __future__ import annotations
 

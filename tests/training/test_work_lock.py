@@ -1,4 +1,4 @@
-"""One trainer per work directory; a trainer dies with the process that started it (issue 26, point 4)."""
+"""One trainer per work directory; a trainer dies with the process that started it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The data axes through the real Snakemake DAG (issue 29): a tiny grid of five data fractions x three
+"""The data axes through the real Snakemake DAG: a tiny grid of five data fractions x three
 annotation sources (human, ict, and a generated-query file source), each run on a nested subset with
 its own complete schedule; adding a fraction plans only its runs; the data law fitted on the fraction
 ends, per source; the planner prices each source's annotations."""

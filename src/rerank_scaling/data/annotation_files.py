@@ -1,6 +1,6 @@
-"""Generated-query annotation sources (seed 001 §4.3): user-supplied queries over the collection's
-corpus, e.g. docT5query (Nogueira & Lin 2019) or LLM output, each named by its key in
-``training.annotation_files`` and listed in ``training.annotations`` to train on it.
+"""Generated-query annotation sources (Fang et al., Scaling Laws for Dense Retrieval §4.3): user-supplied
+queries over the collection's corpus, e.g. docT5query (Nogueira & Lin 2019) or LLM output, each named by its
+key in ``training.annotation_files`` and listed in ``training.annotations`` to train on it.
 
 A source is a query file (``qid<TAB>text``) and TREC qrels (``qid 0 docid grade``) in the local
 collection format whose documents are passages of the collection's own corpus, plus a provenance

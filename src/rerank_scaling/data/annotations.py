@@ -1,10 +1,10 @@
-"""Annotation sources of the training examples (seed 001 §4.3): the collection's own judgements,
-or Inverse Cloze Task (ICT) pseudo-queries built from the same judged passages.
+"""Annotation sources of the training examples (Fang et al., Scaling Laws for Dense Retrieval §4.3): the
+collection's own judgements, or Inverse Cloze Task (ICT) pseudo-queries built from the same judged passages.
 
-``ict`` (Lee et al. 2019; seed 001): for each human-judged (query, relevant passage) pair of the
-training examples, a sentence of the passage becomes the query and the passage without it the
-positive; the BM25 negatives of the human query stay, so the two sources share queries (ids, hence
-the nested subsets of :mod:`.subsets`), passages and negatives and differ only in who wrote the
+``ict`` (Lee et al. 2019; Fang et al., Scaling Laws for Dense Retrieval): for each human-judged (query,
+relevant passage) pair of the training examples, a sentence of the passage becomes the query and the passage
+without it the positive; the BM25 negatives of the human query stay, so the two sources share queries (ids,
+hence the nested subsets of :mod:`.subsets`), passages and negatives and differ only in who wrote the
 query and how much of the passage is left. The sentence is drawn per passage (seeded by
 ``examples.seed`` and the passage id), so a passage judged for several queries gives one text.
 Evaluation always uses the collection's human qrels of dev/test.

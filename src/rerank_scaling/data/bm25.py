@@ -63,7 +63,9 @@ def anserini_jar() -> str:
 
     spec = importlib.util.find_spec("pyserini")
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("pyserini is not installed: `pip install --no-deps pyserini==1.6.0` (see README)")
+        raise RuntimeError(
+            "pyserini is not installed: `pip install --no-deps pyserini==1.6.0` (docs/pipeline.md, 'BM25')"
+        )
     jars = glob.glob(
         os.path.join(spec.submodule_search_locations[0], "resources", "jars", "anserini-*-fatjar.jar")
     )

@@ -58,7 +58,8 @@ class CollectionDir:
             listed = ", ".join(str(p) for p in missing)
             raise FileNotFoundError(
                 f"local collection {self.root} is incomplete: missing {listed}. "
-                "Expected corpus.jsonl, queries/<split>.tsv and qrels/<split>.txt (see README)."
+                "Expected corpus.jsonl, queries/<split>.tsv and qrels/<split>.txt "
+                "(see docs/configuration.md, 'Datasets')."
             )
 
 

@@ -1,7 +1,7 @@
 """Built-in Inverse-Cloze-Task (ICT) collection from real English text shipped by a PyPI package.
 
-ICT (Lee et al. 2019, "Latent Retrieval for Weakly Supervised Open Domain QA"; seed 001's
-annotation): a sentence of a passage is the query and the passage *without that sentence* is
+ICT (Lee et al. 2019, "Latent Retrieval for Weakly Supervised Open Domain QA"; Fang et al., Scaling Laws for
+Dense Retrieval's annotation): a sentence of a passage is the query and the passage *without that sentence* is
 relevant. Passages are windows of consecutive sentences of news articles (gensim ships the Lee
 background corpus, 300 Australian news articles); other passages of the same article share its
 topic and are judged partially relevant, which gives graded qrels:

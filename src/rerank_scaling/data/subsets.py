@@ -3,8 +3,8 @@
 A run on fraction f trains on the first ceil(f * n) of the n training queries in an order fixed by
 the run's seed (SHA-256 of ``<seed>/<qid>``), so for one seed the 1/8 queries lie inside the 1/4,
 which lie inside the 1/2: the difference between two fractions is data, not the luck of the draw
-(seed 001 §4.2 fits its data law on models trained on that many annotations). Seeds draw different
-orders, so seed replicates measure the draw's noise too.
+(Fang et al., Scaling Laws for Dense Retrieval §4.2 fits its data law on models trained on that many
+annotations). Seeds draw different orders, so seed replicates measure the draw's noise too.
 """
 
 from __future__ import annotations

@@ -170,15 +170,16 @@ def rbp_per_query(
 ) -> dict[str, tuple[float, int]]:
     """RBP@k per query: qid -> (share of its relevant candidates ranked within k, their count).
 
-    Seed 004 (after Yin et al.) defines RBP@k for a list with *one* correct item: the probability
-    that the reranker places it within the top k of the candidate list. With r > 1 relevant
-    candidates we keep that definition per relevant candidate: each one is ranked against the
-    *non-relevant* candidates only (the other relevant ones are removed from its list), i.e. its
-    rank is 1 + the number of non-relevant candidates the run scores above it. This is the
-    one-correct-item case applied r times, so a perfect ranker scores 1 for every k, as it does in
-    seed 004; ranking a relevant item against the other relevant ones would cap a perfect ranker
-    at min(k, r) / r (RBP@1 = 1/3 with three relevant documents). Ties follow :func:`ranking`; a
-    relevant candidate the run omits is a miss. Queries without a relevant candidate are absent.
+    "Relative-Based Scaling Law for Neural Language Models" (after Yin et al.) defines RBP@k for a
+    list with *one* correct item: the probability that the reranker places it within the top k of
+    the candidate list. With r > 1 relevant candidates we keep that definition per relevant
+    candidate: each one is ranked against the *non-relevant* candidates only (the other relevant
+    ones are removed from its list), i.e. its rank is 1 + the number of non-relevant candidates the
+    run scores above it. This is the one-correct-item case applied r times, so a perfect ranker
+    scores 1 for every k, as it does in that paper; ranking a relevant item against the other
+    relevant ones would cap a perfect ranker at min(k, r) / r (RBP@1 = 1/3 with three relevant
+    documents). Ties follow :func:`ranking`; a relevant candidate the run omits is a miss. Queries
+    without a relevant candidate are absent.
     """
     out = {}
     for qid, docs in candidates.items():
@@ -211,7 +212,8 @@ def relative_probability(
 def relative_gain_per_query(
     run: Run, qrels: Qrels, candidates: Candidates, m: int, relevance_threshold: int = 1
 ) -> dict[str, float]:
-    """R/R*(m) (seed 003 eq. 2) per query = sum of grades of the run's top m / of the ideal top m.
+    """R/R*(m) (Scaling Laws for Online Advertisement Retrieval eq. 2) per query = sum of grades of the run's
+    top m / of the ideal top m.
 
     The ideal is the query's *candidates* sorted by grade (not its full qrels), so a perfect
     reranker reaches 1. Only queries with at least one candidate graded >= ``relevance_threshold``.

@@ -1,4 +1,4 @@
-"""What every model family says about its ``models[]`` entries (issue 31: a new family is one module).
+"""What every model family says about its ``models[]`` entries (a new family is one module).
 
 A family turns an entry (a dict of the config's ``models[]`` list) into:
 

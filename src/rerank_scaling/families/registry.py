@@ -1,4 +1,4 @@
-"""The model-family registry: one owner for every ``models[].family`` name (issue 31).
+"""The model-family registry: one owner for every ``models[].family`` name.
 
 Training, planning, the job resources and the config checks turn an entry's family back into
 behaviour here, with :func:`family_of`, never by testing the name. Adding a family means one module

@@ -1,4 +1,4 @@
-"""Forecasts from any table of runs: ``rerank-scaling forecast RUNS.csv --out DIR`` (issue 24, item 6).
+"""Forecasts from any table of runs: ``rerank-scaling forecast RUNS.csv --out DIR``.
 
 ``forecast.run.forecast_runs`` is the Python entry point, ``forecast.cli.main`` the console script.
 """

@@ -1,4 +1,4 @@
-"""Forecast from any table of runs with the workflow's own engine (issue 24, item 6).
+"""Forecast from any table of runs with the workflow's own engine.
 
 Two parts: ``forecast_runs`` is the front for a user's table: it checks the table (:mod:`.table`),
 adds a held-out row per requested target size (no observation) and chooses the settings a table of

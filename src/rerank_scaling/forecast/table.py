@@ -1,4 +1,4 @@
-"""A user's table of runs, checked and turned into the engine's metrics table (issue 24, item 6).
+"""A user's table of runs, checked and turned into the engine's metrics table.
 
 Columns (one row per run and evaluation; a long CSV or Parquet file):
 

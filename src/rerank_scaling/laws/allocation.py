@@ -1,4 +1,4 @@
-"""Compute-optimal allocation from the additive joint law (seed paper 000 eqs. 4-9).
+"""Compute-optimal allocation from the additive joint law (Scaling Laws for Cross-Encoder Reranking eqs. 4-9).
 
 With M = a - b N^(-gamma) - c D^(-delta) (gamma, delta: the fitted N and D exponents) and a compute
 budget C = N * D, the metric gap b N^(-gamma) + c (C/N)^(-delta) is smallest where its derivative

@@ -1,4 +1,4 @@
-"""Rolling-origin backtests over model sizes (issue 12, beyond the paper).
+"""Rolling-origin backtests over model sizes (beyond the paper).
 
 The fitted sizes of a group (role ``fit``: a held-out size is never part of a backtest) are ordered
 by N; for every k from 2 to (number of sizes - 1), fit on the k smallest and forecast the next one

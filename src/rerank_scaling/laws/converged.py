@@ -1,15 +1,15 @@
-"""The broken neural scaling law over converged models' FLOPs (seed 003 eq. 4), as the seed fits it.
+"""The broken neural scaling law over converged models' FLOPs, as "Scaling Laws for Online Advertisement
+Retrieval" fits it (its eq. 4).
 
-Seed 003's x axis is the training compute of a *converged* model: one point per model size, its
-FLOPs C = 6 N D at the end of its training, against that model's metric. Fitting the BNSL to every
-checkpoint of every size instead mixes two curves: the metric of one size along its own training
-(an under-trained model at C) and the metric of the compute-optimal frontier; at C ~ 0.9e12 the
-default's runs take 0.223, 0.153 and 0.140 at the same x. So the joint protocols fit the BNSL on
-the final checkpoint of each fitted size (the run's end of schedule, the converged model here) and
-forecast the final checkpoints of the held-out sizes, under either joint protocol (the paper
-text's protocol holds out late checkpoints of fitted sizes, which would leave no converged point).
-With no more points than the law has parameters (the default: 4 sizes for the 6 parameters of a
-one-break BNSL) the fit is refused and says so, instead of fitting a curve through the wrong x.
+That paper's x axis is the training compute of a *converged* model: one point per model size, its FLOPs C = 6
+N D at the end of its training, against that model's metric. Fitting the BNSL to every checkpoint of every
+size instead mixes two curves: the metric of one size along its own training (an under-trained model at C) and
+the metric of the compute-optimal frontier; at C ~ 0.9e12 the default's runs take 0.223, 0.153 and 0.140 at
+the same x. So the joint protocols fit the BNSL on the final checkpoint of each fitted size (the run's end of
+schedule, the converged model here) and forecast the final checkpoints of the held-out sizes, under either
+joint protocol (the paper text's protocol holds out late checkpoints of fitted sizes, which would leave no
+converged point). With no more points than the law has parameters (the default: 4 sizes for the 6 parameters
+of a one-break BNSL) the fit is refused and says so, instead of fitting a curve through the wrong x.
 """
 
 from __future__ import annotations
@@ -49,8 +49,9 @@ def explain_refusal(law: Law, record: dict[str, Any]) -> dict[str, Any]:
     if record["n_fit"] > len(law.params):
         return record
     reason = (
-        f"refused: the BNSL over converged models' FLOPs (seed 003 eq. 4) has {record['n_fit']} "
-        f"converged points (the final checkpoint of each fitted size) for {len(law.params)} "
+        "refused: the BNSL over converged models' FLOPs (Scaling Laws for Online Advertisement "
+        f"Retrieval, eq. 4) has {record['n_fit']} converged points (the final checkpoint of each "
+        f"fitted size) for {len(law.params)} "
         "parameters; it needs more fitted sizes, not more checkpoints"
     )
     return {**record, "reason": reason}

@@ -1,4 +1,4 @@
-"""Model discrepancy from an inner rolling origin: what the bootstrap cannot see (issue 24, goals).
+"""Model discrepancy from an inner rolling origin: what the bootstrap cannot see.
 
 A bootstrap interval is conditional on the law (or the mixture of laws) being right: it resamples
 noise around the fitted curve, so a curve that bends differently beyond the fitted sizes -- misfit,

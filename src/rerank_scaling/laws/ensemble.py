@@ -1,4 +1,4 @@
-"""Model-form uncertainty: an ensemble of law forms whose interval is the mixture's (issue 24, item 2).
+"""Model-form uncertainty: an ensemble of law forms whose interval is the mixture's.
 
 The interval of one law is conditional on its form. On the default's path (four fitted sizes, a
 curve that has not bent) the forms a reviewer would accept differ most where the data say least:
@@ -7,7 +7,8 @@ curve that has not bent) the forms a reviewer would accept differ most where the
 * ``power_N``: M = a - b N^-c with the asymptote free in [0, ceiling];
 * ``power_N_ceiling``: the same with the asymptote fixed at the ceiling -- the reranking ceiling
   of the candidates (:mod:`.ceiling`) when known, else the metric's bound. For a loss (CE@k) this
-  member is Fang et al.'s ``fang_N`` (seed 001) instead, the loss-specific saturating form.
+  member is Fang et al.'s ``fang_N`` (Scaling Laws for Dense Retrieval) instead, the loss-specific saturating
+  form.
 
 A law whose asymptote ends on its bound gives one-sided draws: resamples cannot move the asymptote
 above the bound, so the free power law's interval leans low at a bound (every miss of the

@@ -1,6 +1,7 @@
 """The config's ``fitting`` section (:class:`FitSettings`) and the names every law module shares: the
-group keys a law is fitted per, the held-out protocols (seed paper 000 §5-5.1), the size axes and the
-data axes. The lowest floor of :mod:`rerank_scaling.laws`: it imports none of its siblings."""
+group keys a law is fitted per, the held-out protocols (Scaling Laws for Cross-Encoder Reranking §5-5.1), the
+size axes and the data axes. The lowest floor of :mod:`rerank_scaling.laws`: it imports none of its
+siblings."""
 
 from __future__ import annotations
 

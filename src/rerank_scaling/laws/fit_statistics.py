@@ -4,7 +4,7 @@
 * F-test against a constant model: F = ((SS_tot - SS_res)/(p - 1)) / (SS_res/(n - p)),
   p-value from F(p - 1, n - p); stars: *** p<0.001, ** p<0.01, * p<0.05, ns. With ``units``
   (the run of every point), n counts independent runs and the sums are over run means: the last
-  10 checkpoints of one run are one observation of that run's luck, not ten (issue 12: ten
+  10 checkpoints of one run are one observation of that run's luck, not ten (on the default's ladder, ten
   checkpoints of 4 sizes gave p ~ 1e-31 where 4 runs support no such claim);
 * held-out errors of forecasts: RMSE, MAE, mean bias (forecast - observed);
 * prediction intervals, two methods (config ``fitting.uncertainty``):

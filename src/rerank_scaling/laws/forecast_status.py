@@ -1,4 +1,4 @@
-"""Is a forecast usable? Judged on the forecast, not on the law's parameters (issue 24, item 1).
+"""Is a forecast usable? Judged on the forecast, not on the law's parameters.
 
 A fit can leave a parameter unidentified (the asymptote of a curve that has not saturated) and
 still forecast the next size well: the forecast is a property of the curve over the range it is

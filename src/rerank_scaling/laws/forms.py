@@ -5,19 +5,21 @@ or examples, in thousands) and ``C`` (training FLOPs, in units of 1e12), so ever
 a well-conditioned scale; parameters are reported on that scale. ``sign`` is +1 for metrics where
 larger is better (nDCG: saturating *upwards*) and -1 for losses (CE: decreasing towards a floor).
 
-Forms (seed paper 000 = "Scaling laws for cross-encoder rerankers"):
+Forms ("Scaling Laws for Cross-Encoder Reranking", the core paper):
 
 * power law in one variable, eqs. 1-2:      M = a - sign * b * x^(-c)
 * additive joint law, eqs. 3/5:             M = a - sign * (b * N^(-alpha) + c * S^(-beta))
 * multiplicative ablation, §6.2.4:          M = a + b * N^c * S^e
-* Fang et al. (seed 001), for losses:       L = (A/N)^alpha + delta,  L = (B/D)^beta + delta,
-                                            L = [(A/N)^(alpha/beta) + B/D]^beta + delta
-* broken neural scaling law (seed 003 eq. 4, Caballero et al. 2023), n breaks over FLOPs C:
+* Fang et al. ("Scaling Laws for Dense Retrieval"), for losses:
+      L = (A/N)^alpha + delta,  L = (B/D)^beta + delta,  L = [(A/N)^(alpha/beta) + B/D]^beta + delta
+* broken neural scaling law ("Scaling Laws for Online Advertisement Retrieval", eq. 4; Caballero et
+  al. 2023), n breaks over FLOPs C:
       y = a - sign * b * C^(-c0) * prod_i (1 + (C/d_i)^(1/f_i))^(-c_i * f_i)
 * log-linear (the curve every saturating law approaches before it bends): M = a + b ln x
 * power law with its asymptote fixed at a ceiling (e.g. the oracle value of BM25's candidates):
       M = ceiling - sign * b * x^(-c)
-* relative-based law (seed 004): -log RBP_k = (N0/N)^alpha, fitted as
+* relative-based law ("Relative-Based Scaling Law for Neural Language Models"):
+      -log RBP_k = (N0/N)^alpha, fitted as
       log(-log RBP_k) = alpha * log N0 - alpha * log N   (``log_target``)
 
 Bounds. The asymptote ``a`` (and Fang et al.'s floor ``delta``) is bounded by the metric's range
@@ -99,7 +101,8 @@ def _asymptote_starts(asymptote: Range, unbounded: tuple[float, ...]) -> tuple[f
 
 
 def power_law(var: str, sign: int, asymptote: Range = UNBOUNDED) -> Law:
-    """Saturating power law in one variable (seed 000 eqs. 1-2); ``asymptote`` bounds ``a``."""
+    """Saturating power law in one variable (Scaling Laws for Cross-Encoder Reranking eqs. 1-2); ``asymptote``
+    bounds ``a``."""
     label = "a - b x^{-c}" if sign > 0 else "a + b x^{-c}"
     return Law(
         f"power_{var}",
@@ -146,7 +149,8 @@ def ceiling_power_law(var: str, sign: int, ceiling: float) -> Law:
 
 
 def additive_law(sign: int, asymptote: Range = UNBOUNDED) -> Law:
-    """Additive joint law in N and S (seed 000 eqs. 3/5); ``asymptote`` bounds ``a``."""
+    """Additive joint law in N and S (Scaling Laws for Cross-Encoder Reranking eqs. 3/5); ``asymptote`` bounds
+    ``a``."""
 
     def f(p: np.ndarray, x: Variables) -> np.ndarray:
         return p[0] - sign * (p[1] * x["N"] ** (-p[2]) + p[3] * x["S"] ** (-p[4]))
@@ -169,7 +173,8 @@ def additive_law(sign: int, asymptote: Range = UNBOUNDED) -> Law:
 
 
 def multiplicative_law(asymptote: Range = UNBOUNDED) -> Law:
-    """Multiplicative ablation (seed 000 §6.2.4): M = a + b N^c S^e; ``asymptote`` bounds ``a``."""
+    """Multiplicative ablation (Scaling Laws for Cross-Encoder Reranking §6.2.4): M = a + b N^c S^e;
+    ``asymptote`` bounds ``a``."""
     return Law(
         "multiplicative",
         "a + b N^{c} S^{e}",
@@ -184,7 +189,8 @@ def multiplicative_law(asymptote: Range = UNBOUNDED) -> Law:
 
 
 def fang_law(var: str, floor: Range = (0.0, np.inf)) -> Law:
-    """Fang et al. (seed 001): L(x) = (A/x)^alpha + delta, for losses; ``floor`` bounds delta."""
+    """Fang et al. (Scaling Laws for Dense Retrieval): L(x) = (A/x)^alpha + delta, for losses; ``floor``
+    bounds delta."""
     return Law(
         f"fang_{var}",
         f"(A/{var})^{{alpha}} + delta",
@@ -198,7 +204,8 @@ def fang_law(var: str, floor: Range = (0.0, np.inf)) -> Law:
 
 
 def fang_joint_law(floor: Range = (0.0, np.inf)) -> Law:
-    """Fang et al. (seed 001) joint: L = [(A/N)^(alpha/beta) + B/D]^beta + delta; ``floor`` bounds delta."""
+    """Fang et al. (Scaling Laws for Dense Retrieval) joint: L = [(A/N)^(alpha/beta) + B/D]^beta + delta;
+    ``floor`` bounds delta."""
 
     def f(p: np.ndarray, x: Variables) -> np.ndarray:
         return ((p[0] / x["N"]) ** (p[1] / p[3]) + p[2] / x["S"]) ** p[3] + p[4]
@@ -247,7 +254,8 @@ def bnsl_law(breaks: int, sign: int, asymptote: Range = UNBOUNDED) -> Law:
 
 
 def relative_law() -> Law:
-    """Relative-based law (seed 004): -log RBP_k = (N0/N)^alpha, linear in log space."""
+    """Relative-based law (Relative-Based Scaling Law for Neural Language Models): -log RBP_k = (N0/N)^alpha,
+    linear in log space."""
     return Law(
         "relative",
         "-log RBP = (N0/N)^{alpha}",

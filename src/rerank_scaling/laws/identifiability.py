@@ -1,6 +1,6 @@
 """Is a fitted law identified by its data? Reasons a fit is ``degenerate`` rather than ``ok``.
 
-A least-squares optimum can be numerically sound and still mean nothing (issue 12): an asymptote of
+A least-squares optimum can be numerically sound and still mean nothing: an asymptote of
 51 with an exponent of 0.001 is a log-linear curve in disguise, and a size term with amplitude 1e-28
 says the data cannot see model size. Three checks, in the spirit of the warnings of
 `simple-scaling-laws` (weakly identified exponents, parameters pinned to a bound):

@@ -1,4 +1,5 @@
-"""The paper's tables (seed 000), regenerated from a run, each written as CSV, Markdown and LaTeX.
+"""The paper's tables (Scaling Laws for Cross-Encoder Reranking), regenerated from a run, each written as CSV,
+Markdown and LaTeX.
 
 Every error table is per held-out size, never pooled over sizes, and every row carries the fit's
 ``status`` (ok / degenerate / failed) and ``reason``:

@@ -1,4 +1,5 @@
-"""Held-out protocols (seed paper 000 §5-5.1), applied per (family, objective, attention, metric, split).
+"""Held-out protocols (Scaling Laws for Cross-Encoder Reranking §5-5.1), applied per (family, objective,
+attention, metric, split).
 
 * ``model`` scaling: fit on the last ``last_k`` checkpoints of sizes with role ``fit``; forecast the
   sizes with role ``held_out`` at their last ``last_k`` checkpoints (law in N);
@@ -13,9 +14,9 @@
 The data axis (``fitting.data_axis``): ``checkpoints`` (the paper's protocol) reads the law in S
 off the checkpoints of each full-data run; ``fractions`` fits every protocol on the final checkpoint
 of each data-fraction run (``training.data_fractions``: a model trained to the end of its own
-schedule on that many annotations, seed 001 §4.2), the largest fraction held out by the data and
-joint_text protocols and the only one the model protocol fits. A mid-schedule checkpoint has not
-decayed its learning rate, so the checkpoint curve under-states what that much data gives
+schedule on that many annotations, Fang et al., Scaling Laws for Dense Retrieval §4.2), the largest fraction
+held out by the data and joint_text protocols and the only one the model protocol fits. A mid-schedule
+checkpoint has not decayed its learning rate, so the checkpoint curve under-states what that much data gives
 (Hoffmann et al. 2022; Porian et al. 2024); fitting both shows by how much.
 
 Seeds are averaged per (model, step) before fitting -- aligned by their training step, never by a
@@ -62,7 +63,7 @@ log = logging.getLogger(__name__)
 
 def _selected(table: pd.DataFrame, settings: FitSettings) -> pd.DataFrame:
     rows = table[(table["family"] != "bm25") & table["metric"].isin(settings.metrics)]
-    rows = rows.assign(annotations=annotation_sources(rows))  # a law per source (seed 001 §4.3)
+    rows = rows.assign(annotations=annotation_sources(rows))  # a law per source (Fang et al., §4.3)
     return rows[rows["split"].isin(settings.splits)] if settings.splits else rows
 
 
@@ -168,7 +169,7 @@ def but_last_checkpoints(frame: pd.DataFrame, k: int) -> pd.DataFrame:
     """Every checkpoint of each model but its last ``k`` (keeps every column, ``model`` included).
 
     ``groupby(...).apply`` drops the grouping column under pandas 3, which left Table 4's rows
-    without a model (issue 12); a position-from-the-end count keeps the frame whole.
+    without a model; a position-from-the-end count keeps the frame whole.
     """
     ordered = frame.sort_values(["model", "step"])
     return ordered[ordered.groupby("model").cumcount(ascending=False) >= k]

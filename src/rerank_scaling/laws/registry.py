@@ -1,4 +1,4 @@
-"""The law registry: one owner for every law name (issue 24, item 8).
+"""The law registry: one owner for every law name.
 
 A law's name appears in fits.parquet, forecasts.parquet, the tables, the figures and planning; each
 of them turns the name back into a :class:`~rerank_scaling.laws.forms.Law` here, with

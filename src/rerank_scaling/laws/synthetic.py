@@ -5,8 +5,8 @@ size of the default's). Rows have the columns of ``results/<run>/metrics/all.par
 (:data:`rerank_scaling.records.METRIC_COLUMNS`). Every run (model x objective x seed) gets one
 offset per (split, metric), drawn once, N(0, ``run_sigma``), shared by all its checkpoints; every
 checkpoint gets its own N(0, ``checkpoint_sigma``): the dependence between checkpoints of one run
-that an i.i.d. analysis ignores. nDCG@10 follows the additive joint law (seed 000 eq. 3); CE@16 is
-a decreasing affine map of it, kept inside [0, ln 16].
+that an i.i.d. analysis ignores. nDCG@10 follows the additive joint law (Scaling Laws for Cross-Encoder
+Reranking eq. 3); CE@16 is a decreasing affine map of it, kept inside [0, ln 16].
 """
 
 from __future__ import annotations

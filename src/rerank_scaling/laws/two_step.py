@@ -1,10 +1,10 @@
-"""Two-step forecasts: a rank metric through a continuous loss (issue 24, item 2).
+"""Two-step forecasts: a rank metric through a continuous loss.
 
 A rank metric such as nDCG@10 moves in steps and saturates at the reranking ceiling; the contrastive
-entropy over the candidate list (CE@k, seed 001's loss) is continuous and follows a smooth law in
-N. Following the two-step method of Bhagia et al. 2024 ("Establishing Task Scaling Laws via
-Compute-Efficient Model Ladders", the OLMo ladder: task loss from (N, D), then accuracy from task
-loss), the forecast goes
+entropy over the candidate list (CE@k, the loss of Fang et al., Scaling Laws for Dense Retrieval) is
+continuous and follows a smooth law in N. Following the two-step method of Bhagia et al. 2024 ("Establishing
+Task Scaling Laws via Compute-Efficient Model Ladders", the OLMo ladder: task loss from (N, D), then accuracy
+from task loss), the forecast goes
 
 1. CE at the target size from the model-form ensemble of CE's laws (:mod:`.ensemble`: log-linear,
    the bounded power law, Fang's law), fitted on the fitted sizes' final checkpoints as the model

@@ -1,6 +1,6 @@
-"""Z_data of seed 001 eq. 11 per annotation source: a judged (query, passage) pair has a price
-(``planning.annotation_cost_per_pair``, e.g. {human: 0.6, ict: 0.0}: about $0.6 a human judgement,
-ICT pseudo-labels free), and the budget's D counts training examples, so a source's price per
+"""Z_data of Fang et al., Scaling Laws for Dense Retrieval eq. 11 per annotation source: a judged (query,
+passage) pair has a price (``planning.annotation_cost_per_pair``, e.g. {human: 0.6, ict: 0.0}: about $0.6 a
+human judgement, ICT pseudo-labels free), and the budget's D counts training examples, so a source's price per
 example is its price per pair times the pairs behind each example its runs saw (the metrics table's
 ``annotated_pairs / examples`` at each run's end: fewer than one with BM25 negatives in a group, and
 over more than one pass). A source without a price keeps ``planning.z_data``.

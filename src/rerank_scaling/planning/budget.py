@@ -1,13 +1,13 @@
-"""Budget allocation (seed 001 eq. 11): under a budget B, size N affords D(N) = (B - Z_infer
-C_infer(N)) / (Z_data + Z_train f_train(N)) examples; the fitted joint law's prediction M(N, D(N))
-is maximised over N (grid, then bounded refinement in log N), with and without the inference term,
+"""Budget allocation (Fang et al., Scaling Laws for Dense Retrieval eq. 11): under a budget B, size N affords
+D(N) = (B - Z_infer C_infer(N)) / (Z_data + Z_train f_train(N)) examples; the fitted joint law's prediction
+M(N, D(N)) is maximised over N (grid, then bounded refinement in log N), with and without the inference term,
 and only where the forecast is defined: inside the metric's range and the validated range
 (:class:`~.forecast.ValidatedRange`). The decision among the configured sizes, with P(best), is
 :mod:`.decision_rows`; this is the point optimum of the central fit.
 
-A generalisation of eq. 11, stated: seed 001 prices training as Z_train N (a cost per parameter
-for a fixed amount of data). Here training costs Z_train C_train = Z_train D f_train(N), the price
-of a FLOP times the FLOPs of D examples at size N (f_train ~ 6 N tokens for an encoder, plus
+A generalisation of eq. 11, stated: Fang et al., Scaling Laws for Dense Retrieval prices training as Z_train N
+(a cost per parameter for a fixed amount of data). Here training costs Z_train C_train = Z_train D f_train(N),
+the price of a FLOP times the FLOPs of D examples at size N (f_train ~ 6 N tokens for an encoder, plus
 attention; :mod:`.cost_model`). Why not follow the paper with a switch: with Z_train N the cost
 does not depend on D, so D(N) = (B - Z_infer C_infer(N) - Z_train N) / Z_data and the allocation
 between size and data, which is the question eq. 11 is asked, turns on the price of a training

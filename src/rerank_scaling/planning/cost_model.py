@@ -1,5 +1,5 @@
-"""The cost of a model size, seed 001 eq. 11: training a model of N parameters on D examples and
-then serving it costs
+"""The cost of a model size, Fang et al., Scaling Laws for Dense Retrieval eq. 11: training a model of N
+parameters on D examples and then serving it costs
 
     Z(N, D) = Z_data D + Z_train C_train(N, D) + Z_infer C_infer(N)
 
@@ -10,9 +10,9 @@ device-hour price p and the achieved FLOP/s R of the device (measured profiles,
 :mod:`rerank_scaling.planning.measured_profiles`). f and R are power laws in N through the profiled
 configurations (:func:`cost_model`). Pure numpy once the profiles are in.
 
-Seed 001 writes the training term as Z_train N (a price per parameter at a fixed amount of data);
-Z_train D f_train(N) generalises it to any D, so that budget allocation can trade size against
-data at all (:mod:`.budget` argues the choice; the paper's form is the fixed-D special case).
+Fang et al., Scaling Laws for Dense Retrieval writes the training term as Z_train N (a price per parameter at
+a fixed amount of data); Z_train D f_train(N) generalises it to any D, so that budget allocation can trade
+size against data at all (:mod:`.budget` argues the choice; the paper's form is the fixed-D special case).
 """
 
 from __future__ import annotations
@@ -77,7 +77,8 @@ class PowerLaw:
 
 @dataclass(frozen=True)
 class CostModel:
-    """Seed 001 eq. 11: Z(N, D) = Z_data D + Z_train C_train(N, D) + Z_infer C_infer(N)."""
+    """Fang et al., Scaling Laws for Dense Retrieval, eq. 11: Z(N, D) = Z_data D + Z_train C_train(N, D) +
+    Z_infer C_infer(N)."""
 
     train_flops: PowerLaw  # f_train: training FLOPs per example
     infer_flops: PowerLaw  # f_infer: inference FLOPs per (query, candidate) pair

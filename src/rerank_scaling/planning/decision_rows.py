@@ -1,8 +1,8 @@
-"""The plan's decisions as rows: per group and budget (seed 001 eq. 11) and per group and law of the
-ROI choice (seed 003 eqs. 5-6), a ``decision`` row (the verdict, :func:`.decisions.decide`) and one
-``candidate`` row per configured size (its examples, extrapolation, forecast interval, P(best),
-expected regret, P(ROI >= lambda)); candidates beyond the validated range are compared on the
-law's extrapolated draws and flagged (:func:`.decisions.decide`).
+"""The plan's decisions as rows: per group and budget (Fang et al., Scaling Laws for Dense Retrieval eq. 11)
+and per group and law of the ROI choice (Scaling Laws for Online Advertisement Retrieval eqs. 5-6), a
+``decision`` row (the verdict, :func:`.decisions.decide`) and one ``candidate`` row per configured size (its
+examples, extrapolation, forecast interval, P(best), expected regret, P(ROI >= lambda)); candidates beyond the
+validated range are compared on the law's extrapolated draws and flagged (:func:`.decisions.decide`).
 
 The candidates are the configured models: a decision is "which of the sizes we can build do we
 train", and P(best) over a continuous grid of sizes would spread over neighbours that nobody

@@ -7,7 +7,8 @@ expected metric M_bk; over the B draws, per candidate k:
 
     P(best)_k          = mean_b 1[k = argmax_j sign M_bj]        (ties share the credit)
     expected regret_k  = mean_b (max_j sign M_bj - sign M_bk)    (metric points given up)
-    P(ROI >= lambda)_k = mean_b 1[V(M_bk) / Z_k >= lambda]       (seed 003 eqs. 5-6; NaN without a value map)
+    P(ROI >= lambda)_k = mean_b 1[V(M_bk) / Z_k >= lambda]       (Scaling Laws for Online Advertisement
+    Retrieval eqs. 5-6; NaN without a value map)
 
 The verdict is ``train <k>`` when the best P(best) reaches ``planning.decision_p_best`` (default
 0.8); below it, ``prefer <k>`` with the numbers (the two leading P(best) and how much their 95%

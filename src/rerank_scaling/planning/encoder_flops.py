@@ -1,6 +1,6 @@
-"""Analytic FLOPs of a reranker per model configuration (seed 001 §5; Kaplan et al. 2020, Table 1,
-re-derived for a bidirectional encoder). The measured side (timed profiles, counted FLOPs) is
-:mod:`.measured_profiles`; the price of a model size built from both is :mod:`.cost_model`.
+"""Analytic FLOPs of a reranker per model configuration (Fang et al., Scaling Laws for Dense Retrieval §5;
+Kaplan et al. 2020, Table 1, re-derived for a bidirectional encoder). The measured side (timed profiles,
+counted FLOPs) is :mod:`.measured_profiles`; the price of a model size built from both is :mod:`.cost_model`.
 
 An encoder with L layers of width h (= heads x head dim) and FFN width i reads a sequence of s
 tokens; every token attends to k keys. Counting 2 FLOPs per multiply-accumulate:
@@ -20,10 +20,10 @@ since the backward pass takes a gradient for each operand of every matmul (2x th
 counted: embedding look-ups, layer norms, softmax, activations, biases (O(s h) per layer, <1%).
 
 Keys per token k (:func:`keys_per_token`): full attention k = s. Windowed attention with window w
-(seed 002 eqs. 2-3, as ``window_attention.window_attention`` computes it): every token scores the
-G query-segment keys and a band of 2w + 1 document keys (the band has that width whatever the
-edges), and the R dense rows ([CLS], or the whole query segment when the query sees the
-document) are recomputed against all s keys, R s scores spread over s tokens: k = G + 2w + 1 + R.
+(Schlatt et al., Sparse Attention on Cross-Encoders eqs. 2-3, as ``window_attention.window_attention``
+computes it): every token scores the G query-segment keys and a band of 2w + 1 document keys (the band has
+that width whatever the edges), and the R dense rows ([CLS], or the whole query segment when the query sees
+the document) are recomputed against all s keys, R s scores spread over s tokens: k = G + 2w + 1 + R.
 A window w >= s - 1 counts as full attention.
 
 Local layers (ModernBERT / Ettin: every layer but each ``global_attn_every_n_layers``-th attends
@@ -112,7 +112,8 @@ def keys_per_token(
     query_tokens: float = 0.0,
     query_sees_document: bool = False,
 ) -> float:
-    """Mean number of keys a token attends to: s (full) or G + 2w + 1 + R (window w; seed 002)."""
+    """Mean number of keys a token attends to: s (full) or G + 2w + 1 + R (window w; Schlatt et al., Sparse
+    Attention on Cross-Encoders)."""
     if window is None or window >= seq_len - 1:
         return float(seq_len)
     dense_rows = query_tokens if query_sees_document else 1.0

@@ -2,13 +2,13 @@
 examples D, from the fit stage's joint-protocol fits and the runs' token and step counts.
 
 The metric may come from any fitted law over N and S, or over training FLOPs C (the broken neural
-scaling law, seed 003 eq. 4, fitted on converged models: :mod:`rerank_scaling.laws.converged`), with
-C = 6 N tokens_per_example D as in the training sidecars. A forecast carries the fit's bootstrap
-refits (``params_draws`` of fits.parquet) and the range it may be used in (:class:`ValidatedRange`):
-outside it the forecast is NaN, so no curve, optimum or decision reaches beyond what the rolling-
-origin backtests validated. A fit whose parameters are not identified (status ``degenerate``) is
-still a forecast: it is judged on its draws (item 1 of issue 24); only a missing or failed fit is
-not (:func:`unusable_fit`).
+scaling law, Scaling Laws for Online Advertisement Retrieval eq. 4, fitted on converged models:
+:mod:`rerank_scaling.laws.converged`), with C = 6 N tokens_per_example D as in the training sidecars. A
+forecast carries the fit's bootstrap refits (``params_draws`` of fits.parquet) and the range it may be used in
+(:class:`ValidatedRange`): outside it the forecast is NaN, so no curve, optimum or decision reaches beyond
+what the rolling- origin backtests validated. A fit whose parameters are not identified (status
+``degenerate``) is still a forecast: it is judged on its draws (forecast_status judges forecasts, not
+parameters); only a missing or failed fit is not (:func:`unusable_fit`).
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ DECISION_FORMS = ("additive", "multiplicative", "fang_joint")
 
 @dataclass(frozen=True)
 class FormMixture:
-    """Form uncertainty in a decision (issue 24, item 5): an equal-weight mixture of the joint forms'
+    """Form uncertainty in a decision: an equal-weight mixture of the joint forms'
     bootstrap draws, the same number from each (as :mod:`rerank_scaling.laws.ensemble` mixes the
     model law's forms). The forms are fitted on the same points, so the first member's validated
     range, sign and step conversion are every member's. :meth:`sample` is what a decision reads;

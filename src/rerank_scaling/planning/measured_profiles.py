@@ -1,6 +1,6 @@
-"""Measured cost profiles of a reranker (the machine-cost simulation of seed 003 §3.3): for one
-model configuration a few timed training steps (binary cross-entropy, AdamW) and inference batches
-on the configured device give seconds per example, achieved FLOP/s (analytic FLOPs of
+"""Measured cost profiles of a reranker (the machine-cost simulation of Scaling Laws for Online Advertisement
+Retrieval §3.3): for one model configuration a few timed training steps (binary cross-entropy, AdamW) and
+inference batches on the configured device give seconds per example, achieved FLOP/s (analytic FLOPs of
 :mod:`.encoder_flops` / time), peak memory, and the ``torch.utils.flop_counter`` count of one step
 next to the analytic count (the FLOPs check). Profiles are cached as JSON, one file per (device
 name, model spec, max_length, batch, torch version, CPU threads) under ``<cache>/<device>/``,
@@ -90,7 +90,8 @@ def flop_check(profile: CostProfile) -> str:
 
 @dataclass
 class CostProfile:
-    """Measured cost of one model configuration on one device (seed 003 §3.3)."""
+    """Measured cost of one model configuration on one device (Scaling Laws for Online Advertisement Retrieval
+    §3.3)."""
 
     key: str
     device: str  # device name, e.g. "NVIDIA H100 80GB HBM3" or "cpu: AMD EPYC (2 threads)"

@@ -1,4 +1,5 @@
-"""Stage: cost profiles, budget allocation (seed 001 eq. 11) and ROI-constrained choice (seed 003 eqs. 5-6).
+"""Stage: cost profiles, budget allocation (Fang et al., Scaling Laws for Dense Retrieval eq. 11) and
+ROI-constrained choice (Scaling Laws for Online Advertisement Retrieval eqs. 5-6).
 
     python -m rerank_scaling.planning.plan --metrics all.parquet --fits fits.parquet --models JSON \
         --planning JSON --fitting JSON --training JSON --evaluation JSON --device auto \

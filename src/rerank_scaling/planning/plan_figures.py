@@ -1,4 +1,5 @@
-"""The plan stage's figures: budget curves (seed 001 eq. 11) and the ROI frontier (seed 003 eqs. 5-6)."""
+"""The plan stage's figures: budget curves (Fang et al., Scaling Laws for Dense Retrieval eq. 11) and the ROI
+frontier (Scaling Laws for Online Advertisement Retrieval eqs. 5-6)."""
 
 from __future__ import annotations
 
@@ -132,7 +133,9 @@ def budget_figure(plan: Plan, table: pd.DataFrame, metric: str, split: str) -> p
     ]
     axes[-1].legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     fig.suptitle(
-        "Budget allocation: Z = Z_data D + Z_train C_train + Z_infer C_infer (seed 001 eq. 11)", fontsize=10
+        "Budget allocation: Z = Z_data D + Z_train C_train + Z_infer C_infer "
+        "(Fang et al., Scaling Laws for Dense Retrieval, eq. 11)",
+        fontsize=10,
     )
     fig.tight_layout()
     return fig
@@ -200,7 +203,10 @@ def roi_figure(plan: Plan, table: pd.DataFrame, metric: str, split: str) -> plt.
             title_fontsize=7,
         )
         axes[1][-1].legend(fontsize=7, loc="best")
-    title = "ROI-constrained choice: max M s.t. V/Z >= lambda (seed 003 eqs. 5-6)"
+    title = (
+        "ROI-constrained choice: max M s.t. V/Z >= lambda\n"
+        "(Scaling Laws for Online Advertisement Retrieval, eqs. 5-6)"
+    )
     if not valued:
         title += "\nno value per metric point configured: frontier only, no choice made"
     fig.suptitle(title, fontsize=10)

@@ -202,7 +202,7 @@ def make_plan(
 
 def _fit_note(fit: pd.Series) -> str:
     """What a degenerate fit's rows say: the parameters are not identified, the forecast is used
-    through its draws (issue 24, item 1)."""
+    through its draws."""
     if fit["status"] != "degenerate":
         return ""
     return "fit degenerate (parameters not identified, fits.parquet says which): judged on its forecast draws"
@@ -221,7 +221,8 @@ def _roi_rows(
     configured: dict[str, float],
     frontiers: list[pd.DataFrame],
 ) -> list[dict[str, Any]]:
-    """ROI-constrained choice (seed 003 eqs. 5-6) with the additive law and the BNSL over FLOPs (eq. 4)."""
+    """ROI-constrained choice (Scaling Laws for Online Advertisement Retrieval eqs. 5-6) with the additive law
+    and the BNSL over FLOPs (eq. 4)."""
     rows = []
     d = float(settings.training_examples)
     names = ["additive"] + sorted(n for n in group["law"].unique() if str(n).startswith("bnsl"))

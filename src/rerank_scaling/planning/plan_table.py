@@ -176,8 +176,8 @@ def plan_markdown(table: pd.DataFrame, settings: PlanSettings, profiles: list[Co
         ),
         (
             "budget",
-            "Budget allocation, point optimum of the central fit (seed 001 eq. 11, generalised: "
-            "Z_train D f(N) for Z_train N; planning/budget.py)",
+            "Budget allocation, point optimum of the central fit (Fang et al., Scaling Laws for Dense "
+            "Retrieval, eq. 11, generalised: Z_train D f(N) for Z_train N; planning/budget.py)",
             [
                 *GROUP_KEYS[1:],
                 "status",
@@ -195,7 +195,8 @@ def plan_markdown(table: pd.DataFrame, settings: PlanSettings, profiles: list[Co
         ),
         (
             "roi",
-            f"ROI-constrained choice (seed 003 eqs. 5-6), lambda = {settings.roi_lambda}",
+            f"ROI-constrained choice (Scaling Laws for Online Advertisement Retrieval, eqs. 5-6), "
+            f"lambda = {settings.roi_lambda}",
             [
                 *GROUP_KEYS[1:],
                 "law",

@@ -1,6 +1,6 @@
-"""ROI-constrained choice (seed 003 eqs. 5-6): with the training set D fixed, the value is a linear
-map of the metric, V(N) = v sign (M(N, D) - M_ref) (M_ref e.g. BM25's value: what the reranker
-adds over the first stage), and
+"""ROI-constrained choice (Scaling Laws for Online Advertisement Retrieval eqs. 5-6): with the training set D
+fixed, the value is a linear map of the metric, V(N) = v sign (M(N, D) - M_ref) (M_ref e.g. BM25's value: what
+the reranker adds over the first stage), and
 
     N_roi = argmax_N M(N, D)   subject to   V(N) / Z(N, D) >= lambda          (eqs. 5-6)
 

@@ -1,4 +1,4 @@
-"""The answer of a run in words: the one owner of its wording (issue 28).
+"""The answer of a run in words: the one owner of its wording.
 
 A team lead asks four things, in this order: which sizes were fitted and which forecast (and on
 which size axis); per objective, the forecast with its 95% interval, whether it is usable (the

@@ -1,4 +1,4 @@
-"""The two data curves of the data-scaling figure (issue 29): the checkpoints of one full-data run
+"""The two data curves of the data-scaling figure: the checkpoints of one full-data run
 (the paper's protocol: mid-schedule models whose learning rate has not decayed) and the ends of the
 ``training.data_fractions`` runs (each trained to the end of its own schedule), per annotation source."""
 

@@ -124,8 +124,9 @@ def _last_checkpoints(rows: pd.DataFrame, k: int) -> pd.DataFrame:
 def model_scaling(
     metrics: pd.DataFrame, fits: pd.DataFrame, forecasts: pd.DataFrame, metric: str, split: str
 ) -> plt.Figure:
-    """Metric against N per objective (seed 000 §5): the last k checkpoints of every size (seeds
-    averaged, as fitted), the power law in N, and held-out forecasts with their 95% bands."""
+    """Metric against N per objective (Scaling Laws for Cross-Encoder Reranking §5): the last k checkpoints of
+    every size (seeds averaged, as fitted), the power law in N, and held-out forecasts with their 95%
+    bands."""
     runs = select_rows(metrics[metrics["family"] != "bm25"], metric=metric, split=split)
     panels = _panel_keys(runs)
     fig, axes = _panels(panels)

@@ -23,7 +23,7 @@ import pandas as pd
 
 from rerank_scaling.report.scaling_evidence import QueryTable, final_rows, verdict
 
-# What summary.md and the README say when there is nothing to check.
+# What summary.md and the docs' default-run block say when there is nothing to check.
 NO_CHECK = (
     "(no forecast of a held-out size: the grid has no held-out size, or no law fitted to the other "
     "sizes forecast it; see laws/tables/table08_final_checkpoint.csv and laws/fits.parquet)"

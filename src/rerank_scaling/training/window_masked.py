@@ -1,4 +1,5 @@
-"""The window pattern as a mask: dense masked attention and FlexAttention (seed 002, eq. 1 with a mask).
+"""The window pattern as a mask: dense masked attention and FlexAttention (Schlatt et al., Sparse Attention on
+Cross-Encoders, eq. 1 with a mask).
 
 * :func:`masked_attention`: dense attention under a (B, S, S) mask, O(S^2): the reference the
   windowed passes are tested against, and what ModernBERT's local layers compute when windowed

@@ -1,5 +1,5 @@
 """Windowed attention's operations: the banded products and the two attention passes, each with
-its PyTorch reference (seed 002, Schlatt et al., ECIR 2024, eq. 1 over the pattern of eqs. 2-3).
+its PyTorch reference (Schlatt et al., ECIR 2024, eq. 1 over the pattern of eqs. 2-3).
 
 The banded products (``kernels/window_attention/cpu/window_matmul_cpu.cpp`` and its CUDA twin),
 each a ``torch.autograd.Function`` with an explicit backward, a vectorised reference (unfold +

@@ -1,4 +1,4 @@
-"""The sparse cross-encoder's attention pattern (seed 002, Schlatt et al., ECIR 2024, eqs. 2-3).
+"""The sparse cross-encoder's attention pattern (Schlatt et al., ECIR 2024, eqs. 2-3).
 
 Which keys each token of ``[CLS] query [SEP] document [SEP]`` may attend to:
 

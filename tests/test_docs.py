@@ -1,0 +1,159 @@
+"""The front door and the docs site: a short README whose three paths come first, a site that builds
+with ``mkdocs build --strict``, a configuration reference that is the schema's, and papers cited by
+name, never by a number only the project's history could resolve."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO
+
+README = REPO / "README.md"
+#: Where a reader meets the text: what must cite papers and concepts by name.
+CITING = ["README.md", "docs", "src", "tests", "benchmarks", "scripts", "rules", "Snakefile"]
+#: A reference to the project's issues or to a paper by its place in a reading list.
+UNRESOLVABLE = re.compile(r"issue [0-9]|seeds? (paper )?00[0-9]|paper 00[0-9]", re.I)
+
+
+def load_script(name: str):
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_readme_is_short_and_opens_with_the_three_paths():
+    lines = README.read_text().splitlines()
+    assert len(lines) <= 250, f"README.md has {len(lines)} lines; move detail to docs/"
+    opening = "\n".join(lines[:60])
+    for path in ("**Run the default**", "**Run the paper grid on a SLURM cluster**", "**Forecast or advise"):
+        assert path in opening, f"{path} is not in the README's first 60 lines"
+    for command in (
+        "./run.sh",
+        "--profile profiles/slurm",
+        "rerank-scaling forecast",
+        "rerank-scaling advise",
+    ):
+        assert command in opening, command
+    assert "**Contents:**" in opening and "![" in README.read_text()
+
+
+def test_the_readme_keeps_exactly_the_two_set_up_commands():
+    section = README.read_text().split("## Set-up on a fresh machine", 1)[1].split("\n## ", 1)[0]
+    commands = [line.strip() for line in section.splitlines() if line.startswith("    ")]
+    assert commands == ["./run.sh", "./test.sh"]
+
+
+def test_the_readme_links_and_pictures_exist():
+    for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", README.read_text()):
+        if not target.startswith("http"):
+            assert (REPO / target).exists(), target
+
+
+def default_tables() -> list[dict[str, str]]:
+    """The rows of the generated default-run block's tables, each as {column: cell}."""
+    page = (REPO / "docs" / "default-run.md").read_text()
+    block = page.split("<!-- default-results:begin -->", 1)[1].split("<!-- default-results:end -->", 1)[0]
+    rows, header = [], None
+    for line in block.splitlines():
+        cells = (
+            [cell.strip() for cell in line.strip().strip("|").split("|")] if line.startswith("|") else None
+        )
+        if cells is None:
+            header = None
+        elif header is None:
+            header = cells
+        elif not set(line) <= set("|-: "):
+            rows.append(dict(zip(header, cells, strict=True)))
+    return rows
+
+
+def test_the_readme_says_what_the_generated_default_block_says():
+    """The README's honest summary of the default (L6 below L4 on dev, no size beating BM25) holds for
+    the block scripts/readme_default.py wrote; a run that changes that must change the README too."""
+    readme = " ".join(README.read_text().split())
+    rows = default_tables()
+    gaps = [
+        row["gap to largest fitted"]
+        for row in rows
+        if "gap to largest fitted" in row and row["split"] == "dev"
+    ]
+    beats = [row["beats BM25"] for row in rows if "beats BM25" in row]
+    assert gaps and beats
+    if "held-out L6 ends *below* L4 on dev for every objective" in readme:
+        assert all(gap.startswith("-") and gap.endswith("(L4)") for gap in gaps), gaps
+    if '("beats BM25": no in every row)' in readme:
+        assert set(beats) == {"no"}, beats
+
+
+def test_the_configuration_reference_is_the_schemas():
+    script = load_script("config_reference")
+    assert script.PAGE.read_text() == script.generated(), "run python scripts/config_reference.py"
+    schema = script.schema_path().read_text()
+    for key in ("gradient_checkpointing", "max_setup_share", "value_reference"):
+        assert key in schema and f".{key}`" in script.PAGE.read_text()
+
+
+def test_every_script_says_where_it_writes():
+    """docs/scripts.md names every script of scripts/ and benchmarks/, and what it writes."""
+    page = (REPO / "docs" / "scripts.md").read_text()
+    scripts = [
+        *(REPO / "scripts").glob("*.py"),
+        *(REPO / "scripts").glob("*.sh"),
+        *(REPO / "benchmarks").glob("*.py"),
+    ]
+    missing = [str(path.relative_to(REPO)) for path in scripts if f"`{path.name}`" not in page]
+    assert not missing, f"add them to docs/scripts.md: {missing}"
+
+
+def test_papers_are_cited_by_name():
+    found = []
+    for name in CITING:
+        path = REPO / name
+        files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
+        for file in files:
+            if file.suffix in {".pyc", ".png", ".pdf", ".parquet", ".so"} or "__pycache__" in file.parts:
+                continue
+            for number, line in enumerate(file.read_text(errors="replace").splitlines(), 1):
+                if UNRESOLVABLE.search(line):
+                    found.append(f"{file.relative_to(REPO)}:{number}: {line.strip()}")
+    assert not found, "cite the paper or say the concept:\n" + "\n".join(found)
+
+
+def test_the_docs_site_builds_strict(tmp_path):
+    """Every page renders, every link and anchor resolves, every generated report is on the site.
+    mkdocs-material is a test dependency (pyproject's ``test`` extra, installed by scripts/install.sh)."""
+    site = tmp_path / "site"
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "WARNING" not in done.stderr, done.stderr[-4000:]
+    for report in (REPO / "benchmarks" / "results").glob("*.md"):
+        assert (site / "benchmarks" / "results" / report.stem / "index.html").exists(), report.name
+    assert "--profile profiles/slurm" in (site / "cluster" / "index.html").read_text()
+    assert "bad-inputs:begin" in (REPO / "docs" / "bad-inputs.md").read_text()
+
+
+@pytest.mark.slow
+def test_the_readme_forecast_path_runs_verbatim(tmp_path):
+    """The README's third path as a user runs it: its table saved as runs.csv, its two command lines
+    run by bash from a folder where .venv is this checkout's, each writing what the README says."""
+    text = README.read_text()
+    (tmp_path / "runs.csv").write_text(re.search(r"```\n(model,size,value\n.*?)```", text, re.S)[1])
+    (tmp_path / ".venv").symlink_to(REPO / ".venv")
+    commands = [line.strip() for line in text.splitlines() if line.startswith("    .venv/bin/rerank-scaling")]
+    assert [command.split()[1] for command in commands] == ["forecast", "advise"]
+    done = subprocess.run(["bash", "-c", "\n".join(["set -e", *commands])], cwd=tmp_path, capture_output=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "## The question" in (tmp_path / "forecast" / "answer.md").read_text()
+    assert (tmp_path / "advice" / "advice.csv").read_text().startswith("candidate,")
