@@ -13,6 +13,12 @@ of the paper's data, with the settings and the corpus varied so that each term m
 at 5% and 10% (442k and 884k passages, 10k and 20k train queries), ``merge_metrics`` on the paper
 grid's 360 parts at 5% and 10% of MS MARCO's evaluation queries and on 36 and 108 parts at the full
 queries. A prediction further than ``--tolerance`` (25%) from the measured peak fails the run.
+
+On each ``training_examples`` collection the other CPU jobs that grow with the data run too, each
+its own command: ``annotation_examples`` (on the examples just written), ``prepare_corpus`` and
+``prepare_qrels`` (``prepare_data --part``, a local source), ``split_texts`` and ``evaluate_bm25``
+(the train split's run standing in for an evaluated split's); their :class:`LinearCost` models are
+fitted on the calibration collections and checked on the 5% and 10% ones in the same way.
 """
 
 from __future__ import annotations
@@ -36,14 +42,21 @@ from benchmark_output import emit
 from scipy.optimize import nnls
 
 from rerank_scaling.cpu_memory import (
+    CorpusCounts,
     ExamplesCoefficients,
     ExamplesCounts,
+    ExampleTableCounts,
+    LinearCost,
     MergeCoefficients,
     MergeCounts,
+    RunLinesCounts,
+    SplitTextsCounts,
+    expected_distinct,
 )
+from rerank_scaling.evaluation.checkpoints import EvalSettings
 from rerank_scaling.evaluation.metrics import MetricSettings, metric_names
 from rerank_scaling.precision import cpu_name
-from rerank_scaling.settings import settings_of
+from rerank_scaling.settings import settings_of, without
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER = yaml.safe_load((REPO / "config.paper.yaml").read_text())
@@ -124,7 +137,89 @@ def examples_run(work: Path, query_scale: float, passage_scale: float, changed: 
         settings["pointwise_negatives"],
         settings["group_negatives"],
     )
-    return {"counts": shape, "peak_mb": peak, "seconds": seconds}
+    rows = {"training_examples": {"counts": shape, "peak_mb": peak, "seconds": seconds}}
+    return {**rows, **collection_jobs(work, root, counts, shape)}
+
+
+#: The evaluation section the BM25 evaluation job gets (rules/common.smk's evaluation_json(model_free)).
+BM25_EVALUATION = without(
+    {**PAPER["evaluation"], "max_queries": None},
+    EvalSettings.JOB_KEYS,
+    EvalSettings.SCORING_KEYS,
+    EvalSettings.RESOURCE_KEYS,
+)
+
+
+def collection_jobs(work: Path, root: Path, counts: dict, shape: ExamplesCounts) -> dict[str, dict]:
+    """The other data-sized CPU jobs on one synthetic collection (module docstring), by rule."""
+    local = json.dumps({"name": "synthetic", "source": "local", "local": {"path": str(root)}})
+    rerank_depth = min(int(PAPER["evaluation"]["rerank_depth"]), RUN_DEPTH)
+    jobs = {
+        "annotation_examples": (
+            "rerank_scaling.data.annotation_examples",
+            ["--source", "ict", "--seed", "0", "--pointwise", str(work / "pointwise.parquet")]
+            + ["--groups", str(work / "groups.parquet"), "--out", str(work / "ict")],
+            ExampleTableCounts(shape.example_documents),
+        ),
+        "prepare_corpus": (
+            "rerank_scaling.data.prepare_data",
+            ["--dataset", local, "--out", str(work / "copy"), "--part", "corpus"],
+            CorpusCounts(counts["passages"]),
+        ),
+        "prepare_qrels": (  # against the corpus prepare_corpus materialised, as in the workflow
+            "rerank_scaling.data.prepare_data",
+            ["--dataset", local, "--out", str(work / "copy"), "--part", "qrels", "--split", "train"],
+            CorpusCounts(counts["passages"]),
+        ),
+        "split_texts": (
+            "rerank_scaling.evaluation.split_texts",
+            ["--corpus", str(root / "corpus.jsonl"), "--run", str(root / "train.trec")]
+            + ["--depth", str(rerank_depth), "--out", str(work / "texts.parquet")],
+            SplitTextsCounts(
+                counts["run_lines"],
+                expected_distinct(counts["passages"], counts["queries"] * rerank_depth),
+                counts["passages"],
+            ),
+        ),
+        "evaluate_bm25": (
+            "rerank_scaling.evaluation.evaluate",
+            ["bm25", "--collection", str(root), "--bm25-dir", str(work / "bm25"), "--splits", "train"]
+            + ["--settings", json.dumps(BM25_EVALUATION), "--out", str(work / "bm25.parquet")]
+            + ["--per-query", str(work / "bm25.per_query.parquet")],
+            RunLinesCounts(counts["run_lines"]),
+        ),
+    }
+    (work / "bm25").mkdir(exist_ok=True)
+    shutil.copyfile(root / "train.trec", work / "bm25" / "train.trec")
+    rows = {}
+    for rule, (module, arguments, job_counts) in jobs.items():
+        peak, seconds = measured(module, arguments)
+        rows[rule] = {"counts": job_counts, "peak_mb": peak, "seconds": seconds}
+    shutil.rmtree(work / "copy", ignore_errors=True)
+    return rows
+
+
+#: What each LinearCost model's memory and time are linear in (fields of its counts).
+COST_TERMS = {
+    "annotation_examples": (("example_documents",), ("example_documents",)),
+    "prepare_corpus": (("passages",), ("passages",)),
+    "prepare_qrels": (("passages",), ("passages",)),
+    "split_texts": (("run_lines", "texts"), ("run_lines", "passages")),
+    "evaluate_bm25": (("run_lines",), ("run_lines",)),
+}
+
+
+def linear_cost(rule: str, rows: list[dict]) -> LinearCost:
+    """A :class:`LinearCost` fitted (non-negative least squares) on ``rows`` of one rule."""
+    memory_terms, time_terms = COST_TERMS[rule]
+    memory = fit(rows, lambda c: [1, *(getattr(c, t) / 1e6 for t in memory_terms)], "peak_mb")
+    time_fit = fit(rows, lambda c: [1, *(getattr(c, t) for t in time_terms)], "seconds")
+    return LinearCost(
+        base_mb=float(f"{memory[0]:.4g}"),
+        bytes_per={t: float(f"{v:.4g}") for t, v in zip(memory_terms, memory[1:], strict=True)},
+        start_seconds=float(f"{time_fit[0]:.4g}"),
+        seconds_per={t: float(f"{v:.4g}") for t, v in zip(time_terms, time_fit[1:], strict=True)},
+    )
 
 
 def merge_run(work: Path, query_scale: float, runs: int, checkpoints: int, metrics: int) -> dict:
@@ -202,21 +297,44 @@ def main() -> None:
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="bench-cpu-memory-") as tmp:
         work = Path(tmp)
-        fitted_examples = [(n, "fitted", examples_run(work, q, p, c)) for n, q, p, c in EXAMPLE_CALIBRATION]
-        checked_examples = [
+        fitted_collections = [
+            (n, "fitted", examples_run(work, q, p, c)) for n, q, p, c in EXAMPLE_CALIBRATION
+        ]
+        checked_collections = [
             (n, "held out", examples_run(work, q * shrink, p * shrink, c)) for n, q, p, c in EXAMPLE_CHECKS
         ]
         fitted_merge = [(n, "fitted", merge_run(work, q, r, k, metrics)) for n, q, r, k in MERGE_CALIBRATION]
         checked_merge = [
             (n, "held out", merge_run(work, q * shrink, r, k, metrics)) for n, q, r, k in MERGE_CHECKS
         ]
+
+    def of_rule(rule: str, runs: list) -> list:
+        return [(name, role, rows[rule]) for name, role, rows in runs]
+
+    fitted_examples = of_rule("training_examples", fitted_collections)
+    checked_examples = of_rule("training_examples", checked_collections)
     examples = examples_coefficients([row for _, _, row in fitted_examples])
     merge = merge_coefficients([row for _, _, row in fitted_merge])
     examples_text, examples_ok = table(
         "training_examples", fitted_examples + checked_examples, examples, args.tolerance
     )
     merge_text, merge_ok = table("merge_metrics", fitted_merge + checked_merge, merge, args.tolerance)
-    coefficients = {"examples": dataclasses.asdict(examples), "merge": dataclasses.asdict(merge)}
+    costs, cost_texts, costs_ok = {}, [], True
+    for rule in COST_TERMS:
+        costs[rule] = linear_cost(rule, [row for _, _, row in of_rule(rule, fitted_collections)])
+        rule_text, rule_ok = table(
+            rule,
+            of_rule(rule, fitted_collections) + of_rule(rule, checked_collections),
+            costs[rule],
+            args.tolerance,
+        )
+        cost_texts.append(rule_text)
+        costs_ok &= rule_ok
+    coefficients = {
+        "examples": dataclasses.asdict(examples),
+        "merge": dataclasses.asdict(merge),
+        "costs": {rule: dataclasses.asdict(cost) for rule, cost in costs.items()},
+    }
     text = (
         "# CPU jobs' memory and time (benchmarks/bench_cpu_memory.py)\n\n"
         "Generated by `python benchmarks/bench_cpu_memory.py --out benchmarks/results/cpu_memory.md`.\n"
@@ -224,12 +342,12 @@ def main() -> None:
         f"average {load:.1f} before, {os.getloadavg()[0]:.1f} after. Held-out runs must be within "
         f"{args.tolerance:.0%} of the model fitted on the others"
         f"{' (quick run: checks at 1/10 the scales)' if args.quick else ''}.\n\n"
-        f"{examples_text}\n{merge_text}\n"
-        "Coefficients (rerank_scaling.cpu_memory.EXAMPLES and MERGE hold these):\n\n"
+        f"{examples_text}\n{merge_text}\n" + "\n".join(cost_texts) + "\n"
+        "Coefficients (rerank_scaling.cpu_memory.EXAMPLES, MERGE and CPU_COSTS hold these):\n\n"
         f"```json\n{json.dumps(coefficients, indent=2)}\n```\n"
     )
     emit(text, args.out)
-    if not (examples_ok and merge_ok):
+    if not (examples_ok and merge_ok and costs_ok):
         raise SystemExit(f"a held-out prediction is more than {args.tolerance:.0%} off the measured peak")
 
 

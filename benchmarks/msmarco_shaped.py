@@ -35,7 +35,12 @@ def _word_pool(rng: np.random.Generator, chars: int) -> str:
     words = [
         "".join(rng.choice(list("abcdefghijklmnopqrstuvwxyz"), size=n)) for n in rng.integers(2, 10, 5000)
     ]
-    text = " ".join(rng.choice(words, size=chars // 5))
+    chosen = rng.choice(words, size=chars // 5)
+    # sentences of 12 words (MS MARCO passages hold a few), for the jobs that split them (ICT)
+    text = " ".join(
+        (word.capitalize() if i % 12 == 0 else word) + ("." if i % 12 == 11 else "")
+        for i, word in enumerate(chosen)
+    )
     return text[:chars]
 
 

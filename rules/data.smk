@@ -12,8 +12,9 @@ rule prepare_corpus:
         dataset=dataset_part_json("corpus"),
         out=directory_of("output", "corpus"),
     resources:
-        # ir_datasets streams MS MARCO's 8.8M passages through it
-        **job_resources("prepare_corpus", mem_mb=16000, runtime=240),
+        # ir_datasets streams MS MARCO's 8.8M passages through it; its ids are checked: sized per
+        # passage (rerank_scaling.cpu_memory, measured)
+        **job_resources("prepare_corpus", **SIZES.cpu_job("prepare_corpus", SIZES.data_counts("prepare_corpus"))),
     priority: 50
     log:
         log_path("data", "corpus"),
@@ -64,7 +65,8 @@ rule prepare_qrels:
         out=directory_of("output", "qrels", levels=2),
     resources:
         # the corpus's ids (MS MARCO: 8.8M)
-        **job_resources("prepare_qrels", mem_mb=8000, runtime=60),
+        # the corpus's ids indexed, then the split's judgements checked (rerank_scaling.cpu_memory)
+        **job_resources("prepare_qrels", **SIZES.cpu_job("prepare_qrels", SIZES.data_counts("prepare_qrels"))),
     priority: 50
     log:
         log_path("data", "qrels_{split}"),

@@ -18,7 +18,10 @@ rule annotation_examples:
         seed=config["examples"]["seed"],
         out=directory_of("output", "pointwise"),
     resources:
-        **job_resources("annotation_examples", mem_mb=4000, runtime=60),
+        # reads the human example tables (rerank_scaling.cpu_memory, measured)
+        **job_resources(
+            "annotation_examples", **SIZES.cpu_job("annotation_examples", SIZES.data_counts("annotation_examples"))
+        ),
     log:
         log_path("examples", "{source}"),
     benchmark:
@@ -111,7 +114,8 @@ rule file_examples:
         training=training_steps_json(),
         collection=directory_of("input", "collection"),
     resources:
-        **job_resources("training_examples", mem_mb=4000, runtime=60),
+        # the examples model of the file's split (rerank_scaling.cpu_memory; unknown: the fallback)
+        **job_resources("training_examples", **SIZES.cpu_job_by_wildcard("training_examples", SIZES.examples_counts, "source")),
     log:
         log_path("examples", "build_{source}"),
     benchmark:

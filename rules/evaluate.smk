@@ -13,7 +13,8 @@ rule evaluate_bm25:
         bm25_dir=directory_of("input", "runs"),
         splits=eval_splits(),
     resources:
-        **job_resources("evaluate_bm25", mem_mb=4000, runtime=30),
+        # every evaluated split's run read (rerank_scaling.cpu_memory, measured)
+        **job_resources("evaluate_bm25", **SIZES.cpu_job("evaluate_bm25", SIZES.data_counts("evaluate_bm25"))),
     log:
         log_path("eval", "bm25"),
     benchmark:
@@ -38,7 +39,8 @@ rule split_texts:
     params:
         depth=config["evaluation"]["rerank_depth"],
     resources:
-        **job_resources("split_texts", mem_mb=4000, runtime=60),
+        # the split's run and its candidates' texts held, the corpus scanned (rerank_scaling.cpu_memory)
+        **job_resources("split_texts", **SIZES.cpu_job_by_wildcard("split_texts", SIZES.split_texts_counts)),
     log:
         log_path("eval", "texts/{split}"),
     benchmark:

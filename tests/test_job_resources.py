@@ -17,7 +17,7 @@ import pytest
 from conftest import REPO, copy_workflow, dry_run_jobs, readme_block
 
 from rerank_scaling.config import load_config
-from rerank_scaling.cpu_memory import EXAMPLES, MERGE
+from rerank_scaling.cpu_memory import CPU_COSTS, CPU_MODELS, EXAMPLES, MERGE
 from rerank_scaling.eval_bundles import EVAL_SETUP, evaluation_bundles, setup_share
 from rerank_scaling.job_resources import (
     BM25_FALLBACK_MINUTES,
@@ -114,7 +114,7 @@ def test_cpu_rules_keep_their_declared_sizes(paper_jobs):
     declared = {job["rule"]: job["resources"] for job in paper_jobs}
     for rule in ("prepare_data", "merge_metrics", "prepare_corpus", "bm25_index"):
         assert int(declared[rule]["mem_mb"]) >= 1000 and int(declared[rule]["runtime"]) >= 10, declared[rule]
-    assert int(declared["prepare_corpus"]["mem_mb"]) == 16000
+    assert int(declared["prepare_data"]["mem_mb"]) == 1000  # a fixed size, not a data-sized one
 
 
 def test_bm25_jobs_are_sized_from_the_collection_and_each_splits_queries(paper_jobs):
@@ -217,6 +217,31 @@ def test_merge_memory_does_not_grow_with_the_grid_and_examples_memory_grows_with
     assert unknown.cpu_job("training_examples", None) == {"mem_mb": 4000, "runtime": 60}
 
 
+def test_the_other_data_sized_cpu_jobs_are_sized_from_their_workload(paper_jobs):
+    """annotation_examples, prepare_corpus, prepare_qrels, split_texts (per split) and evaluate_bm25
+    on the paper's data: each job's declared memory and time are its measured model's, with the
+    margin (rerank_scaling.cpu_memory.CPU_COSTS), and a larger split's texts job asks for more."""
+    config = load_config(REPO / "config.paper.yaml")
+    sizes = JobSizes.from_config(config, config_workload(config), {})
+    seen = defaultdict(dict)
+    for job in paper_jobs:
+        if job["rule"] in CPU_COSTS:
+            seen[job["rule"]][job["wildcards"].get("split", "")] = job["resources"]
+    assert set(seen) >= {"prepare_corpus", "prepare_qrels", "split_texts", "evaluate_bm25"}, sorted(seen)
+    for rule, jobs in seen.items():
+        for split, declared in jobs.items():
+            counts = sizes.split_texts_counts(split) if rule == "split_texts" else sizes.data_counts(rule)
+            assert counts is not None, rule
+            model = CPU_MODELS[rule]
+            assert int(declared["mem_mb"]) == sizes.mem_mb(CPU_MEMORY_MARGIN * model.peak_mb(counts)), rule
+            assert int(declared["runtime"]) == sizes.margin_minutes(model.seconds(counts)), rule
+    texts = {split: int(r["mem_mb"]) for split, r in seen["split_texts"].items()}
+    assert texts["dev"] > texts["dl19"], texts  # 6,980 queries' candidates against 43
+    unknown = JobSizes.from_config(config, Workload(None), {})
+    by_split = unknown.cpu_job_by_wildcard("split_texts", unknown.split_texts_counts)
+    assert by_split["mem_mb"](dataclasses.make_dataclass("W", ["split"])("dev"), 2) == 8000
+
+
 def test_every_rules_time_and_memory_grow_with_the_attempt():
     """Each rule's resources are functions of the attempt: a retry after an out-of-memory kill or a
     time limit asks for more, up to the cluster's caps."""
@@ -238,11 +263,12 @@ def test_every_rules_time_and_memory_grow_with_the_attempt():
 
 
 def test_cpu_memory_coefficients_are_the_measured_ones():
-    """cpu_memory.EXAMPLES and MERGE hold the numbers of benchmarks/results/cpu_memory.md."""
+    """cpu_memory.EXAMPLES, MERGE and CPU_COSTS hold the numbers of benchmarks/results/cpu_memory.md."""
     text = (REPO / "benchmarks" / "results" / "cpu_memory.md").read_text()
     measured = json.loads(text.split("```json\n", 1)[1].split("```", 1)[0])
     assert dataclasses.asdict(EXAMPLES) == measured["examples"]
     assert dataclasses.asdict(MERGE) == measured["merge"]
+    assert {rule: dataclasses.asdict(cost) for rule, cost in CPU_COSTS.items()} == measured["costs"]
     assert "**off**" not in text  # every held-out check within the tolerance
 
 

@@ -13,13 +13,24 @@ the model's predictions at 5% and 10% of the paper's data against the measured p
   with one text per (row, document), which Arrow copies on writing. Its time: the run's lines and
   the corpus's passages, each read once.
 * ``merge_metrics`` streams run by run: it holds one input file and one run's kept rows.
+* ``annotation_examples`` (and ``fraction_check``) read the example tables the examples job wrote:
+  their (row, document) pairs.
+* ``prepare_corpus`` checks the ids of the corpus it copies (a set: one entry per passage), and
+  ``prepare_qrels`` indexes the materialised corpus (ids, and the documents without text) before
+  checking a split's judgements against it: both per passage.
+* ``split_texts`` reads a split's BM25 run whole, keeps the texts of the documents its top
+  ``evaluation.rerank_depth`` names, and scans the corpus once.
+* ``evaluate_bm25`` reads every evaluated split's run and judgements (their lines).
+
+Each job's model is a :class:`LinearCost` over the fields of its counts; :data:`CPU_COSTS` holds them
+by rule.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from rerank_scaling.workload import Workload
 
@@ -123,19 +134,29 @@ class MergeCoefficients:
         return self.start_seconds + self.seconds_per_row * counts.total_rows
 
 
-def examples_counts(config: dict[str, Any], workload: Workload) -> ExamplesCounts | None:
-    """What a validated config's ``training_examples`` job holds (None: the corpus, the train
-    queries or their positives unknown at parse time)."""
+def examples_counts(
+    config: dict[str, Any], workload: Workload, split: str | None = None
+) -> ExamplesCounts | None:
+    """What a validated config's ``training_examples`` job of ``split`` (default: the train split;
+    another: an annotation file's examples) holds (None: the corpus, the split's queries or their
+    positives unknown at parse time). Another split's positives: as many per query as the train
+    split's."""
     examples = config["examples"]
-    queries = workload.split_queries.get(config["dataset"]["train_split"])
-    if workload.documents is None or queries is None or workload.train_positives is None:
+    train = config["dataset"]["train_split"]
+    queries = workload.split_queries.get(split or train)
+    train_queries = workload.split_queries.get(train)
+    if workload.documents is None or queries is None or workload.train_positives is None or not train_queries:
         return None
+    positives = workload.train_positives
+    if (split or train) != train:  # train_positives: of the train queries examples.max_queries keeps
+        kept = min(train_queries, examples["max_queries"] or train_queries)
+        positives = math.ceil(positives * queries / kept)
     if examples["max_queries"] is not None:
         queries = min(queries, int(examples["max_queries"]))
     return ExamplesCounts.of(
         workload.documents,
         queries,
-        workload.train_positives,
+        positives,
         int(config["retrieval"]["depth"]),
         int(examples["negative_depth"]),
         int(examples["pointwise_negatives"]),
@@ -165,21 +186,148 @@ def merge_counts(
     return MergeCounts(largest, 2 * per_checkpoint, (runs * checkpoints + 1) * per_checkpoint)
 
 
+class Counts(Protocol):
+    """What a CPU job holds and reads: dataclass fields by name (:class:`LinearCost`)."""
+
+    __dataclass_fields__: dict
+
+
+@dataclass(frozen=True)
+class LinearCost:
+    """A job's measured cost, linear in its counts (fields of a counts dataclass, by name):
+    MB = ``base_mb`` + sum of ``bytes_per[name]`` x count; seconds = ``start_seconds`` + sum of
+    ``seconds_per[name]`` x count."""
+
+    base_mb: float
+    bytes_per: dict[str, float]
+    start_seconds: float
+    seconds_per: dict[str, float]
+
+    def peak_mb(self, counts: Counts) -> float:
+        return self.base_mb + sum(b * getattr(counts, name) for name, b in self.bytes_per.items()) / MB
+
+    def seconds(self, counts: Counts) -> float:
+        return self.start_seconds + sum(s * getattr(counts, name) for name, s in self.seconds_per.items())
+
+
+@dataclass(frozen=True)
+class ExampleTableCounts:
+    """``annotation_examples``: the (row, document) pairs of the example tables it reads."""
+
+    example_documents: int
+
+
+@dataclass(frozen=True)
+class CorpusCounts:
+    """``prepare_corpus`` and ``prepare_qrels``: the corpus's passages (ids held, lines read)."""
+
+    passages: int
+
+
+@dataclass(frozen=True)
+class SplitTextsCounts:
+    """``split_texts`` of one split: its run's lines (held), the candidates' texts (held) and the
+    corpus's passages (scanned)."""
+
+    run_lines: int
+    texts: float
+    passages: int
+
+
+@dataclass(frozen=True)
+class RunLinesCounts:
+    """``evaluate_bm25``: the lines of every evaluated split's BM25 run."""
+
+    run_lines: int
+
+
+def example_table_counts(config: dict[str, Any], workload: Workload) -> ExampleTableCounts | None:
+    """The human example tables ``annotation_examples`` reads (None: the train queries unknown)."""
+    counts = examples_counts(config, workload)
+    return None if counts is None else ExampleTableCounts(counts.example_documents)
+
+
+def corpus_counts(workload: Workload) -> CorpusCounts | None:
+    """The corpus of ``prepare_corpus``/``prepare_qrels`` (None: its size unknown at parse time)."""
+    return None if workload.documents is None else CorpusCounts(workload.documents)
+
+
+def split_texts_counts(config: dict[str, Any], workload: Workload, split: str) -> SplitTextsCounts | None:
+    """One evaluated split's ``split_texts`` job (None: the corpus or the split unknown)."""
+    queries = workload.eval_queries.get(split, workload.split_queries.get(split))
+    if workload.documents is None or queries is None:
+        return None
+    candidates = queries * min(int(config["evaluation"]["rerank_depth"]), int(config["retrieval"]["depth"]))
+    return SplitTextsCounts(
+        run_lines=queries * int(config["retrieval"]["depth"]),
+        texts=expected_distinct(workload.documents, candidates),
+        passages=workload.documents,
+    )
+
+
+def run_lines_counts(config: dict[str, Any], workload: Workload) -> RunLinesCounts | None:
+    """``evaluate_bm25``'s runs: every evaluated split's queries x ``retrieval.depth``."""
+    splits = config["dataset"]["eval_splits"]
+    if any(split not in workload.eval_queries for split in splits):
+        return None
+    return RunLinesCounts(sum(workload.eval_queries[s] for s in splits) * int(config["retrieval"]["depth"]))
+
+
 #: The measured coefficients (``benchmarks/results/cpu_memory.md``'s JSON block; a test checks
 #: they are that file's).
 EXAMPLES = ExamplesCoefficients(
-    base_mb=192.5,
+    base_mb=152.8,
     bytes_per_query=0.0,
     bytes_per_pool_entry=0.0,
-    bytes_per_text=1198.0,
-    bytes_per_example_document=331.4,
-    start_seconds=1.804,
-    seconds_per_run_line=3.005e-05,
-    seconds_per_passage=0.0,
+    bytes_per_text=1150.0,
+    bytes_per_example_document=381.3,
+    start_seconds=5.191,
+    seconds_per_run_line=1.709e-05,
+    seconds_per_passage=2.673e-05,
 )
 MERGE = MergeCoefficients(
-    base_mb=190.1,
-    bytes_per_row=608.4,
-    start_seconds=2.562,
-    seconds_per_row=4.832e-06,
+    base_mb=156.5,
+    bytes_per_row=639.4,
+    start_seconds=4.18,
+    seconds_per_row=5.343e-06,
 )
+#: The LinearCost models of the other data-sized CPU jobs, by rule (the same JSON block's ``costs``).
+CPU_COSTS: dict[str, LinearCost] = {
+    "annotation_examples": LinearCost(
+        base_mb=205.2,
+        bytes_per={"example_documents": 988.2},
+        start_seconds=11.75,
+        seconds_per={"example_documents": 8.583e-05},
+    ),
+    "prepare_corpus": LinearCost(
+        base_mb=111.8,
+        bytes_per={"passages": 129.4},
+        start_seconds=4.791,
+        seconds_per={"passages": 1.832e-05},
+    ),
+    "prepare_qrels": LinearCost(
+        base_mb=112.0,
+        bytes_per={"passages": 128.7},
+        start_seconds=4.348,
+        seconds_per={"passages": 2.013e-05},
+    ),
+    "split_texts": LinearCost(
+        base_mb=126.6,
+        bytes_per={"run_lines": 26.05, "texts": 1207.0},
+        start_seconds=5.119,
+        seconds_per={"run_lines": 2.117e-06, "passages": 2.746e-05},
+    ),
+    "evaluate_bm25": LinearCost(
+        base_mb=140.3,
+        bytes_per={"run_lines": 296.7},
+        start_seconds=7.5,
+        seconds_per={"run_lines": 2.883e-05},
+    ),
+}
+
+#: Every data-sized CPU rule's model, by rule (:meth:`rerank_scaling.job_resources.JobSizes.cpu_job`).
+CPU_MODELS: dict[str, ExamplesCoefficients | MergeCoefficients | LinearCost] = {
+    "training_examples": EXAMPLES,
+    "merge_metrics": MERGE,
+    **CPU_COSTS,
+}

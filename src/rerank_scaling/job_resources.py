@@ -23,9 +23,11 @@ One owner for the numbers the rules' ``resources:`` blocks declare (``rules/comm
 * **memory** (host RAM, MB): the section's ``mem_mb`` (data, tokenizer, Python) plus the CPU copies
   of the weights a job makes (loading; the export of a checkpoint), :data:`HOST_BYTES_PER_PARAM`
   per parameter.
-* **CPU jobs that grow with the data** (``training_examples``, ``merge_metrics``): memory and time
-  from the measured model of :mod:`rerank_scaling.cpu_memory` (train queries, passages, run depth,
-  the examples' negatives; evaluated queries, metrics, checkpoints and runs), memory times
+* **CPU jobs that grow with the data** (``training_examples``, ``merge_metrics``,
+  ``annotation_examples``, ``prepare_corpus``, ``prepare_qrels``, ``split_texts``,
+  ``evaluate_bm25``: :data:`rerank_scaling.cpu_memory.CPU_MODELS`): memory and time from the
+  measured model of :mod:`rerank_scaling.cpu_memory` (train queries, passages, run depth, the
+  examples' negatives; evaluated queries, metrics, checkpoints and runs), memory times
   :data:`CPU_MEMORY_MARGIN`, time times ``cluster.runtime_margin`` plus ``cluster.startup_minutes``;
   the fixed :data:`CPU_FALLBACK` where a count is unknown at parse time.
 * **BM25** (``bm25_index``, ``bm25_search``; :mod:`rerank_scaling.data.bm25`): time from the
@@ -47,16 +49,21 @@ is the partition's limit.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rerank_scaling.cpu_memory import (
-    EXAMPLES,
-    MERGE,
+    CPU_MODELS,
+    Counts,
     ExamplesCounts,
     MergeCounts,
+    corpus_counts,
+    example_table_counts,
     examples_counts,
     merge_counts,
+    run_lines_counts,
+    split_texts_counts,
 )
 from rerank_scaling.grid import RunSpec
 from rerank_scaling.planning.encoder_flops import EncoderShape
@@ -107,7 +114,15 @@ JVM_NATIVE_MB = 1024
 CPU_MEMORY_MARGIN = 1.5
 
 #: (MB, minutes) of a data-sized CPU job whose counts are unknown at parse time.
-CPU_FALLBACK = {"training_examples": (4000, 60), "merge_metrics": (4000, 30)}
+CPU_FALLBACK = {
+    "training_examples": (4000, 60),
+    "merge_metrics": (4000, 30),
+    "annotation_examples": (4000, 60),
+    "prepare_corpus": (16000, 240),
+    "prepare_qrels": (8000, 60),
+    "split_texts": (4000, 60),
+    "evaluate_bm25": (4000, 30),
+}
 
 #: A BM25 job's time limit when the corpus's size is unknown at parse time (minutes, then clamped).
 BM25_FALLBACK_MINUTES = 60
@@ -341,25 +356,61 @@ class JobSizes:
 
     # --- CPU jobs sized from the data (rerank_scaling.cpu_memory) -----------------------------------
 
-    def examples_counts(self) -> ExamplesCounts | None:
-        """What the ``training_examples`` job holds (:func:`rerank_scaling.cpu_memory.examples_counts`)."""
-        return examples_counts(self.config, self.workload)
+    def examples_counts(self, split: str | None = None) -> ExamplesCounts | None:
+        """What a ``training_examples`` job holds (:func:`rerank_scaling.cpu_memory.examples_counts`)
+        of ``split`` (default: the train split)."""
+        return examples_counts(self.config, self.workload, split)
 
     def merge_counts(self, runs: int, checkpoints: int) -> MergeCounts | None:
         """What ``merge_metrics`` holds (:func:`rerank_scaling.cpu_memory.merge_counts`)."""
         return merge_counts(self.config, self.workload, runs, checkpoints)
 
-    def cpu_job(self, rule: str, counts: ExamplesCounts | MergeCounts | None) -> dict[str, Any]:
+    def data_counts(self, rule: str) -> Counts | None:
+        """The counts of a data-sized CPU rule that does not depend on wildcards."""
+        return {
+            "annotation_examples": lambda: example_table_counts(self.config, self.workload),
+            "prepare_corpus": lambda: corpus_counts(self.workload),
+            "prepare_qrels": lambda: corpus_counts(self.workload),
+            "evaluate_bm25": lambda: run_lines_counts(self.config, self.workload),
+        }[rule]()
+
+    def split_texts_counts(self, split: str) -> Counts | None:
+        """One split's ``split_texts`` job (:func:`rerank_scaling.cpu_memory.split_texts_counts`)."""
+        return split_texts_counts(self.config, self.workload, split)
+
+    def cpu_job(self, rule: str, counts: Counts | None) -> dict[str, Any]:
         """mem_mb and runtime of a data-sized CPU job (functions of the attempt) from its ``counts``
-        and the measured model, or :data:`CPU_FALLBACK` when they are unknown."""
+        and the measured model (:data:`rerank_scaling.cpu_memory.CPU_MODELS`), or
+        :data:`CPU_FALLBACK` when they are unknown."""
         if counts is None:
             return dict(zip(("mem_mb", "runtime"), CPU_FALLBACK[rule], strict=True))
-        model = EXAMPLES if isinstance(counts, ExamplesCounts) else MERGE
+        model = CPU_MODELS[rule]
         mb, seconds = CPU_MEMORY_MARGIN * model.peak_mb(counts), model.seconds(counts)
         return {
             "mem_mb": lambda wildcards, attempt: self.mem_mb(mb, attempt),
             "runtime": lambda wildcards, attempt: self.margin_minutes(seconds, attempt),
         }
+
+    def cpu_job_by_wildcard(
+        self, rule: str, counts_of: Callable[[str], Counts | None], wildcard: str = "split"
+    ) -> dict[str, Any]:
+        """:meth:`cpu_job` of a rule whose counts depend on a wildcard (a split's ``split_texts``, an
+        annotation file's examples): ``counts_of(value of the wildcard)``."""
+        fallback_mb, fallback_minutes = CPU_FALLBACK[rule]
+
+        def mem(wildcards: Any, attempt: int) -> int:
+            counts = counts_of(getattr(wildcards, wildcard))
+            if counts is None:
+                return self.mem_mb(fallback_mb, attempt)
+            return self.mem_mb(CPU_MEMORY_MARGIN * CPU_MODELS[rule].peak_mb(counts), attempt)
+
+        def runtime(wildcards: Any, attempt: int) -> int:
+            counts = counts_of(getattr(wildcards, wildcard))
+            if counts is None:
+                return self.runtime(fallback_minutes, attempt)
+            return self.margin_minutes(CPU_MODELS[rule].seconds(counts), attempt)
+
+        return {"mem_mb": mem, "runtime": runtime}
 
 
 def resources_for(sizes: JobSizes, rule: str, **values: Any) -> dict[str, Any]:
