@@ -145,8 +145,6 @@ def cpu_minutes(run_dir: Path, train_runs: set[str]) -> tuple[float, float]:
 def wall_minutes(run_dir: Path) -> str:
     """The run's wall minutes (``workflow_time.json``): its fresh invocation plus a later one that
     added sizes, or only the last one, marked, where the data came from an interrupted invocation."""
-    if not (run_dir / "workflow_time.json").exists():
-        return "unfinished"
     times = json.loads((run_dir / "workflow_time.json").read_text())
     fresh, last = times.get("last_fresh_run"), times["last_run"]
     if not fresh:
@@ -180,7 +178,8 @@ def option_rows(overlay_path: Path, results: Path) -> list[dict[str, object]]:
     trained = final_rows(rows[rows["family"] != "bm25"])
     trained = trained[trained["seed"] == trained.groupby("model")["seed"].transform("min")]
     trained = trained[trained["model"].isin([m["name"] for m in overlay["models"]])]  # the overlay's ladder
-    wall = wall_minutes(run_dir)
+    finished = (run_dir / "metrics" / "all.parquet").exists()  # a partial invocation also writes a time
+    wall = wall_minutes(run_dir) if finished else "unfinished"
     oracle = f"{oracle_ndcg(run_dir, rerank_depth(overlay)):.3f}"
     out = []
     for objective, group in trained.groupby("objective"):
