@@ -1,0 +1,213 @@
+"""The test suite's time: run pytest recording each test's time and the machine's load, then tabulate.
+
+    python benchmarks/suite_time.py run --label before --out /tmp/suite-before -- -n 2 --dist loadfile
+    python benchmarks/suite_time.py report /tmp/suite-before /tmp/suite-after \
+        --out benchmarks/results/test_suite_time.md
+    python benchmarks/suite_time.py costs /tmp/suite-after   # tests/module_seconds.json
+
+``run`` starts ``python -m pytest -p no:cacheprovider --junitxml ... --durations=40`` with the given
+arguments (plus the ``suite_time_log`` plugin: every test phase's report, as it arrives), samples the
+1-minute load average every 15 s and writes ``meta.json`` (wall time, CPU time of pytest and the
+processes it waited for, load samples, CPU, commit). ``report`` reads those folders: each run's wall
+time, its sum of per-test durations (setup + call + teardown), its CPU time (both less sensitive to
+the load than the wall time on a shared machine), when each worker finished its last test, its 40
+slowest tests and slowest modules. ``costs`` writes a run's seconds per test module to
+``tests/module_seconds.json``, which ``tests/conftest.py`` reads to start the slowest modules first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import threading
+import time
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+from pathlib import Path
+
+from benchmark_output import REPO, emit
+
+HERE = Path(__file__).resolve().parent
+TOP_TESTS = 40
+TOP_MODULES = 15
+
+
+def _load() -> float:
+    return os.getloadavg()[0]
+
+
+def run(label: str, out: Path, pytest_args: list[str]) -> None:
+    """Run the suite once with ``pytest_args``; write junit.xml, reports.jsonl, pytest.log and
+    meta.json to ``out``."""
+    from rerank_scaling.precision import cpu_name
+
+    out.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "suite_time_log"]
+    command += [f"--junitxml={out / 'junit.xml'}", "--durations=40", *pytest_args]
+    samples: list[float] = []
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(15):
+            samples.append(_load())
+
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    env["SUITE_TIME_LOG"] = str(out / "reports.jsonl")
+    thread = threading.Thread(target=sample, daemon=True)
+    start, started, load_start = time.monotonic(), time.time(), _load()
+    thread.start()
+    with open(out / "pytest.log", "w") as log:
+        finished = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=env)
+    done.set()
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    meta = {
+        "label": label,
+        "command": " ".join(["python", *command[1:]]).replace(str(out), "OUT"),
+        "commit": commit.stdout.strip(),
+        "cpu": cpu_name(),
+        "cores": os.cpu_count(),
+        "started": started,
+        "wall_s": round(time.monotonic() - start, 1),
+        # pytest, its workers and every process they waited for (Snakemake and its jobs; not the
+        # SLURM test's job steps, which slurmd starts): the work done, whatever the load
+        "cpu_s": round(children.ru_utime + children.ru_stime, 1),
+        "load_start": load_start,
+        "load_end": _load(),
+        "load_samples": samples,
+        "returncode": finished.returncode,
+    }
+    (out / "meta.json").write_text(json.dumps(meta, indent=1))
+    print(json.dumps({k: v for k, v in meta.items() if k != "load_samples"}, indent=1))
+
+
+def junit_reports(junit: Path) -> dict[str, dict]:
+    """Test id -> seconds (setup + call + teardown) and outcome from pytest's junit XML (a run
+    recorded before the ``suite_time_log`` plugin: no workers, no end times)."""
+    tests = {}
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        path = case.get("classname", "").replace(".", "/")
+        problems = [child.tag for child in case if child.tag in ("failure", "error", "skipped")]
+        outcome = {"failure": "failed", "error": "error", "skipped": "skipped"}.get(next(iter(problems), ""))
+        tests[f"{path}.py::{case.get('name')}"] = {"seconds": float(case.get("time", 0.0))}
+        tests[f"{path}.py::{case.get('name')}"]["outcome"] = outcome or "passed"
+    return tests
+
+
+def test_reports(folder: Path) -> dict[str, dict]:
+    """Test id -> its seconds (setup + call + teardown), outcome, worker and the time its last phase
+    ended, from the ``suite_time_log`` plugin's lines (or the junit XML without them)."""
+    if not (folder / "reports.jsonl").exists():
+        return junit_reports(folder / "junit.xml")
+    tests: dict[str, dict] = {}
+    for line in (folder / "reports.jsonl").read_text().splitlines():
+        report = json.loads(line)
+        test = tests.setdefault(report["test"], {"seconds": 0.0, "outcome": "passed"})
+        test["seconds"] += report["seconds"]
+        test["worker"], test["end"] = report["worker"], report["end"]
+        if report["outcome"] != "passed" and test["outcome"] == "passed":
+            test["outcome"] = "error" if report["when"] != "call" else report["outcome"]
+    return tests
+
+
+def module_seconds(folder: Path) -> dict[str, float]:
+    """Test module path -> summed seconds of its tests, slowest first."""
+    modules: dict[str, float] = defaultdict(float)
+    for test, report in test_reports(folder).items():
+        modules[test.split("::")[0]] += report["seconds"]
+    return dict(sorted(((m, round(s, 1)) for m, s in modules.items()), key=lambda i: -i[1]))
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2] if ordered else float("nan")
+
+
+def describe(folder: Path) -> list[str]:
+    """One run's section of the report."""
+    meta = json.loads((folder / "meta.json").read_text())
+    tests = test_reports(folder)
+    outcomes: dict[str, int] = defaultdict(int)
+    last: dict[str, float] = defaultdict(float)
+    for report in tests.values():
+        outcomes[report["outcome"]] += 1
+        if "end" in report:
+            last[report["worker"]] = max(last[report["worker"]], report["end"] - meta["started"])
+    total = sum(report["seconds"] for report in tests.values())
+    loads = meta["load_samples"] or [meta["load_start"]]
+    wall, cpu = meta["wall_s"], meta["cpu_s"]
+    slowest = sorted(tests.items(), key=lambda item: -item[1]["seconds"])[:TOP_TESTS]
+    return [
+        f"## {meta['label']} (commit {meta['commit']})",
+        "",
+        f"`{meta['command']}`",
+        "",
+        f"- CPU: {meta['cpu']}; {meta['cores']} logical cores.",
+        f"- 1-min load average: {meta['load_start']:.1f} at the start, {meta['load_end']:.1f} at the end, "
+        f"median {_median(loads):.1f} (max {max(loads):.1f}) of {len(meta['load_samples'])} samples"
+        " 15 s apart.",
+        f"- wall time: **{wall / 60:.1f} min** ({wall:.0f} s); sum of per-test durations (setup + call + "
+        f"teardown): **{total / 60:.1f} min** ({total:.0f} s).",
+        f"- CPU time of pytest and the processes it waited for: **{cpu / 60:.1f} min** ({cpu / wall:.2f} "
+        "cores busy on average).",
+        "- each worker's last test ended at: "
+        + (
+            ", ".join(f"{worker} {end / 60:.1f} min" for worker, end in sorted(last.items()))
+            or "(not recorded)"
+        )
+        + " after the start.",
+        f"- tests: {', '.join(f'{n} {k}' for k, n in sorted(outcomes.items()))}; "
+        f"pytest's exit status {meta['returncode']}.",
+        "",
+        f"| slowest {TOP_MODULES} modules | summed test seconds |",
+        "|---|---|",
+        *(f"| {m} | {s:.0f} |" for m, s in list(module_seconds(folder).items())[:TOP_MODULES]),
+        "",
+        f"| slowest {TOP_TESTS} tests | seconds (setup + call + teardown) | outcome |",
+        "|---|---|---|",
+        *(f"| {test} | {report['seconds']:.1f} | {report['outcome']} |" for test, report in slowest),
+        "",
+    ]
+
+
+def report(folders: list[Path], out: str | None) -> None:
+    heading = [
+        "# Test suite time",
+        "",
+        f"Generated by `python benchmarks/suite_time.py report {' '.join(f.name for f in folders)}`"
+        " from each run's test reports and load samples (`suite_time.py run`). The machine is shared:",
+        "compare the sums of per-test durations and the CPU times as well as the wall times, and read",
+        "each run's load beside it.",
+        "",
+    ]
+    emit("\n".join(heading + [line for folder in folders for line in describe(folder)]), out)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    run_parser = commands.add_parser("run", help="run the suite once, recording times and load")
+    run_parser.add_argument("--label", required=True)
+    run_parser.add_argument("--out", type=Path, required=True)
+    run_parser.add_argument("pytest_args", nargs=argparse.REMAINDER, help="after --: pytest's arguments")
+    report_parser = commands.add_parser("report", help="tabulate recorded runs")
+    report_parser.add_argument("folders", nargs="+", type=Path)
+    report_parser.add_argument("--out")
+    costs_parser = commands.add_parser("costs", help="write a run's seconds per module for tests/conftest.py")
+    costs_parser.add_argument("folder", type=Path)
+    costs_parser.add_argument("--out", type=Path, default=REPO / "tests" / "module_seconds.json")
+    args = parser.parse_args(argv)
+    if args.command == "run":
+        run(args.label, args.out, [a for a in args.pytest_args if a != "--"])
+    elif args.command == "report":
+        report(args.folders, args.out)
+    else:
+        args.out.write_text(json.dumps(module_seconds(args.folder), indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
