@@ -48,39 +48,40 @@ def run(label: str, out: Path, pytest_args: list[str]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "suite_time_log"]
     command += [f"--junitxml={out / 'junit.xml'}", "--durations=40", *pytest_args]
-    samples: list[float] = []
-    done = threading.Event()
-
-    def sample() -> None:
-        while not done.wait(15):
-            samples.append(_load())
-
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
     env["SUITE_TIME_LOG"] = str(out / "reports.jsonl")
-    thread = threading.Thread(target=sample, daemon=True)
-    start, started, load_start = time.monotonic(), time.time(), _load()
-    thread.start()
-    with open(out / "pytest.log", "w") as log:
-        finished = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=env)
-    done.set()
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.monotonic()
     meta = {
         "label": label,
         "command": " ".join(["python", *command[1:]]).replace(str(out), "OUT"),
         "commit": commit.stdout.strip(),
         "cpu": cpu_name(),
         "cores": os.cpu_count(),
-        "started": started,
-        "wall_s": round(time.monotonic() - start, 1),
-        # pytest, its workers and every process they waited for (Snakemake and its jobs; not the
-        # SLURM test's job steps, which slurmd starts): the work done, whatever the load
-        "cpu_s": round(children.ru_utime + children.ru_stime, 1),
-        "load_start": load_start,
-        "load_end": _load(),
-        "load_samples": samples,
-        "returncode": finished.returncode,
+        "started": time.time(),
+        "load_start": _load(),
+        "load_samples": [],
     }
+    done = threading.Event()
+
+    def sample() -> None:  # meta.json is current every 15 s: a run stopped early is still read
+        while not done.wait(15):
+            meta["load_samples"].append(_load())
+            meta["wall_s"] = round(time.monotonic() - start, 1)
+            (out / "meta.json").write_text(json.dumps(meta, indent=1))
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    with open(out / "pytest.log", "w") as log:
+        finished = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=env)
+    done.set()
+    thread.join()
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    meta["wall_s"] = round(time.monotonic() - start, 1)
+    # pytest, its workers and every process they waited for (Snakemake and its jobs; not the SLURM
+    # test's job steps, which slurmd starts): the work done, whatever the load
+    meta["cpu_s"] = round(children.ru_utime + children.ru_stime, 1)
+    meta["load_end"], meta["returncode"] = _load(), finished.returncode
     (out / "meta.json").write_text(json.dumps(meta, indent=1))
     print(json.dumps({k: v for k, v in meta.items() if k != "load_samples"}, indent=1))
 
@@ -139,21 +140,31 @@ def describe(folder: Path) -> list[str]:
             last[report["worker"]] = max(last[report["worker"]], report["end"] - meta["started"])
     total = sum(report["seconds"] for report in tests.values())
     loads = meta["load_samples"] or [meta["load_start"]]
-    wall, cpu = meta["wall_s"], meta["cpu_s"]
+    wall = meta.get("wall_s", 0.0)
     slowest = sorted(tests.items(), key=lambda item: -item[1]["seconds"])[:TOP_TESTS]
-    return [
+    if "cpu_s" in meta:
+        ending = f"{meta.get('load_end', loads[-1]):.1f} at the end"
+        timing = [
+            f"- wall time: **{wall / 60:.1f} min** ({wall:.0f} s); sum of per-test durations (setup + call + "
+            f"teardown): **{total / 60:.1f} min** ({total:.0f} s).",
+            f"- CPU time of pytest and the processes it waited for: **{meta['cpu_s'] / 60:.1f} min** "
+            f"({meta['cpu_s'] / wall:.2f} cores busy on average).",
+        ]
+    else:
+        ending = f"{loads[-1]:.1f} at the last sample"
+        timing = [
+            f"- **stopped unfinished** after {wall / 60:.1f} min ({wall:.0f} s): {len(tests)} tests reported,"
+            f" their durations summing to {total / 60:.1f} min ({total:.0f} s); no CPU time.",
+        ]
+    lines = [
         f"## {meta['label']} (commit {meta['commit']})",
         "",
         f"`{meta['command']}`",
         "",
         f"- CPU: {meta['cpu']}; {meta['cores']} logical cores.",
-        f"- 1-min load average: {meta['load_start']:.1f} at the start, {meta['load_end']:.1f} at the end, "
-        f"median {_median(loads):.1f} (max {max(loads):.1f}) of {len(meta['load_samples'])} samples"
-        " 15 s apart.",
-        f"- wall time: **{wall / 60:.1f} min** ({wall:.0f} s); sum of per-test durations (setup + call + "
-        f"teardown): **{total / 60:.1f} min** ({total:.0f} s).",
-        f"- CPU time of pytest and the processes it waited for: **{cpu / 60:.1f} min** ({cpu / wall:.2f} "
-        "cores busy on average).",
+        f"- 1-min load average: {meta['load_start']:.1f} at the start, {ending}, median {_median(loads):.1f}"
+        f" (max {max(loads):.1f}) of {len(meta['load_samples'])} samples 15 s apart.",
+        *timing,
         "- each worker's last test ended at: "
         + (
             ", ".join(f"{worker} {end / 60:.1f} min" for worker, end in sorted(last.items()))
@@ -161,7 +172,7 @@ def describe(folder: Path) -> list[str]:
         )
         + " after the start.",
         f"- tests: {', '.join(f'{n} {k}' for k, n in sorted(outcomes.items()))}; "
-        f"pytest's exit status {meta['returncode']}.",
+        f"pytest's exit status {meta.get('returncode', '(none: stopped)')}.",
         "",
         f"| slowest {TOP_MODULES} modules | summed test seconds |",
         "|---|---|",
@@ -170,6 +181,34 @@ def describe(folder: Path) -> list[str]:
         f"| slowest {TOP_TESTS} tests | seconds (setup + call + teardown) | outcome |",
         "|---|---|---|",
         *(f"| {test} | {report['seconds']:.1f} | {report['outcome']} |" for test, report in slowest),
+        "",
+    ]
+    return lines
+
+
+def compare(first: Path, second: Path) -> list[str]:
+    """Per module, the summed seconds of two runs, for the modules whose every test of the first
+    run was reported by the second (all of them, unless the second was stopped early)."""
+    before, after = test_reports(first), test_reports(second)
+    modules: dict[str, list[str]] = defaultdict(list)
+    for test in before:
+        modules[test.split("::")[0]].append(test)
+    rows = []
+    for module, module_tests in modules.items():
+        if all(test in after for test in module_tests):
+            seconds = [sum(run[test]["seconds"] for test in module_tests) for run in (before, after)]
+            rows.append((module, *seconds))
+    rows.sort(key=lambda row: -row[1])
+    totals = [sum(row[i] for row in rows) for i in (1, 2)]
+    return [
+        f"## Per module: {first.name} vs {second.name}",
+        "",
+        f"{len(rows)} of {len(modules)} modules had every test reported in both runs; their summed durations:"
+        f" {totals[0] / 60:.1f} min vs {totals[1] / 60:.1f} min ({totals[1] / max(totals[0], 1e-9):.2f}x).",
+        "",
+        f"| module | {first.name} (s) | {second.name} (s) | ratio |",
+        "|---|---|---|---|",
+        *(f"| {m} | {b:.0f} | {a:.0f} | {a / b:.2f} |" for m, b, a in rows[:TOP_MODULES] if b > 0),
         "",
     ]
 
@@ -184,7 +223,10 @@ def report(folders: list[Path], out: str | None) -> None:
         "each run's load beside it.",
         "",
     ]
-    emit("\n".join(heading + [line for folder in folders for line in describe(folder)]), out)
+    sections = [line for folder in folders for line in describe(folder)]
+    if len(folders) == 2:
+        sections += compare(*folders)
+    emit("\n".join(heading + sections), out)
 
 
 def main(argv: list[str] | None = None) -> None:
