@@ -11,7 +11,9 @@ arguments (plus the ``suite_time_log`` plugin: every test phase's report, as it 
 processes it waited for, load samples, CPU, commit). ``report`` reads those folders: each run's wall
 time, its sum of per-test durations (setup + call + teardown), its CPU time (both less sensitive to
 the load than the wall time on a shared machine), when each worker finished its last test, its 40
-slowest tests and slowest modules. ``costs`` writes a run's seconds per test module to
+slowest tests and slowest modules. ``costs`` writes a run's seconds per test module (the larger,
+where ``--durations-log`` names pytest's output of another run: its ``slowest N durations`` lines,
+a lower bound for the modules they name, e.g. those a stopped run did not reach) to
 ``tests/module_seconds.json``, which ``tests/conftest.py`` reads to start the slowest modules first.
 """
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -123,6 +126,63 @@ def module_seconds(folder: Path) -> dict[str, float]:
     return dict(sorted(((m, round(s, 1)) for m, s in modules.items()), key=lambda i: -i[1]))
 
 
+def logged_module_seconds(log: Path) -> dict[str, float]:
+    """Test module path -> summed seconds of the phases pytest's ``--durations`` lines list for it
+    (``501.51s setup    tests/workflow/test_workflow.py::test_...``)."""
+    modules: dict[str, float] = defaultdict(float)
+    for seconds, module in re.findall(
+        r"^([\d.]+)s (?:setup|call|teardown) +([^:\s]+)::", log.read_text(), re.M
+    ):
+        modules[module] += float(seconds)
+    return {module: round(seconds, 1) for module, seconds in modules.items()}
+
+
+def simulated_wall(modules: list[list[float]], workers: int = 2) -> float:
+    """When the last worker would finish the modules (each a list of its tests' seconds), handed out
+    in this order as pytest-xdist's loadfile scheduler does: one module per worker at the start, the
+    next to a worker whose pending tests drop to 2 or fewer. A model: each test keeps the seconds it
+    took in the measured run, whatever else runs beside it."""
+    queue = [list(tests) for tests in modules if tests]
+    pending: list[list[float]] = [[] for _ in range(workers)]
+    clock = [0.0] * workers
+    for worker in range(workers):
+        if queue:
+            pending[worker] += queue.pop(0)
+    for worker in range(workers):
+        if queue and len(pending[worker]) <= 2:
+            pending[worker] += queue.pop(0)
+    while any(pending):
+        worker = min((w for w in range(workers) if pending[w]), key=lambda w: clock[w] + pending[w][0])
+        clock[worker] += pending[worker].pop(0)
+        if queue and len(pending[worker]) <= 2:
+            pending[worker] += queue.pop(0)
+    return max(clock)
+
+
+def schedules(folder: Path) -> list[str]:
+    """The modelled wall time of the run's tests in xdist's default order (modules by their number
+    of tests, most first) and slowest module first (tests/conftest.py with tests/module_seconds.json)."""
+    by_module: dict[str, list[float]] = defaultdict(list)
+    for test, report in test_reports(folder).items():
+        by_module[test.split("::")[0]].append(report["seconds"])
+    paths = sorted(by_module)
+    by_count = sorted(paths, key=lambda m: -len(by_module[m]))
+    slowest_first = sorted(paths, key=lambda m: -sum(by_module[m]))
+    walls = {
+        name: simulated_wall([by_module[m] for m in order])
+        for name, order in (
+            ("by number of tests (xdist's default)", by_count),
+            ("slowest module first", slowest_first),
+        )
+    }
+    return [
+        "- modelled wall time of these tests on 2 workers (`simulated_wall`: xdist's hand-out, each test"
+        " at its measured seconds): "
+        + "; ".join(f"{name}: {wall / 60:.1f} min" for name, wall in walls.items())
+        + ".",
+    ]
+
+
 def _median(values: list[float]) -> float:
     ordered = sorted(values)
     return ordered[len(ordered) // 2] if ordered else float("nan")
@@ -173,6 +233,7 @@ def describe(folder: Path) -> list[str]:
         + " after the start.",
         f"- tests: {', '.join(f'{n} {k}' for k, n in sorted(outcomes.items()))}; "
         f"pytest's exit status {meta.get('returncode', '(none: stopped)')}.",
+        *schedules(folder),
         "",
         f"| slowest {TOP_MODULES} modules | summed test seconds |",
         "|---|---|",
@@ -241,6 +302,7 @@ def main(argv: list[str] | None = None) -> None:
     report_parser.add_argument("--out")
     costs_parser = commands.add_parser("costs", help="write a run's seconds per module for tests/conftest.py")
     costs_parser.add_argument("folder", type=Path)
+    costs_parser.add_argument("--durations-log", type=Path, help="pytest output with --durations lines")
     costs_parser.add_argument("--out", type=Path, default=REPO / "tests" / "module_seconds.json")
     args = parser.parse_args(argv)
     if args.command == "run":
@@ -248,7 +310,12 @@ def main(argv: list[str] | None = None) -> None:
     elif args.command == "report":
         report(args.folders, args.out)
     else:
-        args.out.write_text(json.dumps(module_seconds(args.folder), indent=1) + "\n")
+        costs = module_seconds(args.folder)
+        if args.durations_log:
+            for module, seconds in logged_module_seconds(args.durations_log).items():
+                costs[module] = max(costs.get(module, 0.0), seconds)
+        ordered = dict(sorted(costs.items(), key=lambda item: -item[1]))
+        args.out.write_text(json.dumps(ordered, indent=1) + "\n")
 
 
 if __name__ == "__main__":
