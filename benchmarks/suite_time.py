@@ -36,6 +36,7 @@ from benchmark_output import REPO, emit
 
 HERE = Path(__file__).resolve().parent
 TOP_TESTS = 40
+INTERRUPTED = 2  # pytest's exit status after Ctrl-C (SIGINT): the tests reported until then are kept
 TOP_MODULES = 15
 
 
@@ -202,7 +203,7 @@ def describe(folder: Path) -> list[str]:
     loads = meta["load_samples"] or [meta["load_start"]]
     wall = meta.get("wall_s", 0.0)
     slowest = sorted(tests.items(), key=lambda item: -item[1]["seconds"])[:TOP_TESTS]
-    if "cpu_s" in meta:
+    if "cpu_s" in meta and meta.get("returncode") != INTERRUPTED:
         ending = f"{meta.get('load_end', loads[-1]):.1f} at the end"
         timing = [
             f"- wall time: **{wall / 60:.1f} min** ({wall:.0f} s); sum of per-test durations (setup + call + "
@@ -214,7 +215,8 @@ def describe(folder: Path) -> list[str]:
         ending = f"{loads[-1]:.1f} at the last sample"
         timing = [
             f"- **stopped unfinished** after {wall / 60:.1f} min ({wall:.0f} s): {len(tests)} tests reported,"
-            f" their durations summing to {total / 60:.1f} min ({total:.0f} s); no CPU time.",
+            f" their durations summing to {total / 60:.1f} min ({total:.0f} s)"
+            + (f"; CPU time until then {meta['cpu_s'] / 60:.1f} min." if "cpu_s" in meta else "."),
         ]
     lines = [
         f"## {meta['label']} (commit {meta['commit']})",
@@ -232,7 +234,7 @@ def describe(folder: Path) -> list[str]:
         )
         + " after the start.",
         f"- tests: {', '.join(f'{n} {k}' for k, n in sorted(outcomes.items()))}; "
-        f"pytest's exit status {meta.get('returncode', '(none: stopped)')}.",
+        f"pytest's exit status {meta.get('returncode', '(none: still running or killed)')}.",
         *schedules(folder),
         "",
         f"| slowest {TOP_MODULES} modules | summed test seconds |",
