@@ -18,4 +18,8 @@ scripts/install_browser_test_deps.sh
 # Rules call the interpreter that runs Snakemake by its absolute path (rules/common.smk); the venv on
 # PATH is for the commands the tests and tools run by name.
 export PATH="$PWD/.venv/bin:$PATH" HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-.venv/bin/python -m pytest -p no:cacheprovider -n "${TEST_WORKERS:-2}" --dist loadfile --durations=25 "$@"
+# Modules go to workers slowest first (tests/conftest.py reads tests/module_seconds.json, written by
+# benchmarks/suite_time.py costs), in that order: --no-loadscope-reorder keeps xdist from re-sorting
+# them by their number of tests, which queued the few-test, slowest workflow modules last.
+.venv/bin/python -m pytest -p no:cacheprovider -n "${TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder \
+  --durations=25 "$@"

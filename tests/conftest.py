@@ -33,6 +33,23 @@ def copy_workflow(workdir: Path, *extra: str) -> Path:
     return workdir
 
 
+#: Measured seconds per test module (``benchmarks/suite_time.py costs``, from a full run's junit XML).
+MODULE_SECONDS = Path(__file__).with_name("module_seconds.json")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slowest modules first, each module's tests kept together and in their own order: with
+    ``--dist loadfile --no-loadscope-reorder`` (./test.sh) xdist hands modules out in this order as
+    workers free up, so the longest ones start at once on both workers instead of queueing at the
+    end behind the quick ones (a longest-first schedule). Modules not in the table keep their place
+    after the measured ones."""
+    if not MODULE_SECONDS.exists():
+        return
+    seconds = json.loads(MODULE_SECONDS.read_text())
+    position = {item: index for index, item in enumerate(items)}
+    items.sort(key=lambda item: (-seconds.get(item.nodeid.split("::")[0], 0.0), position[item]))
+
+
 @pytest.fixture(scope="module")
 def module_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """An empty folder for a test module's shared work (a workflow copy with its checkpoints: up to

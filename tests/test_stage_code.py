@@ -8,6 +8,7 @@ the derivation itself, on the library and on a small made-up package.
 from __future__ import annotations
 
 import ast
+import json
 import os
 import re
 from pathlib import Path
@@ -274,3 +275,50 @@ def test_the_running_code_digest_is_the_installed_packages_stage_digest():
     assert running_code_digest("evaluation.evaluate") != running_code_digest(
         "evaluation.evaluate", ("evaluation.metrics",)
     )
+
+
+def test_a_parsed_module_is_kept_by_its_bytes_for_later_processes(tmp_path, monkeypatch):
+    """What a module's parse gave (digest, imports) is kept under the cache folder by the hash of the
+    module's bytes (and of the reader's code): a later process reads it there instead of parsing;
+    an edit is other bytes, so other code never gets an old entry; a broken entry is parsed again."""
+    from rerank_scaling import stage_code as module
+
+    def fresh_process() -> None:  # the per-process caches forgotten, as in a new Snakemake start
+        module._parsed.cache_clear()
+        module._package_imports.cache_clear()
+
+    monkeypatch.setenv("RERANK_SCALING_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "module.py"
+    path.write_text(MODULE)
+    digest = module_digest(path)
+    (entry,) = (tmp_path / "cache" / "stage-code").rglob("*.json")
+    parsed = json.loads(entry.read_text())
+    assert parsed["digest"] == digest and parsed["imports"] == [[False, 0, "", ["math"], False]]
+
+    entry.write_text(json.dumps({**parsed, "digest": "kept"}))
+    fresh_process()
+    assert module_digest(path) == "kept", "a later process reads the entry, not the file's syntax tree"
+    path.write_text(MODULE.replace("radius**2", "radius**3"))
+    os.utime(path, ns=(1, 1))
+    fresh_process()
+    assert module_digest(path) not in ("kept", digest), "edited bytes: another entry, parsed afresh"
+
+    path.write_text(MODULE)
+    os.utime(path, ns=(2, 2))
+    entry.write_text("{broken")
+    fresh_process()
+    assert module_digest(path) == digest and json.loads(entry.read_text())["digest"] == digest
+
+
+def test_stage_code_without_a_writable_cache_still_reads_the_code(package, tmp_path, monkeypatch):
+    """A cache folder that cannot be made (here under a file) costs the parse, not the run."""
+    from rerank_scaling import stage_code as module
+
+    monkeypatch.setenv("RERANK_SCALING_CACHE", str(tmp_path / "cache"))
+    expected = stage_digest("fam.entry", package)
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("RERANK_SCALING_CACHE", str(tmp_path / "file" / "cache"))
+    module._parsed.cache_clear()
+    module._package_imports.cache_clear()
+    module.stage_modules.cache_clear()
+    assert stage_digest("fam.entry", package) == expected and "fam/optional.py" in expected

@@ -29,13 +29,19 @@ left out, so that describing a package re-runs nothing.
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import hashlib
+import json
+import os
+import sys
 from pathlib import Path
 
 from rerank_scaling.atomic import write_text
 
 PACKAGE = "rerank_scaling"
+#: One import statement as read from a file: (``from``-import?, level, module, names).
+RawImport = tuple[bool, int, str, tuple[str, ...]]
 
 
 def module_file(module: str, source: Path) -> Path | None:
@@ -48,18 +54,19 @@ def module_file(module: str, source: Path) -> Path | None:
     return None
 
 
-def _imported(node: ast.Import | ast.ImportFrom, module: str, is_package: bool, source: Path) -> list[str]:
+def _imported(statement: RawImport, module: str, is_package: bool, source: Path) -> list[str]:
     """The modules one import statement of ``module`` names."""
-    if isinstance(node, ast.Import):
-        return [alias.name for alias in node.names]
-    if node.level:  # relative: from the module's own package, one package up per further dot
+    from_import, level, named, aliases = statement
+    if not from_import:
+        return list(aliases)
+    if level:  # relative: from the module's own package, one package up per further dot
         parts = module.split(".") if is_package else module.split(".")[:-1]
-        parts = parts[: len(parts) - (node.level - 1)]
-        base = ".".join([*parts, node.module] if node.module else parts)
+        parts = parts[: len(parts) - (level - 1)]
+        base = ".".join([*parts, named] if named else parts)
     else:
-        base = node.module or ""
+        base = named
     # `from package import module` names the module; `from module import name` the module only
-    names = [f"{base}.{alias.name}" for alias in node.names]
+    names = [f"{base}.{alias}" for alias in aliases]
     return [name for name in names if module_file(name, source) is not None] or [base]
 
 
@@ -79,21 +86,65 @@ def package_imports(path: Path, module: str, source: Path) -> tuple[frozenset[st
 def _package_imports(
     path: Path, module: str, source: Path, stamp: tuple[int, int]
 ) -> tuple[frozenset[str], frozenset[str]]:
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     is_package = path.name == "__init__.py"
     at_top: set[str] = set()
     in_functions: set[str] = set()
+    for *statement, in_function in _parsed(path, stamp)["imports"]:
+        names = _imported(tuple(statement), module, is_package, source)
+        ours = {name for name in names if name == PACKAGE or name.startswith(PACKAGE + ".")}
+        (in_functions if in_function else at_top).update(ours)
+    return frozenset(at_top), frozenset(in_functions)
+
+
+def _cache_dir() -> Path:
+    """Where :func:`_parsed` keeps what it read, for every later process: ``$RERANK_SCALING_CACHE``,
+    else ``$XDG_CACHE_HOME/rerank-scaling`` (``~/.cache``), then ``stage-code``."""
+    root = os.environ.get("RERANK_SCALING_CACHE") or Path(
+        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "rerank-scaling"
+    )
+    return Path(root) / "stage-code"
+
+
+@functools.cache
+def _reader_version() -> str:
+    """What else decides what :func:`_parsed` reads from a file's bytes: this module's own code and
+    the Python version (:func:`ast.dump`'s format follows it)."""
+    return hashlib.sha256(Path(__file__).read_bytes() + sys.version.encode()).hexdigest()
+
+
+@functools.cache
+def _parsed(path: Path, stamp: tuple[int, int]) -> dict:
+    """What the stage code reads from a module: its code digest (:func:`module_digest`) and its
+    import statements (``[from-import?, level, module, names, inside a function?]``), read once per
+    version of its bytes and kept under :func:`_cache_dir`: every Snakemake start (each dry run,
+    each cluster job) and each job's :func:`running_code_digest` then read one small file per module
+    instead of parsing ~120. The key is the SHA-256 of the bytes and of :func:`_reader_version`, so
+    an entry never outlives the code it describes; a missing, unreadable or unwritable cache only
+    costs the parse."""
+    data = path.read_bytes()
+    key = hashlib.sha256(_reader_version().encode() + data).hexdigest()
+    entry = _cache_dir() / key[:2] / f"{key}.json"
+    try:
+        return json.loads(entry.read_text())
+    except (OSError, ValueError):
+        pass
+    tree = ast.parse(data, filename=str(path))
+    imports: list[list] = []
 
     def visit(node: ast.AST, in_function: bool) -> None:
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.Import | ast.ImportFrom):
-                names = _imported(child, module, is_package, source)
-                ours = {name for name in names if name == PACKAGE or name.startswith(PACKAGE + ".")}
-                (in_functions if in_function else at_top).update(ours)
+            if isinstance(child, ast.Import):
+                imports.append([False, 0, "", [alias.name for alias in child.names], in_function])
+            elif isinstance(child, ast.ImportFrom):
+                names = [alias.name for alias in child.names]
+                imports.append([True, child.level, child.module or "", names, in_function])
             visit(child, in_function or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef))
 
     visit(tree, False)
-    return frozenset(at_top), frozenset(in_functions)
+    parsed = {"digest": _tree_digest(tree), "imports": imports}
+    with contextlib.suppress(OSError):
+        write_text(entry, json.dumps(parsed))
+    return parsed
 
 
 @functools.cache
@@ -135,9 +186,12 @@ def module_digest(path: Path) -> str:
     return _module_digest(path, _stamp(path))
 
 
-@functools.cache
 def _module_digest(path: Path, stamp: tuple[int, int]) -> str:
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return _parsed(path, stamp)["digest"]
+
+
+def _tree_digest(tree: ast.Module) -> str:
+    """SHA-256 of :func:`ast.dump` of ``tree`` with its docstrings removed (in place)."""
     scopes = ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef
     for node in ast.walk(tree):
         if isinstance(node, scopes) and node.body and _is_docstring(node.body[0]):
