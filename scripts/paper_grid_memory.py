@@ -23,12 +23,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from paper_grid_cost import merged_config  # noqa: E402
 
 from rerank_scaling.grid import Grid  # noqa: E402
 from rerank_scaling.planning.memory import GB, MemoryPlan, model_shape, training_peak, usable_bytes  # noqa: E402
+from rerank_scaling.workflow.load import merged_config_files  # noqa: E402
 from rerank_scaling.workflow.resource_checks import config_memory_plans  # noqa: E402
 
 BEGIN, END = "<!-- paper-grid-memory:begin -->", "<!-- paper-grid-memory:end -->"
@@ -50,7 +48,7 @@ def _plan_text(plan: MemoryPlan | Exception) -> str:
 
 
 def block(configfile: str) -> str:
-    config = merged_config(REPO / configfile)
+    config = merged_config_files([REPO / "config.yaml", REPO / configfile])
     training, examples = config["training"], config["examples"]
     gpu = config["gpu_memory_gb"]
     plans = config_memory_plans(config)

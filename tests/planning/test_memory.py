@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def measured_peak(shape: dict) -> dict:
-    """Peak bytes of two training steps in a fresh process (tests/memory_probe.py says how)."""
+    """Peak bytes of two training steps in a fresh process (benchmarks/memory_probe.py says how)."""
     return memory_probe.measure(shape)
 
 

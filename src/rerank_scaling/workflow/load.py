@@ -87,6 +87,26 @@ def validate_config(config: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
+def merged_config_files(paths: list[str | os.PathLike[str]]) -> dict[str, Any]:
+    """The config files ``paths`` merged in order, each over the ones before (mappings key by key,
+    any other value replaced), as Snakemake merges ``configfile:`` and every ``--configfile``;
+    validated, with the schema's defaults: the config the workflow sees."""
+
+    def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+        out = dict(base)
+        for key, value in over.items():
+            both = isinstance(value, dict) and isinstance(out.get(key), dict)
+            out[key] = merge(out[key], value) if both else value
+        return out
+
+    validate_config_files(paths)
+    merged: dict[str, Any] = {}
+    for path in paths:
+        with open(path, encoding="utf-8") as handle:
+            merged = merge(merged, yaml.safe_load(handle) or {})
+    return validate_config(merged)
+
+
 def load_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a YAML config file and validate it."""
     validate_config_files([path])
