@@ -201,6 +201,29 @@ def test_the_ground_floor_holds_few_modules():
     assert len(ground) <= MAX_GROUND_MODULES, ground
 
 
+def rule_file_imports(text: str) -> set[str]:
+    """The package modules a Snakefile or rule file imports (``from rerank_scaling.x import ...``,
+    ``import rerank_scaling.x``), read line by line (a rule file is not plain Python)."""
+    found = set(re.findall(r"^\s*from (rerank_scaling(?:\.\w+)*) import", text, re.MULTILINE))
+    return found | set(re.findall(r"^\s*import (rerank_scaling(?:\.\w+)*)", text, re.MULTILINE))
+
+
+def test_the_rule_files_import_only_the_workflow_layer():
+    files = [ROOT / "Snakefile", *sorted(ROOT.glob("rules/*.smk"))]
+    imported = {(path.name, module) for path in files for module in rule_file_imports(path.read_text())}
+    assert ("common.smk", "rerank_scaling.workflow.stages") in imported
+    outside = {
+        (name, module) for name, module in imported if not module.startswith("rerank_scaling.workflow")
+    }
+    assert outside == set()
+    assert rule_file_imports(
+        "from rerank_scaling.grid import Grid\n    import rerank_scaling.data.bm25\n"
+    ) == {
+        "rerank_scaling.grid",
+        "rerank_scaling.data.bm25",
+    }
+
+
 def test_the_workflow_layer_reads_only_the_named_stage_modules():
     graph = import_graph()
     read = {
