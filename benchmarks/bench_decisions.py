@@ -3,7 +3,7 @@
 python benchmarks/bench_decisions.py --replicates 400 --ties 200 \
     --out benchmarks/results/decisions_calibration.md
 
-The simulation (tests/decision_simulation.py) has the default's joint path: four fitted sizes with
+The simulation (benchmarks/decision_simulation.py) has the default's joint path: four fitted sizes with
 five checkpoints each, the additive law with its asymptote on the bound, per-run offsets and
 checkpoint noise growing with size, two seeds at L4, 100 run-bootstrap refits per fit (the fit
 stage's). The decision reads the draws planning reads (``--forms planning``, the default): the
@@ -18,18 +18,14 @@ decide? Rates come with exact (Clopper-Pearson) 95% intervals.
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from benchmark_output import emit
+from decision_simulation import PLANNING_FORMS, equal_compute, simulate, tied
 from scipy import stats
 
 from rerank_scaling.precision import cpu_name
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from decision_simulation import PLANNING_FORMS, equal_compute, simulate, tied  # noqa: E402
 
 BANDS = [0.0, 0.5, 0.8, 0.9, 1.0 + 1e-9]
 

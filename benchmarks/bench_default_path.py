@@ -3,7 +3,7 @@
     python benchmarks/bench_default_path.py --replicates 200 --bootstrap 200 --seed 1 \
         --out benchmarks/results/default_path.md
 
-The simulation is ``tests/default_path_simulation.py`` (last_k = 1, four fitted sizes, seeds at the
+The simulation is ``benchmarks/default_path_simulation.py`` (last_k = 1, four fitted sizes, seeds at the
 largest fitted one, the asymptote on its bound, run noise growing with size); the same replicates
 are forecast by the bounded power law alone and by the model-form ensemble
 (:mod:`rerank_scaling.laws.ensemble`, with its discrepancy term). Reported per method: coverage of
@@ -13,7 +13,7 @@ misses above and below the interval, and the mean bias of the point forecast. Th
 the same settings, so the numbers quoted from this file are the ones they assert on.
 
 A second table does the same for the two-step forecast (:mod:`rerank_scaling.laws.two_step`: CE@16
-by its ensemble, then nDCG@10 through a linear map) on ``tests/two_step_simulation.py``'s ladders,
+by its ensemble, then nDCG@10 through a linear map) on ``benchmarks/two_step_simulation.py``'s ladders,
 at that module's settings (200 replicates, 100 resamples, seed 11), which the slow test in
 ``tests/laws/test_two_step.py`` asserts on (coverage in [0.90, 0.985], width at most 1.5x).
 """
@@ -21,19 +21,15 @@ at that module's settings (200 replicates, 100 resamples, seed 11), which the sl
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import pandas as pd
+import two_step_simulation
 from benchmark_output import emit
+from default_path_simulation import oracle_width, simulate
 from scipy import stats
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-import two_step_simulation  # noqa: E402
-from default_path_simulation import oracle_width, simulate  # noqa: E402
-
-from rerank_scaling.precision import cpu_name  # noqa: E402
+from rerank_scaling.precision import cpu_name
 
 
 def row(method: str, frame: pd.DataFrame, oracle: float) -> dict[str, object]:
@@ -73,13 +69,13 @@ def main() -> None:
         "",
         f"`python benchmarks/bench_default_path.py --replicates {args.replicates} --bootstrap "
         f"{args.bootstrap} --seed {args.seed}`; CPU: {cpu_name()}; {time.perf_counter() - start:.0f} s. "
-        "Simulation: tests/default_path_simulation.py; the same replicates for both methods.",
+        "Simulation: benchmarks/default_path_simulation.py; the same replicates for both methods.",
         "",
         table.to_markdown(index=False),
         "",
         "## Two-step forecast (simulated, known truth)",
         "",
-        f"Simulation: tests/two_step_simulation.py ({sim.REPLICATES} replicates, {sim.BOOTSTRAP} "
+        f"Simulation: benchmarks/two_step_simulation.py ({sim.REPLICATES} replicates, {sim.BOOTSTRAP} "
         f"resamples, seed {sim.SEED}, the slow test's settings; not the arguments above); "
         f"{two_step_seconds:.0f} s. CE@16 by its ensemble of forms, then nDCG@10 = u + v CE@16 "
         "fitted on every checkpoint of the fitted runs; L6's final value held out.",

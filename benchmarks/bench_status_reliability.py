@@ -1,5 +1,5 @@
 """When the engine labels a forecast usable, is the observation inside its interval? Simulated
-ladders whose scaling breaks past the fitted sizes (tests/status_simulation.py).
+ladders whose scaling breaks past the fitted sizes (benchmarks/status_simulation.py).
 
     python benchmarks/bench_status_reliability.py --out benchmarks/results/status_reliability.md
 
@@ -21,11 +21,9 @@ import time
 from pathlib import Path
 
 from benchmark_output import emit
+from status_simulation import reliability, simulate
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from status_simulation import reliability, simulate  # noqa: E402
-
-from rerank_scaling.precision import cpu_name  # noqa: E402
+from rerank_scaling.precision import cpu_name
 
 
 def commit() -> str:
@@ -67,7 +65,8 @@ def main() -> None:
         f"`python benchmarks/bench_status_reliability.py --replicates {args.replicates} --bootstrap "
         f"{args.bootstrap} --seed {args.seed}`; commit {commit()}; CPU: {cpu_name()}; "
         f"{seconds:.0f} s for {args.replicates} replicates x 4 ladders (load average {load:.1f} at the "
-        "start, on 2 shared cores). Simulation: tests/status_simulation.py (its docstring has the setup); "
+        "start, on 2 shared cores). Simulation: benchmarks/status_simulation.py (its docstring has the "
+        "setup); "
         "rule: src/rerank_scaling/laws/forecast_status.py.",
         "",
         shown.to_markdown(index=False),

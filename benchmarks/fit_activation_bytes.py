@@ -2,7 +2,7 @@
 
     python benchmarks/fit_activation_bytes.py --out benchmarks/results/activation_bytes.md
 
-Each shape of :data:`FIT_SHAPES` trains two AdamW steps in a fresh process (``tests/memory_probe.py``:
+Each shape of :data:`FIT_SHAPES` trains two AdamW steps in a fresh process (``benchmarks/memory_probe.py``:
 peak resident set after a warm-up, above the resident set before the model), at two batch sizes
 (:data:`SEQUENCES`); the slope of the peak in the tokens is the activation bytes per token, free of
 whatever the training state costs (its term is the same at both sizes). Per token the memory model
@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 from pathlib import Path
 
+import memory_probe  # the probe and how it is run: one owner
 import numpy as np
 from benchmark_output import emit
 from scipy.optimize import nnls
@@ -32,8 +32,6 @@ from scipy.optimize import nnls
 from rerank_scaling.precision import cpu_name
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
-import memory_probe  # noqa: E402  (the probe and how it is run: one owner)
 
 #: (hidden, FFN width, layers): widths and depths apart, so a, b and e are told apart.
 FIT_SHAPES = ((128, 256, 2), (128, 512, 6), (256, 384, 4), (256, 768, 2), (384, 512, 3), (384, 1152, 5))
@@ -89,7 +87,7 @@ def main() -> None:
         "",
         f"CPU: {cpu_name()}; `python benchmarks/fit_activation_bytes.py`; slopes between {SEQUENCES[0]} "
         f"and {SEQUENCES[1]} sequences of {MAX_LENGTH} tokens, ModernBERT with SDPA, two AdamW steps "
-        "(tests/memory_probe.py).",
+        "(benchmarks/memory_probe.py).",
         "",
         "| precision | fit | constants (bytes per token) | worst relative error over the fitted shapes |",
         "|---|---|---|---|",

@@ -44,12 +44,12 @@ from benchmark_output import REPO, emit_table, overlay_run_arguments
 from bi_encoder_zero_shot import zero_shot_rows
 from snakemake.utils import update_config
 
-from rerank_scaling.config import load_config
 from rerank_scaling.data.trec import read_qrels, read_run
 from rerank_scaling.evaluation.metrics import ir_metrics, ranking
 from rerank_scaling.precision import cpu_flags, cpu_name
 from rerank_scaling.report.scaling_evidence import QueryTable, final_rows
-from rerank_scaling.workflow_time import job_times
+from rerank_scaling.workflow.load import load_config
+from rerank_scaling.workflow.timing import job_times
 
 SPLIT, METRIC, Z = "dev", "nDCG@10", 2.0
 

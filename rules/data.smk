@@ -13,7 +13,7 @@ rule prepare_corpus:
         out=directory_of("output", "corpus"),
     resources:
         # ir_datasets streams MS MARCO's 8.8M passages through it; its ids are checked: sized per
-        # passage (rerank_scaling.cpu_memory, measured)
+        # passage (rerank_scaling.workflow.cpu_memory, measured)
         **job_resources("prepare_corpus", **SIZES.cpu_job("prepare_corpus", SIZES.data_counts("prepare_corpus"))),
     priority: 50
     log:
@@ -65,7 +65,7 @@ rule prepare_qrels:
         out=directory_of("output", "qrels", levels=2),
     resources:
         # the corpus's ids (MS MARCO: 8.8M)
-        # the corpus's ids indexed, then the split's judgements checked (rerank_scaling.cpu_memory)
+        # the corpus's ids indexed, then the split's judgements checked (rerank_scaling.workflow.cpu_memory)
         **job_resources("prepare_qrels", **SIZES.cpu_job("prepare_qrels", SIZES.data_counts("prepare_qrels"))),
     priority: 50
     log:

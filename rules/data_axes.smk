@@ -18,7 +18,7 @@ rule annotation_examples:
         seed=config["examples"]["seed"],
         out=directory_of("output", "pointwise"),
     resources:
-        # reads the human example tables (rerank_scaling.cpu_memory, measured)
+        # reads the human example tables (rerank_scaling.workflow.cpu_memory, measured)
         **job_resources(
             "annotation_examples", **SIZES.cpu_job("annotation_examples", SIZES.data_counts("annotation_examples"))
         ),
@@ -114,7 +114,7 @@ rule file_examples:
         training=training_steps_json(),
         collection=directory_of("input", "collection"),
     resources:
-        # the examples model of the file's split (rerank_scaling.cpu_memory; unknown: the fallback)
+        # the examples model of the file's split (rerank_scaling.workflow.cpu_memory; unknown: the fallback)
         **job_resources("training_examples", **SIZES.cpu_job_by_wildcard("training_examples", SIZES.examples_counts, "source")),
     log:
         log_path("examples", "build_{source}"),

@@ -13,7 +13,7 @@ rule evaluate_bm25:
         bm25_dir=directory_of("input", "runs"),
         splits=eval_splits(),
     resources:
-        # every evaluated split's run read (rerank_scaling.cpu_memory, measured)
+        # every evaluated split's run read (rerank_scaling.workflow.cpu_memory, measured)
         **job_resources("evaluate_bm25", **SIZES.cpu_job("evaluate_bm25", SIZES.data_counts("evaluate_bm25"))),
     log:
         log_path("eval", "bm25"),
@@ -39,7 +39,7 @@ rule split_texts:
     params:
         depth=config["evaluation"]["rerank_depth"],
     resources:
-        # the split's run and its candidates' texts held, the corpus scanned (rerank_scaling.cpu_memory)
+        # the split's run and its candidates' texts held, the corpus scanned (rerank_scaling.workflow.cpu_memory)
         **job_resources("split_texts", **SIZES.cpu_job_by_wildcard("split_texts", SIZES.split_texts_counts)),
     log:
         log_path("eval", "texts/{split}"),
@@ -143,7 +143,7 @@ rule merge_metrics:
         csv=f"{RESULTS}/metrics/all.csv",
         per_query=f"{RESULTS}/metrics/per_query.parquet",
     resources:
-        # streamed run by run: one file and one run's rows (rerank_scaling.cpu_memory, measured)
+        # streamed run by run: one file and one run's rows (rerank_scaling.workflow.cpu_memory, measured)
         **job_resources(
             "merge_metrics",
             **SIZES.cpu_job(
@@ -197,7 +197,7 @@ use rule evaluate_run as evaluate_part with:
         benchmark_path("eval", "{run}/{part}")
 
 
-# Runs whose evaluation.unit jobs would mostly pay set-up (BUNDLES, rerank_scaling.eval_bundles) are
+# Runs whose evaluation.unit jobs would mostly pay set-up (BUNDLES, rerank_scaling.workflow.eval_bundles) are
 # scored whole, several a job: one process, one Snakefile parse, the same cache as evaluate_run.
 rule evaluate_bundle:
     input:

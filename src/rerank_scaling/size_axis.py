@@ -3,7 +3,7 @@ axis reads.
 
 Kaplan et al. (2020) fit N as the non-embedding parameters; the seed paper reports total parameters
 too. Each axis names a column of the metrics table (:data:`rerank_scaling.records.METRIC_COLUMNS`),
-the same field of :class:`rerank_scaling.training.models.ModelStats` and of planning's measured
+the same field of :class:`rerank_scaling.families.models.ModelStats` and of planning's measured
 :class:`rerank_scaling.planning.measured_profiles.CostProfile`, so the laws (``laws.protocols``) and
 planning (``planning.plan_rows``) read one model's N the same way.
 """
@@ -25,5 +25,5 @@ def size_column(axis: str) -> str:
 
 def model_size(counts: Any, axis: str) -> float:
     """N of one model on ``axis``, from a record with the parameter counts as fields
-    (:class:`~rerank_scaling.training.models.ModelStats`, a measured ``CostProfile``)."""
+    (:class:`~rerank_scaling.families.models.ModelStats`, a measured ``CostProfile``)."""
     return float(getattr(counts, size_column(axis)))

@@ -8,10 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+import bench_window_attention as bench
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-import bench_window_attention as bench  # noqa: E402
 
 
 def test_load_monitor_counts_a_busy_child_process() -> None:

@@ -7,17 +7,14 @@ size dropped."""
 from __future__ import annotations
 
 import json
-import sys
 import zipfile
 from pathlib import Path
 
+import ladder_options
 import numpy as np
 import pandas as pd
 import pytest
 import yaml
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-import ladder_options  # noqa: E402
 
 QUERIES = 400
 SIZES = {"L1": 0.10, "L2": 0.15, "L3": 0.20, "L4": 0.22, "L6": 0.30}  # mean gain over BM25

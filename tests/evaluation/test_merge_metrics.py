@@ -4,14 +4,11 @@ of the run's files (not within each part file, which kept every checkpoint of a 
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
+import msmarco_shaped
 import pandas as pd
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-import msmarco_shaped  # noqa: E402
 
 from rerank_scaling.atomic import write_table
 from rerank_scaling.evaluation import merge_metrics

@@ -1,6 +1,6 @@
 """Forecast intervals on the embedded default's own path: coverage AND width.
 
-The simulation (``tests/default_path_simulation.py``) has the default's structure: last_k = 1,
+The simulation (``benchmarks/default_path_simulation.py``) has the default's structure: last_k = 1,
 four fitted sizes, seeds at the largest fitted one, the asymptote on its bound, run noise growing
 with size. Coverage must lie in [0.90, 0.985] and the median width within 1.5x the oracle's: an
 interval too wide passes a coverage-only test, so width is asserted too, and the same assertions

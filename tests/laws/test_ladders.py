@@ -3,19 +3,17 @@ provenance there), 190M-1B fitted, 3B held out, as benchmarks/bench_ladders.py d
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from bench_ladders import olmo_size
 
 from rerank_scaling.forecast.run import forecast_runs
 from rerank_scaling.records import MetricSpec
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "benchmarks"))
-from bench_ladders import olmo_size  # noqa: E402
 
 LOSS = MetricSpec("CrossEntropyLoss", -1, (0.0, 10.0))
 

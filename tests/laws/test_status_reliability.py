@@ -1,6 +1,6 @@
 """A usable forecast is inside its interval, also when scaling breaks past the fitted sizes.
 
-The simulation (``tests/status_simulation.py``): the forecasting audit's four-size ladder (two seeds
+The simulation (``benchmarks/status_simulation.py``): the forecasting audit's four-size ladder (two seeds
 at 80M, run sd 0.01, truth 0.55 - 0.88 n^-0.4), forecasts at 2x and 8x, the remaining gains past
 100M flattened (x0.25), stopped or doubled. The rule it replaced labelled usable the forecasts whose
 interval excluded "no further gain" and missed 6 of 17 usable plateau forecasts in a 30-replicate

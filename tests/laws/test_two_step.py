@@ -1,5 +1,5 @@
 """Two-step forecasts (laws/two_step.py) against known truth: the simulation of
-``tests/two_step_simulation.py`` (a loss law in N, a linear map to the rank metric, per-run offsets
+``benchmarks/two_step_simulation.py`` (a loss law in N, a linear map to the rank metric, per-run offsets
 in both measurements, per-checkpoint noise, run noise growing with size). The slow test's numbers
 are the ones ``benchmarks/results/default_path.md`` reports (same settings)."""
 

@@ -5,9 +5,6 @@ gradients."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 from test_window_attention import _batch
@@ -107,7 +104,6 @@ def test_fused_memory_is_linear_in_length() -> None:
     query, key, value = torch.randn(3, 1, 4, length, 32).unbind(0)
 
     def peak(fn) -> int:  # the benchmark's measure: peak bytes allocated during one call
-        sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
         from bench_window_attention import peak_bytes
 
         return peak_bytes(fn, "cpu")

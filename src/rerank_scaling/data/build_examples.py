@@ -16,7 +16,6 @@ import argparse
 import logging
 
 from rerank_scaling.atomic import write_json, write_table
-from rerank_scaling.config_training_checks import training_steps_problems
 from rerank_scaling.data.collection import CollectionDir, load_texts, read_split
 from rerank_scaling.data.training_examples import (
     ExampleSettings,
@@ -31,7 +30,7 @@ from rerank_scaling.data.training_examples import (
 from rerank_scaling.data.trec import iter_run_queries
 from rerank_scaling.grid import OBJECTIVES
 from rerank_scaling.settings import parse_json_arg, settings_from_dict
-from rerank_scaling.training.train_settings import StepSettings
+from rerank_scaling.steps import StepSettings, training_steps_problems
 
 log = logging.getLogger(__name__)
 

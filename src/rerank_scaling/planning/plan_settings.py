@@ -38,6 +38,6 @@ class PlanSettings(SectionSettings):
     profile_steps: int
     profile_batch: int
     nominal_flops_per_second: float  # when profile is false
-    gpu_name: str | None  # the GPU of the paper-grid estimate (scripts/paper_grid_cost.py)
+    gpu_name: str | None  # the GPU of the paper-grid estimate (benchmarks/paper_grid_cost.py)
     peak_flops: float | None  # its peak dense BF16 FLOP/s
     mfu: float  # achieved / peak FLOP/s assumed for that estimate

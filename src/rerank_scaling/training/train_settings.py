@@ -3,13 +3,13 @@ parse (job resources, config checks) reads them without importing the trainer's 
 
 The section holds three kinds of key: which runs exist (:data:`GRID_KEYS`, read by
 :class:`rerank_scaling.grid.Grid`; a run's id carries its own), how one run trains
-(:class:`TrainSettings`), and what sizes its job (``RESOURCE_KEYS``). :class:`StepSettings` is the
-part that sets how many optimizer steps a run has. Defaults: the schema's.
+(:class:`TrainSettings`), and what sizes its job (``RESOURCE_KEYS``). The part that sets how many
+optimizer steps a run has is :class:`rerank_scaling.steps.StepSettings`, on the ground floor: the
+data jobs check it too. Defaults: the schema's.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -55,33 +55,3 @@ class TrainSettings(SectionSettings):
     threads: int
     mem_mb: int
     runtime: int
-
-
-@dataclass(frozen=True)
-class StepSettings(SectionSettings):
-    """The ``training`` keys that set how many optimizer steps a run has: the examples and fraction
-    jobs check them against the examples they see (only these, so that other training changes do
-    not re-run those jobs)."""
-
-    SECTION: ClassVar[str] = "training"
-
-    objectives: tuple[str, ...]
-    checkpoints: int
-    max_steps: int | None
-    epochs: float
-    pointwise_batch_size: int
-    group_queries_per_batch: int
-
-    def batch(self, objective: str) -> tuple[str, int]:
-        """The batch key of ``objective`` and its value: pairs for pointwise, queries otherwise."""
-        key = "pointwise_batch_size" if objective == "pointwise" else "group_queries_per_batch"
-        return key, getattr(self, key)
-
-
-def total_steps(settings: TrainSettings | StepSettings, rows: int, batch: int, fraction: float) -> int:
-    """Optimizer steps of a run, the length its warm-up and linear decay are scaled to: its epochs
-    over its own rows; with ``training.max_steps``, that many times its data fraction (the same
-    passes over the data as the full run), so every fraction ends its own complete schedule."""
-    if settings.max_steps:
-        return max(1, math.ceil(settings.max_steps * fraction - 1e-9))
-    return max(1, math.ceil(math.ceil(rows / batch) * settings.epochs))

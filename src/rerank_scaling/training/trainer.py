@@ -40,13 +40,20 @@ from pathlib import Path
 from typing import Any
 
 from rerank_scaling.device import resolve_device
+from rerank_scaling.families.models import (
+    ModelStats,
+    attention_implementation,
+    build_cross_encoder,
+    model_stats,
+)
 from rerank_scaling.grid import RunSpec
-from rerank_scaling.model_pins import model_commit
+from rerank_scaling.hub.pins import model_commit
 from rerank_scaling.planning.gpu_fit import checked_plan
 from rerank_scaling.planning.memory import MemoryPlan, MemoryShape, plan_memory
 from rerank_scaling.precision import fp32_score_layer, resolve_precision
 from rerank_scaling.settings import without
 from rerank_scaling.stage_code import running_code_digest
+from rerank_scaling.steps import total_steps
 from rerank_scaling.training.batching import LengthBucketBatchSampler, row_lengths
 from rerank_scaling.training.checkpoint_store import (
     PROGRESS,
@@ -56,16 +63,10 @@ from rerank_scaling.training.checkpoint_store import (
     fault_point,
     file_digest,
 )
-from rerank_scaling.training.models import (
-    ModelStats,
-    attention_implementation,
-    build_cross_encoder,
-    model_stats,
-)
 from rerank_scaling.training.objectives import load_examples, make_loss
 from rerank_scaling.training.schedule import checkpoint_steps
 from rerank_scaling.training.token_counter import TokenCounter
-from rerank_scaling.training.train_settings import TrainSettings, total_steps
+from rerank_scaling.training.train_settings import TrainSettings
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Measure the peak memory of two ModernBERT training steps on CPU, in a fresh process.
 
-    python tests/memory_probe.py '{"hidden": 256, "intermediate": 384, "layers": 4, "vocab": 1000,
+    python benchmarks/memory_probe.py '{"hidden": 256, "intermediate": 384, "layers": 4, "vocab": 1000,
         "sequences": 32, "max_length": 128, "precision": "half", "checkpointing": false}'
 
 Prints {"peak_bytes": ..., "params": ...}. Method: peak resident set (``VmHWM``) minus the

@@ -32,7 +32,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from rerank_scaling.workload import Workload
+from rerank_scaling.workflow.workload import Workload
 
 MB = 1e6
 
@@ -325,7 +325,8 @@ CPU_COSTS: dict[str, LinearCost] = {
     ),
 }
 
-#: Every data-sized CPU rule's model, by rule (:meth:`rerank_scaling.job_resources.JobSizes.cpu_job`).
+#: Every data-sized CPU rule's model, by rule
+#: (:meth:`rerank_scaling.workflow.job_resources.JobSizes.cpu_job`).
 CPU_MODELS: dict[str, ExamplesCoefficients | MergeCoefficients | LinearCost] = {
     "training_examples": EXAMPLES,
     "merge_metrics": MERGE,

@@ -1,10 +1,10 @@
 """Load and validate the workflow configuration before any job runs.
 
 Two layers: the JSON schema (``schemas/config.schema.yaml``: types, enums, closed objects, and every
-default) and cross-field checks the schema cannot express (:mod:`.config_checks`: depths, steps for
+default) and cross-field checks the schema cannot express (:mod:`.checks`: depths, steps for
 the checkpoints, model and collection directories, fitted metrics, ...). Every error names the
 offending field and says how to fix it. A valid config gets the schema's defaults once, here
-(:func:`rerank_scaling.config_schema.fill_defaults`): after :func:`validate_config` every section
+(:func:`rerank_scaling.settings.fill_defaults`): after :func:`validate_config` every section
 has every key, and no stage reads a key with a default of its own.
 """
 
@@ -16,9 +16,9 @@ from typing import Any
 import jsonschema
 import yaml
 
-from rerank_scaling.config_checks import cross_field_problems
-from rerank_scaling.config_meaning import duplicate_key_problems, meaning_problems
-from rerank_scaling.config_schema import fill_defaults, schema
+from rerank_scaling.settings import fill_defaults, schema
+from rerank_scaling.workflow.checks import cross_field_problems
+from rerank_scaling.workflow.meaning_checks import duplicate_key_problems, meaning_problems
 
 # One rule for integers: an integer field takes a whole number written without a decimal point.
 # JSON Schema counts 3.0 as an integer, and Python then passes a float to range() or a tensor shape
@@ -85,6 +85,26 @@ def validate_config(config: dict[str, Any]) -> dict[str, Any]:
     if problems:
         raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(problems))
     return config
+
+
+def merged_config_files(paths: list[str | os.PathLike[str]]) -> dict[str, Any]:
+    """The config files ``paths`` merged in order, each over the ones before (mappings key by key,
+    any other value replaced), as Snakemake merges ``configfile:`` and every ``--configfile``;
+    validated, with the schema's defaults: the config the workflow sees."""
+
+    def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+        out = dict(base)
+        for key, value in over.items():
+            both = isinstance(value, dict) and isinstance(out.get(key), dict)
+            out[key] = merge(out[key], value) if both else value
+        return out
+
+    validate_config_files(paths)
+    merged: dict[str, Any] = {}
+    for path in paths:
+        with open(path, encoding="utf-8") as handle:
+            merged = merge(merged, yaml.safe_load(handle) or {})
+    return validate_config(merged)
 
 
 def load_config(path: str | os.PathLike[str]) -> dict[str, Any]:
