@@ -10,19 +10,21 @@ target forecast than the obvious rules? Known truth, real ladders, and its speed
    ceiling); a quarter with a break at 250M (between the fitted sizes and the 1.28B target: the
    reducible term decays three times slower beyond it). Candidates: another seed of 40M and 80M,
    new sizes 160M and 320M, priced N (1 unit = a 10M run); budget 32. Three rules spend it, each
-   buying a candidate at most once, while one is affordable: the advisor's ranking (one call; its
-   candidates in ranked order), the largest affordable size, and a random affordable run. Each
-   run's outcome is drawn from the truth; the ensemble is then fitted as the fit stage fits it and
-   the target's 95% interval width and |error| (to the true mean) are compared. The ratios
-   advisor / baseline are ratios of means over ladders with a paired bootstrap 95% interval.
-   Calibration: the advisor's expected width after its first pick against the width realised when
-   that run is added alone.
+   buying a candidate at most once: the advisor's best affordable plan
+   (:func:`rerank_scaling.forecast.advise_plan.advise_budget`), the largest affordable size first
+   while one is affordable, and random affordable runs while one is. Each run's outcome is drawn
+   from the truth; the ensemble is then fitted as the fit stage fits it and the target's 95%
+   interval width and |error| (to the true mean) are compared. The ratios advisor / baseline are
+   ratios of means over ladders with a paired bootstrap 95% interval. "Best plan in hindsight": of
+   the advisor's plans, the one whose realised width was smallest (what any rule choosing among
+   them could reach at most). Calibration: the advisor's expected width after its plan against the
+   width realised. ``--seed`` picks the ladders: develop on one seed, report another.
 2. Replay on the public ladders (``../shared/data/ladders``): slices with at least two sizes between
    the three smallest and the largest (Gadre et al. 2024, token multiplier 1; the OLMo ladder at
-   1x Chinchilla, whose seed reruns are candidates too). From the three smallest sizes, the advisor
-   picks each next run from those the ladder trained (6 N D its cost); the baseline adds sizes in
-   increasing order. At each budget the baseline's k-th addition spends, the target's |error| and
-   width of each rule's last state within that budget.
+   1x Chinchilla, whose seed reruns are candidates too). From the three smallest sizes; the
+   baseline adds sizes in increasing order (then the reruns); at each budget its k-th addition
+   spends, the advisor buys its best affordable plan of the runs the ladder trained (6 N D their
+   cost) from the same start, and the target's |error| and width of both are compared.
 3. Speed: the advisor on a table of the default grid's sizes (L1-L4 fitted, L6 the target: 1.77M
    non-embedding parameters per MiniLM layer) at the fit stage's resample count (100), its default
    candidates (8) and outcomes; wall time, 2 cores.
@@ -44,8 +46,9 @@ import pandas as pd
 from benchmark_output import emit
 from scipy import stats
 
-from rerank_scaling.forecast.advise import OUTCOMES, Candidate, Group, advise, ensemble_at
-from rerank_scaling.forecast.advise_table import advise_runs, one_group
+from rerank_scaling.forecast.advise import OUTCOMES, Candidate, Group, ensemble_at
+from rerank_scaling.forecast.advise_plan import advise_budget, affordable_plans, plan_label
+from rerank_scaling.forecast.advise_table import advice_problem, advise_runs, one_group
 from rerank_scaling.forecast.run import checked_runs, table_settings
 from rerank_scaling.precision import cpu_name
 from rerank_scaling.records import MetricSpec
@@ -135,11 +138,11 @@ def one_ladder(args: tuple[int, int, int, int]) -> dict:
     costs = [n / 1e7 for n, _ in CANDIDATES]
     candidates = [Candidate(label, n, c) for (n, label), c in zip(CANDIDATES, costs, strict=True)]
     group = group_of(start, bootstrap, truth.ceiling)
-    advice = advise(group, TARGET, candidates, outcomes, seed=index)
-    ranked = [next(i for i, c in enumerate(candidates) if c.label == label) for label in advice["candidate"]]
+    plans = advise_budget(group, TARGET, candidates, BUDGET, outcomes, seed=index)
+    index_of = {plan_label(candidates, p): p for p in affordable_plans(candidates, BUDGET)}
     affordable = [i for i, c in enumerate(costs) if c <= BUDGET]
     orders = {
-        "advisor": ranked,
+        "advisor": list(index_of[plans["plan"].iloc[0]]),
         "largest affordable": sorted(affordable, key=lambda i: -CANDIDATES[i][0]),
         "random affordable": list(rng.permutation(affordable)),
     }
@@ -153,17 +156,26 @@ def one_ladder(args: tuple[int, int, int, int]) -> dict:
         key = tuple(sorted(bought))
         if key not in fitted:
             points = start + [(CANDIDATES[i][0], outcomes_of[i], 1) for i in key]
-            fitted[key] = target_forecast(group_of(points, bootstrap, truth.ceiling), TARGET, index)
+            width, point = target_forecast(group_of(points, bootstrap, truth.ceiling), TARGET, index)
+            fitted[key] = width, abs(point - truth.mean(TARGET))
         return fitted[key]
 
     for rule, order in orders.items():
         bought = buy(order, costs, BUDGET)
-        width, point = after(bought)
-        row[f"width {rule}"], row[f"error {rule}"] = width, abs(point - truth.mean(TARGET))
+        row[f"width {rule}"], row[f"error {rule}"] = after(bought)
         row[f"bought {rule}"] = "+".join(CANDIDATES[i][1].split()[0] for i in bought)
-    row["expected_width_first"] = float(advice["expected_width"].iloc[0])
-    row["width_now_advisor"] = float(advice["width_now"].iloc[0])
-    row["realised_width_first"] = after([ranked[0]])[0]
+    for plan in plans.itertuples():  # every plan, realised: the best in hindsight and the calibration
+        width, error = after(list(index_of[plan.plan]))
+        row[f"plan {plan.Index} expected width"], row[f"plan {plan.Index} width"] = plan.expected_width, width
+        row[f"plan {plan.Index} expected spread"], row[f"plan {plan.Index} error"] = (
+            plan.expected_form_spread, error,
+        )  # fmt: skip
+    realised = [row[f"plan {k} width"] for k in range(len(plans))]
+    row["width best in hindsight"] = float(np.nanmin(realised))
+    row["error best in hindsight"] = row[f"plan {int(np.nanargmin(realised))} error"]
+    row["expected_width_first"] = float(plans["expected_width"].iloc[0])
+    row["width_now_advisor"] = float(plans["width_now"].iloc[0])
+    row["realised_width_first"] = row["width advisor"]
     return row
 
 
@@ -187,15 +199,17 @@ def simulation_report(rows: pd.DataFrame, seed: int) -> list[str]:
         "the baseline's, paired bootstrap 95% interval; below 1: the advisor's is smaller.",
         "",
         "| quantity at the target | advisor | largest affordable | random affordable | "
-        "advisor / largest [95% CI] | advisor / random [95% CI] |",
-        "|---|---|---|---|---|---|",
+        "advisor / largest [95% CI] | advisor / random [95% CI] | best plan in hindsight / largest |",
+        "|---|---|---|---|---|---|---|",
     ]
     for quantity in ("width", "error"):
         a, big, rnd = (rows[f"{quantity} {r}"].to_numpy(float) for r in RULES)
+        hindsight = rows[f"{quantity} best in hindsight"].to_numpy(float)
         lines.append(
             f"| mean {'95% interval width' if quantity == 'width' else '|error|'} (start "
             f"{np.nanmean(rows[f'{quantity}_start']):.4f}) | {np.nanmean(a):.4f} | {np.nanmean(big):.4f} | "
-            f"{np.nanmean(rnd):.4f} | {ratio_ci(a, big, rng)} | {ratio_ci(a, rnd, rng)} |"
+            f"{np.nanmean(rnd):.4f} | {ratio_ci(a, big, rng)} | {ratio_ci(a, rnd, rng)} "
+            f"| {ratio_ci(hindsight, big, rng)} |"
         )
     lines += [
         "",
@@ -218,11 +232,11 @@ def simulation_report(rows: pd.DataFrame, seed: int) -> list[str]:
     slope = stats.linregress(expected[keep], realised[keep])
     lines += [
         "",
-        "### Calibration of the advice (its first pick alone)",
+        "### Calibration of the advice (the plan it bought)",
         "",
-        "Expected reduction: the advisor's width now minus its expected width after its first pick; "
-        "realised: width now minus the width when that run's drawn outcome is added and the ensemble "
-        "refitted.",
+        "Expected reduction: the advisor's width now minus its expected width after the plan it chose; "
+        "realised: width now minus the width when those runs' outcomes, drawn from the truth, are added "
+        "and the ensemble refitted.",
         "",
         "| expected-reduction quartile | ladders | mean expected reduction | mean realised reduction |",
         "|---|---|---|---|",
@@ -294,36 +308,33 @@ def replay(slice_: Slice, bootstrap: int, outcomes: int) -> list[dict]:
     start = runs[runs["size"].isin(sizes[:3]) & (runs["seed"] == "0")]
     pool = runs[(runs["size"] < sizes[-1]) & ~runs.index.isin(start.index)]
     unit = float(start["cost"].sum())
+    cands = [Candidate(str(i), float(r["size"]), float(r["cost"]) / unit) for i, r in pool.iterrows()]
+    group, _ = advice_problem(start.drop(columns="cost"), float(target["size"]), cands, None, slice_.metric,
+                              bootstrap, 0)  # fmt: skip
 
-    def path(choose) -> list[tuple[float, float, float]]:
-        have, left, spent = start, pool, 0.0
-        states = [(0.0, *replay_state(slice_, have, target, bootstrap))]
-        while len(left):
-            pick = choose(have, left)
-            spent += float(left.loc[pick, "cost"])
-            have, left = pd.concat([have, left.loc[[pick]]]), left.drop(index=pick)
-            states.append((spent / unit, *replay_state(slice_, have, target, bootstrap)))
-        return states
-
-    def by_advisor(have: pd.DataFrame, left: pd.DataFrame) -> int:
-        cands = [Candidate(str(i), float(r["size"]), float(r["cost"]) / unit) for i, r in left.iterrows()]
-        table = have.drop(columns="cost")
-        advice = advise_runs(table, float(target["size"]), cands, None, slice_.metric, bootstrap, 0, outcomes)
-        return int(advice["candidate"].iloc[0])
+    def state(bought: list[int]) -> tuple[float, float]:
+        return replay_state(slice_, pd.concat([start, pool.loc[bought]]), target, bootstrap)
 
     def in_order(have: pd.DataFrame, left: pd.DataFrame) -> int:
         """The smallest size not yet trained; once every size is, the smallest size's rerun."""
         new = left[~left["size"].isin(have["size"])]
-        return int((new if len(new) else left).sort_values("size").index[0])
+        return int((new if len(new) else left).sort_values("size", kind="stable").index[0])
 
-    advisor, ordered = path(by_advisor), path(in_order)
+    ordered, left = [], pool
+    while len(left):
+        ordered.append(in_order(pd.concat([start, pool.loc[ordered]]), left))
+        left = left.drop(index=ordered[-1])
     rows = []
-    for k, (budget, width, error) in enumerate(ordered[1:], start=1):
-        reached = [s for s in advisor if s[0] <= budget + 1e-9][-1]
+    for k in range(1, len(ordered) + 1):
+        budget = float(pool.loc[ordered[:k], "cost"].sum()) / unit
+        plans = advise_budget(group, float(target["size"]), cands, budget * (1 + 1e-9), outcomes, 0)
+        bought = [int(label) for label in plans["members"].iloc[0]]
+        (width, error), (width_a, error_a) = state(ordered[:k]), state(bought)
         rows.append(
             {"slice": slice_.name, "step": k, "budget": budget, "width in order": width,
-             "error in order": error, "width advisor": reached[1], "error advisor": reached[2],
-             "advisor spent": reached[0]}
+             "error in order": error, "width advisor": width_a, "error advisor": error_a,
+             "advisor spent": float(pool.loc[bought, "cost"].sum()) / unit,
+             "advisor bought": "+".join(f"{pool.loc[i, 'model']}/{pool.loc[i, 'seed']}" for i in bought)}
         )  # fmt: skip
     return rows
 
@@ -333,18 +344,19 @@ def replay_report(rows: pd.DataFrame) -> list[str]:
         "## Replay on the public ladders",
         "",
         "From the three smallest sizes; the target is the largest size (its observed value the truth). "
-        "Budget in units of the three starting runs' cost (6 N D); at the budget the in-order rule's k-th "
-        "addition spends, each rule's last state within it.",
+        "Budget in units of the three starting runs' cost (6 N D): what the in-order rule's first k "
+        "additions cost; the advisor buys its best affordable plan within it from the same start.",
         "",
         "| slice | k | budget | in order: width | advisor: width | in order: abs error | advisor: abs error "
-        "| advisor spent |",
-        "|---|---|---|---|---|---|---|---|",
+        "| advisor spent | advisor bought |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for _, r in rows.iterrows():
         lines.append(
             f"| {r['slice']} | {r['step']} | {r['budget']:.2f} | {r['width in order']:.4g} "
             f"| {r['width advisor']:.4g} "
-            f"| {r['error in order']:.4g} | {r['error advisor']:.4g} | {r['advisor spent']:.2f} |"
+            f"| {r['error in order']:.4g} | {r['error advisor']:.4g} | {r['advisor spent']:.2f} "
+            f"| {r['advisor bought']} |"
         )
     first = rows[rows["step"] == 1]
     better_w = int((first["width advisor"] < first["width in order"]).sum())
@@ -370,7 +382,7 @@ def speed(bootstrap: int) -> list[str]:
          "value": [0.30 + 0.05 * np.log(k) + rng.normal(0, 0.005) for k in (1, 2, 3, 4)]}
     )  # fmt: skip
     started, cpu = time.perf_counter(), time.process_time()
-    advice = advise_runs(runs, 6 * per_layer, None, None, SCORE, bootstrap, 0, OUTCOMES)
+    advice, _ = advise_runs(runs, 6 * per_layer, None, None, SCORE, bootstrap, 0, OUTCOMES)
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu
     return [
         "## Speed",
@@ -396,6 +408,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--data", type=Path, default=LADDERS)
     parser.add_argument("--out", default=None)
+    parser.add_argument("--rows", type=Path, help="also write the simulation's per-ladder rows (CSV)")
+    parser.add_argument("--simulation-only", action="store_true", help="no replay, no speed")
     args = parser.parse_args(argv)
     logging.disable(logging.WARNING)
     started = time.perf_counter()
@@ -403,6 +417,11 @@ def main(argv: list[str] | None = None) -> None:
     with ProcessPoolExecutor(args.workers) as pool:
         rows = pd.DataFrame(list(pool.map(one_ladder, jobs)))
     simulated = time.perf_counter() - started
+    if args.rows:
+        rows.to_csv(args.rows, index=False)
+    if args.simulation_only:
+        emit("\n".join(simulation_report(rows, args.seed)), args.out)
+        return
     with ProcessPoolExecutor(args.workers) as pool:
         done = pool.map(replay, slices(args.data), [args.bootstrap] * 99, [args.outcomes] * 99)
         replayed = pd.DataFrame([row for part in done for row in part])

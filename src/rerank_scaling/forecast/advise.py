@@ -20,8 +20,9 @@ The refits use the same bootstrap seeds for every candidate (k-th refit: ``seed 
 W_now is the mean width of refits on the current points with those seeds, so the differences are
 not resampling noise of differently seeded widths (common random numbers). Known answer
 (``tests/forecast/test_advise.py``): for a straight line fitted by least squares the prediction
-variance at x* after adding x is s^2 (1, x*) (X'X + x x')^-1 (1, x*)'; :func:`preposterior` with a
-linear ``refit`` ranks the candidates as that formula does.
+variance at x* after adding x is s^2 (1, x*) (X'X + x x')^-1 (1, x*)'; :func:`advise` with a
+least-squares ``fit`` ranks the candidates as that formula does. With a budget, the advice is the
+affordable set of runs, not this ranking spent down (:mod:`.advise_plan`).
 """
 
 from __future__ import annotations
@@ -132,20 +133,59 @@ def with_outcome(fit_rows: pd.DataFrame, candidate: Candidate, value: float) -> 
     return pd.concat([fit_rows, run], ignore_index=True)
 
 
-Refit = Callable[[pd.DataFrame, int], float]
-
-
-def preposterior(
-    outcomes: np.ndarray, fit_rows: pd.DataFrame, candidate: Candidate, refit: Refit, seed: int
-) -> np.ndarray:
-    """The target's interval width after ``candidate`` scored each of ``outcomes``: ``refit(rows,
-    seed + k)`` on the fitted points with the k-th outcome added (:func:`with_outcome`)."""
-    return np.array(
-        [refit(with_outcome(fit_rows, candidate, float(y)), seed + k) for k, y in enumerate(outcomes)]
-    )
-
-
 Fit = Callable[["Group", pd.DataFrame, pd.DataFrame, int], "TargetForecast | None"]
+
+
+@dataclass
+class Preposterior:
+    """What every candidate (or set of candidates) is compared on: the current forecast's joint draws
+    (``now``), the rows drawn as outcomes (``pick``, shared by all: common random numbers) and the
+    refits' seeds (outcome k refitted with ``seed + 1 + k``, the width now too)."""
+
+    group: Group
+    held: pd.DataFrame  # the target first, then one column per candidate
+    now: TargetForecast
+    pick: np.ndarray
+    seed: int
+    fit: Fit
+
+    @classmethod
+    def start(
+        cls, group: Group, target: float, candidates: list[Candidate], outcomes: int, seed: int, fit: Fit
+    ) -> Preposterior:
+        held = group.held([("target", target), *((c.label, c.size) for c in candidates)])
+        now = fit(group, group.fit_rows, held, seed)
+        if now is None:
+            raise ValueError(f"{group.metric}: no law form forecasts the target from these runs; add sizes")
+        pick = np.random.default_rng(seed).integers(0, len(now.draws), outcomes)
+        return cls(group, held, now, pick, seed, fit)
+
+    def refit(self, rows: pd.DataFrame, k: int) -> tuple[float, float]:
+        """(target's width, form spread) of the k-th outcome's refit on ``rows`` (NaN: no forecast)."""
+        after = self.fit(self.group, rows, self.held.iloc[:1], self.seed + 1 + k)
+        return (np.nan, np.nan) if after is None else (after.width, after.form_spread)
+
+    def current(self) -> tuple[float, float]:
+        """(width, form spread) now, mean over the refits' own seeds: a reduction is then not the
+        resampling noise of two differently seeded widths."""
+        found = np.array([self.refit(self.group.fit_rows, k) for k in range(len(self.pick))])
+        return float(np.nanmean(found[:, 0])), float(np.nanmean(found[:, 1]))
+
+    def after(self, columns: list[int], candidates: list[Candidate]) -> np.ndarray:
+        """(outcomes, 2) widths and form spreads after every one of ``candidates`` ran (their held
+        columns ``columns``), each outcome one joint draw row of the current forecast: the runs of
+        one set are drawn together, as the curve they share would make them."""
+        found = []
+        for k, row in enumerate(self.pick):
+            rows = self.group.fit_rows
+            for column, candidate in zip(columns, candidates, strict=True):
+                rows = with_outcome(rows, candidate, float(self.now.draws[row, column]))
+            found.append(self.refit(rows, k))
+        return np.array(found, float).reshape(len(self.pick), 2)
+
+
+def mean_or_nan(values: np.ndarray) -> float:
+    return float(np.nanmean(values)) if np.isfinite(values).any() else np.nan
 
 
 def advise(
@@ -160,28 +200,12 @@ def advise(
     expected_width, expected_width_reduction, reduction_per_cost, width_now, form_spread_now,
     expected_form_spread``. ``fit`` is how the points are fitted (the fit stage's ensemble; a
     test's least squares)."""
-    held = group.held([("target", target), *((c.label, c.size) for c in candidates)])
-    now = fit(group, group.fit_rows, held, seed)
-    if now is None:
-        raise ValueError(f"{group.metric}: no law form forecasts the target from these runs; add sizes")
-    pick = np.random.default_rng(seed).integers(0, len(now.draws), outcomes)
-    target_only = held.iloc[:1]
-    spreads: dict[int, float] = {}
-
-    def refit(rows: pd.DataFrame, refit_seed: int) -> float:
-        after = fit(group, rows, target_only, refit_seed)
-        spreads[refit_seed] = np.nan if after is None else after.form_spread
-        return np.nan if after is None else after.width
-
-    # the width now, from the refits' own seeds: a reduction is then not the resampling noise of two
-    # differently seeded widths (common random numbers)
-    width_now = float(np.nanmean([refit(group.fit_rows, seed + 1 + k) for k in range(outcomes)]))
-    spread_now = float(np.nanmean(list(spreads.values())))
+    simulation = Preposterior.start(group, target, candidates, outcomes, seed, fit)
+    width_now, spread_now = simulation.current()
     records = []
     for column, candidate in enumerate(candidates, start=1):
-        spreads.clear()
-        widths = preposterior(now.draws[pick, column], group.fit_rows, candidate, refit, seed + 1)
-        expected = float(np.nanmean(widths)) if np.isfinite(widths).any() else np.nan
+        found = simulation.after([column], [candidate])
+        expected = mean_or_nan(found[:, 0])
         records.append(
             {
                 "candidate": candidate.label, "size": candidate.size, "steps": candidate.steps,
@@ -189,7 +213,7 @@ def advise(
                 "expected_width_reduction": width_now - expected,
                 "reduction_per_cost": (width_now - expected) / candidate.cost,
                 "width_now": width_now, "form_spread_now": spread_now,
-                "expected_form_spread": float(np.nanmean(list(spreads.values()))),
+                "expected_form_spread": mean_or_nan(found[:, 1]),
             }
         )  # fmt: skip
     table = pd.DataFrame(records)
