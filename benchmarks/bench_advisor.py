@@ -46,7 +46,14 @@ import pandas as pd
 from benchmark_output import emit
 from scipy import stats
 
-from rerank_scaling.forecast.advise import OUTCOMES, Candidate, Group, ensemble_at
+from rerank_scaling.forecast.advise import (
+    OUTCOMES,
+    Candidate,
+    Group,
+    TargetForecast,
+    ensemble_at,
+    interval_score,
+)
 from rerank_scaling.forecast.advise_plan import advise_budget, affordable_plans, plan_label
 from rerank_scaling.forecast.advise_table import advice_problem, advise_runs, one_group
 from rerank_scaling.forecast.run import checked_runs, table_settings
@@ -61,6 +68,11 @@ BREAK = 2.5e8
 CANDIDATES = ((4e7, "40M (another seed)"), (8e7, "80M (another seed)"), (1.6e8, "160M"), (3.2e8, "320M"))
 BUDGET = 32.0
 RULES = ("advisor", "largest affordable", "random affordable")
+NAMES = {
+    "width": "95% interval width",
+    "error": "|error|",
+    "score": "interval score (what the advisor minimises)",
+}
 
 
 @dataclass(frozen=True)
@@ -111,13 +123,16 @@ def group_of(
     return Group(group.metric, group.fit_rows, group.settings, group.spread, ceiling)
 
 
-def target_forecast(group: Group, target: float, seed: int) -> tuple[float, float]:
-    """(width, point forecast) of the ensemble at ``target``."""
-    held = group.held([("target", target)])
-    done = ensemble_at(group, group.fit_rows, held, seed)
-    if done is None:
-        return np.nan, np.nan
-    return done.width, float(np.median(done.draws[:, 0]))
+def target_forecast(group: Group, target: float, seed: int) -> TargetForecast | None:
+    """The ensemble at ``target`` (its width, interval and point forecast); None: no forecast."""
+    return ensemble_at(group, group.fit_rows, group.held([("target", target)]), seed)
+
+
+def scored(forecast: TargetForecast | None, truth: float) -> tuple[float, float, float]:
+    """(width, |error|, interval score) of ``forecast`` against ``truth`` (NaN: no forecast)."""
+    if forecast is None:
+        return np.nan, np.nan, np.nan
+    return forecast.width, abs(forecast.point - truth), interval_score(forecast, truth)
 
 
 def buy(order: list[int], costs: list[float], budget: float) -> list[int]:
@@ -148,31 +163,31 @@ def one_ladder(args: tuple[int, int, int, int]) -> dict:
     }
     outcomes_of = {i: truth.run(CANDIDATES[i][0], rng) for i in range(len(CANDIDATES))}  # one per run
     row = {"ladder": index, "kind": ["bound", "break", "plain", "plain"][index % 4]}
-    width0, point0 = target_forecast(group, TARGET, index)
-    row.update(width_start=width0, error_start=abs(point0 - truth.mean(TARGET)))
-    fitted: dict[tuple[int, ...], tuple[float, float]] = {}  # one fit per set of runs bought
+    width0, error0, score0 = scored(target_forecast(group, TARGET, index), truth.mean(TARGET))
+    row.update(width_start=width0, error_start=error0, score_start=score0)
+    fitted: dict[tuple[int, ...], tuple[float, float, float]] = {}  # one fit per set of runs bought
 
-    def after(bought: list[int]) -> tuple[float, float]:
+    def after(bought: list[int]) -> tuple[float, float, float]:
         key = tuple(sorted(bought))
         if key not in fitted:
             points = start + [(CANDIDATES[i][0], outcomes_of[i], 1) for i in key]
-            width, point = target_forecast(group_of(points, bootstrap, truth.ceiling), TARGET, index)
-            fitted[key] = width, abs(point - truth.mean(TARGET))
+            forecast = target_forecast(group_of(points, bootstrap, truth.ceiling), TARGET, index)
+            fitted[key] = scored(forecast, truth.mean(TARGET))
         return fitted[key]
 
     for rule, order in orders.items():
         bought = buy(order, costs, BUDGET)
-        row[f"width {rule}"], row[f"error {rule}"] = after(bought)
+        row[f"width {rule}"], row[f"error {rule}"], row[f"score {rule}"] = after(bought)
         row[f"bought {rule}"] = "+".join(CANDIDATES[i][1].split()[0] for i in bought)
     for plan in plans.itertuples():  # every plan, realised: the best in hindsight and the calibration
-        width, error = after(list(index_of[plan.plan]))
-        row[f"plan {plan.Index} expected width"], row[f"plan {plan.Index} width"] = plan.expected_width, width
-        row[f"plan {plan.Index} expected spread"], row[f"plan {plan.Index} error"] = (
-            plan.expected_form_spread, error,
-        )  # fmt: skip
-    realised = [row[f"plan {k} width"] for k in range(len(plans))]
-    row["width best in hindsight"] = float(np.nanmin(realised))
-    row["error best in hindsight"] = row[f"plan {int(np.nanargmin(realised))} error"]
+        realised = dict(zip(("width", "error", "score"), after(list(index_of[plan.plan])), strict=True))
+        expected = {"width": plan.expected_width, "error": plan.expected_abs_error, "score": plan.score}
+        for quantity in realised:
+            row[f"plan {plan.Index} {quantity}"] = realised[quantity]
+            row[f"plan {plan.Index} expected {quantity}"] = expected[quantity]
+    best = int(np.nanargmin([row[f"plan {k} width"] for k in range(len(plans))]))
+    for quantity in ("width", "error", "score"):  # the plan narrowest in hindsight
+        row[f"{quantity} best in hindsight"] = row[f"plan {best} {quantity}"]
     row["expected_width_first"] = float(plans["expected_width"].iloc[0])
     row["width_now_advisor"] = float(plans["width_now"].iloc[0])
     row["realised_width_first"] = row["width advisor"]
@@ -202,11 +217,11 @@ def simulation_report(rows: pd.DataFrame, seed: int) -> list[str]:
         "advisor / largest [95% CI] | advisor / random [95% CI] | best plan in hindsight / largest |",
         "|---|---|---|---|---|---|---|",
     ]
-    for quantity in ("width", "error"):
+    for quantity in ("width", "error", "score"):
         a, big, rnd = (rows[f"{quantity} {r}"].to_numpy(float) for r in RULES)
         hindsight = rows[f"{quantity} best in hindsight"].to_numpy(float)
         lines.append(
-            f"| mean {'95% interval width' if quantity == 'width' else '|error|'} (start "
+            f"| mean {NAMES[quantity]} (start "
             f"{np.nanmean(rows[f'{quantity}_start']):.4f}) | {np.nanmean(a):.4f} | {np.nanmean(big):.4f} | "
             f"{np.nanmean(rnd):.4f} | {ratio_ci(a, big, rng)} | {ratio_ci(a, rnd, rng)} "
             f"| {ratio_ci(hindsight, big, rng)} |"
@@ -297,8 +312,8 @@ def slices(root: Path) -> list[Slice]:
 def replay_state(slice_: Slice, rows: pd.DataFrame, target: pd.Series, bootstrap: int) -> tuple[float, float]:
     points = [(float(r["size"]), float(r["value"]), r["seed"]) for _, r in rows.iterrows()]
     group = group_of(points, bootstrap, None, slice_.metric)
-    width, point = target_forecast(group, float(target["size"]), 0)
-    return width, abs(point - float(target["value"]))
+    width, error, _ = scored(target_forecast(group, float(target["size"]), 0), float(target["value"]))
+    return width, error
 
 
 def replay(slice_: Slice, bootstrap: int, outcomes: int) -> list[dict]:
@@ -414,11 +429,14 @@ def main(argv: list[str] | None = None) -> None:
     logging.disable(logging.WARNING)
     started = time.perf_counter()
     jobs = [(i, args.bootstrap, args.outcomes, args.seed) for i in range(args.ladders)]
+    done_rows = []
     with ProcessPoolExecutor(args.workers) as pool:
-        rows = pd.DataFrame(list(pool.map(one_ladder, jobs)))
+        for row in pool.map(one_ladder, jobs):  # each ladder's row kept as it comes (a long run's part)
+            done_rows.append(row)
+            if args.rows:
+                pd.DataFrame(done_rows).to_csv(args.rows, index=False)
+    rows = pd.DataFrame(done_rows)
     simulated = time.perf_counter() - started
-    if args.rows:
-        rows.to_csv(args.rows, index=False)
     if args.simulation_only:
         emit("\n".join(simulation_report(rows, args.seed)), args.out)
         return

@@ -11,16 +11,23 @@ the ranking spent the budget on 160M + 80M + 40M where one 320M run left a narro
 
 The budget rule (Raiffa & Schlaifer 1961, ch. 4: the preposterior value of an experiment, here of
 a set of runs): enumerate the *maximal affordable plans* -- sets of candidates, each at most once,
-whose total cost is within the budget and to which no other candidate can still be added (adding a
-run never widens the expected interval of a correct forecast, so a plan with money left for
-another candidate is dominated) -- and draw every plan's outcomes jointly from one draw row of the
-current forecast (the runs of one plan share the curve the row drew), refit, and read the target's
-interval width and the law forms' spread. A plan is scored by its expected width plus its expected
-form spread: the interval of the equal-weight mixture holds the forms' disagreement only as far as
-their draws overlap, and the point forecast (the median of the forms) moves by up to the spread
-when the data choose between them. Plans share the outcome rows and refit seeds
-(:class:`.advise.Preposterior`: common random numbers), so their differences are not
-Monte Carlo noise of differently drawn outcomes.
+whose total cost is within the budget and to which no other candidate can still be added -- and
+draw every plan's outcomes jointly from one draw row of the current forecast, whose discrepancy
+term is one misfit path per row (:func:`.advise.coherent_draws`: a run near the target shares the
+target's misfit, so it can reveal it), refit, and score the target's 95% interval against the
+target's value in that same row.
+
+The score is the interval score (Gneiting & Raftery 2007, eq. 43: width plus 40 times the miss),
+not the width. Measured on development ladders of ``benchmarks/bench_advisor.py`` (a seed other
+than the reported one), the width alone misleads: the interval realised after the three cheap runs
+was narrower than after the one 320M run in 56% of ladders, yet its |error| larger in 83%; picking
+the narrower realised width (an oracle) left |error| 1.41 times the largest run's. Cheap runs short
+of the target shrink the bootstrap's spread and the discrepancy term's estimate while the misfit
+beyond them stays; a proper score charges the interval for missing. The expected width, the law
+forms' spread (max - min of their point forecasts) and the point forecast's |error| are reported
+beside it; the form spread was not added to the score (width + spread chose no better on those
+ladders). Plans share the outcome rows and refit seeds (:class:`.advise.Preposterior`: common random
+numbers), so their differences are not Monte Carlo noise of differently drawn outcomes.
 
 The plan's first run: its member with the largest width reduction per cost alone (the one-by-one
 ranking, :func:`.advise.advise`); after it ran, advise again on the remaining budget (sequential:
@@ -50,8 +57,8 @@ MOST_CANDIDATES = 12
 MOST_PLANS = 12
 #: plans.csv's columns, best first.
 PLAN_COLUMNS = [
-    "plan", "cost", "runs", "score", "expected_width", "expected_width_reduction",
-    "expected_form_spread", "width_now", "form_spread_now",
+    "plan", "cost", "runs", "score", "score_now", "expected_abs_error", "expected_width",
+    "expected_width_reduction", "expected_form_spread", "width_now", "form_spread_now",
 ]  # fmt: skip
 
 
@@ -77,7 +84,7 @@ def affordable_plans(candidates: list[Candidate], budget: float) -> list[tuple[i
 
 
 def screened(plans: list[tuple[int, ...]], reductions: np.ndarray) -> list[tuple[int, ...]]:
-    """The :data:`MOST_PLANS` plans most promising by their runs' expected reductions alone: half by
+    """The :data:`MOST_PLANS` plans most promising by their runs' expected score reductions alone: half by
     the best member's (a plan does at least what its best run does alone), half by their sum (at
     most, when reductions add)."""
     gain = np.nan_to_num(reductions, nan=-np.inf)
@@ -101,25 +108,25 @@ def advise_budget(
     fit: Fit = ensemble_at,
 ) -> pd.DataFrame:
     """The maximal affordable plans (:data:`PLAN_COLUMNS` and ``members``, the plan's candidate
-    labels), best (lowest ``score``: expected width plus expected form spread) first; empty when no
+    labels), best (lowest ``score``: the target's expected interval score) first; empty when no
     candidate fits the budget."""
     plans = affordable_plans(candidates, budget)
     if not plans:
         return pd.DataFrame(columns=[*PLAN_COLUMNS, "members"])
     simulation = Preposterior.start(group, target, candidates, outcomes, seed, fit)
-    width_now, spread_now = simulation.current()
+    width_now, spread_now, score_now, _ = simulation.current()
     if len(plans) > MOST_PLANS:
-        alone = [mean_or_nan(simulation.after([i + 1], [c])[:, 0]) for i, c in enumerate(candidates)]
-        plans = screened(plans, width_now - np.array(alone, float))
+        alone = [mean_or_nan(simulation.after([i + 1], [c])[:, 2]) for i, c in enumerate(candidates)]
+        plans = screened(plans, score_now - np.array(alone, float))
     records = []
     for plan in plans:
         found = simulation.after([i + 1 for i in plan], [candidates[i] for i in plan])
-        width, spread = mean_or_nan(found[:, 0]), mean_or_nan(found[:, 1])
+        width, spread, score, error = (mean_or_nan(column) for column in found.T)
         records.append(
             {
                 "plan": plan_label(candidates, plan), "members": tuple(candidates[i].label for i in plan),
-                "cost": sum(candidates[i].cost for i in plan),
-                "runs": len(plan), "score": width + spread, "expected_width": width,
+                "cost": sum(candidates[i].cost for i in plan), "runs": len(plan), "score": score,
+                "score_now": score_now, "expected_abs_error": error, "expected_width": width,
                 "expected_width_reduction": width_now - width, "expected_form_spread": spread,
                 "width_now": width_now, "form_spread_now": spread_now,
             }
