@@ -50,11 +50,12 @@ from rerank_scaling.forecast.advise import (
     OUTCOMES,
     Candidate,
     Group,
+    Preposterior,
     TargetForecast,
     ensemble_at,
     interval_score,
 )
-from rerank_scaling.forecast.advise_plan import advise_budget, affordable_plans, plan_label
+from rerank_scaling.forecast.advise_plan import advise_budget, affordable_plans, plan_label, scored_plans
 from rerank_scaling.forecast.advise_table import advice_problem, advise_runs, one_group
 from rerank_scaling.forecast.run import checked_runs, table_settings
 from rerank_scaling.precision import cpu_name
@@ -339,11 +340,18 @@ def replay(slice_: Slice, bootstrap: int, outcomes: int) -> list[dict]:
     while len(left):
         ordered.append(in_order(pd.concat([start, pool.loc[ordered]]), left))
         left = left.drop(index=ordered[-1])
+    budgets = [
+        float(pool.loc[ordered[:k], "cost"].sum()) / unit * (1 + 1e-9) for k in range(1, len(ordered) + 1)
+    ]
+    allowed = [set(affordable_plans(cands, budget)) for budget in budgets]
+    simulation = Preposterior.start(group, float(target["size"]), cands, outcomes, 0, ensemble_at)
+    table = scored_plans(simulation, cands, sorted(set().union(*allowed)))  # every budget's plans once
+    labels = [c.label for c in cands]
+    positions = [tuple(labels.index(m) for m in members) for members in table["members"]]  # best first
     rows = []
-    for k in range(1, len(ordered) + 1):
-        budget = float(pool.loc[ordered[:k], "cost"].sum()) / unit
-        plans = advise_budget(group, float(target["size"]), cands, budget * (1 + 1e-9), outcomes, 0)
-        bought = [int(label) for label in plans["members"].iloc[0]]
+    for k, (budget, plans) in enumerate(zip(budgets, allowed, strict=True), start=1):
+        best = next(plan for plan in positions if plan in plans)
+        bought = [int(pool.index[j]) for j in best]
         (width, error), (width_a, error_a) = state(ordered[:k]), state(bought)
         rows.append(
             {"slice": slice_.name, "step": k, "budget": budget, "width in order": width,
@@ -412,6 +420,37 @@ def speed(bootstrap: int) -> list[str]:
     ]
 
 
+def simulate(args: argparse.Namespace) -> pd.DataFrame:
+    """The simulation's rows, or those of ``--simulation-rows`` when given (a run done before,
+    possibly in parts); each ladder's row written to ``--rows`` as it comes."""
+    if args.simulation_rows:
+        return pd.read_csv(args.simulation_rows)
+    jobs = [(i, args.bootstrap, args.outcomes, args.seed) for i in range(args.ladders)]
+    done_rows = []
+    with ProcessPoolExecutor(args.workers) as pool:
+        for row in pool.map(one_ladder, jobs):
+            done_rows.append(row)
+            if args.rows:
+                pd.DataFrame(done_rows).to_csv(args.rows, index=False)
+    return pd.DataFrame(done_rows)
+
+
+def replayed_rows(args: argparse.Namespace) -> pd.DataFrame:
+    """The replay's rows, or those of ``--replay-rows`` when that file exists (else written there)."""
+    if args.replay_rows and args.replay_rows.exists():
+        return pd.read_csv(args.replay_rows)
+    found = []
+    with ProcessPoolExecutor(args.workers) as pool:
+        for part in pool.map(replay, slices(args.data), [args.bootstrap] * 99, [args.outcomes] * 99):
+            found += part
+            if args.replay_rows:  # each slice's rows kept as they come (a long run's part)
+                pd.DataFrame(found).to_csv(args.replay_rows.with_suffix(".part.csv"), index=False)
+    rows = pd.DataFrame(found)
+    if args.replay_rows:
+        rows.to_csv(args.replay_rows, index=False)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--ladders", type=int, default=200)
@@ -420,43 +459,45 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--outcomes", type=int, default=2, help="simulated outcomes per candidate")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="the ladders' seed (develop on another)")
     parser.add_argument("--data", type=Path, default=LADDERS)
     parser.add_argument("--out", default=None)
     parser.add_argument("--rows", type=Path, help="also write the simulation's per-ladder rows (CSV)")
+    parser.add_argument("--simulation-rows", type=Path, help="report these rows instead of simulating")
+    parser.add_argument("--replay-rows", type=Path, help="the replay's rows: read if there, else written")
     parser.add_argument("--simulation-only", action="store_true", help="no replay, no speed")
+    parser.add_argument("--replay-only", action="store_true", help="the replay's rows alone")
     args = parser.parse_args(argv)
     logging.disable(logging.WARNING)
+    if args.replay_only:
+        emit("\n".join(replay_report(replayed_rows(args))), args.out)
+        return
     started = time.perf_counter()
-    jobs = [(i, args.bootstrap, args.outcomes, args.seed) for i in range(args.ladders)]
-    done_rows = []
-    with ProcessPoolExecutor(args.workers) as pool:
-        for row in pool.map(one_ladder, jobs):  # each ladder's row kept as it comes (a long run's part)
-            done_rows.append(row)
-            if args.rows:
-                pd.DataFrame(done_rows).to_csv(args.rows, index=False)
-    rows = pd.DataFrame(done_rows)
-    simulated = time.perf_counter() - started
+    rows = simulate(args)
     if args.simulation_only:
         emit("\n".join(simulation_report(rows, args.seed)), args.out)
         return
-    with ProcessPoolExecutor(args.workers) as pool:
-        done = pool.map(replay, slices(args.data), [args.bootstrap] * 99, [args.outcomes] * 99)
-        replayed = pd.DataFrame([row for part in done for row in part])
+    replayed = replayed_rows(args)
     elapsed = time.perf_counter() - started
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
     ).stdout.strip()
+    ran = (
+        f"{len(rows)} of the {args.ladders} ladders of seed {args.seed} (the rest not run in time: "
+        f"rerun the command for all)"
+        if len(rows) < args.ladders
+        else f"{len(rows)} ladders of seed {args.seed}"
+    )
     lines = [
         "# The advisor: simulation, replay on real ladders, speed",
         "",
         f"`python benchmarks/bench_advisor.py --ladders {args.ladders} --bootstrap {args.bootstrap} "
-        f"--outcomes {args.outcomes} --workers {args.workers}` at commit {commit}, on {cpu_name()} "
-        f"({os.cpu_count()} CPUs, shared); simulation {simulated / 60:.1f} min, replay "
-        f"{(elapsed - simulated) / 60:.1f} min. Resamples per fit {args.bootstrap} and {args.outcomes} "
-        "simulated "
-        "outcomes per candidate (fewer than the fit stage's 100 and the command's default, to fit 2 shared "
-        "cores); the speed section uses the fit stage's.",
+        f"--outcomes {args.outcomes} --workers {args.workers} --seed {args.seed}` at commit {commit}, on "
+        f"{cpu_name()} ({os.cpu_count()} CPUs, shared); simulated: {ran} (the advisor was developed on "
+        f"seed 1, then frozen); this report made in {elapsed / 60:.1f} min (rows made earlier read from "
+        "--simulation-rows / --replay-rows). Resamples per fit "
+        f"{args.bootstrap} and {args.outcomes} simulated outcomes per plan (fewer than the fit stage's 100 "
+        "and the command's default, to fit 2 shared cores); the speed section uses the fit stage's.",
         "",
         *simulation_report(rows, args.seed),
         *replay_report(replayed),

@@ -1,13 +1,14 @@
 """What to buy with a budget: the affordable set of candidate runs whose preposterior target interval
-is narrowest (:mod:`.advise`), not the candidates ranked one by one by width reduction per cost.
+scores best (:mod:`.advise`), not the candidates ranked one by one by width reduction per cost.
 
 Why not the one-by-one ranking. Spending a budget down that ranking is the greedy rule for a
-knapsack whose items add up; interval reductions do not add. The target's width is driven by how
-far it lies beyond the largest fitted size (the ensemble's discrepancy term grows with ln N*/N_max:
-:mod:`rerank_scaling.laws.discrepancy`), so several cheap runs near the fitted sizes each look
-efficient per unit cost and together barely move it, while one run near the target, dear per unit
-of reduction alone, moves it most. Measured on simulated ladders (``benchmarks/bench_advisor.py``),
-the ranking spent the budget on 160M + 80M + 40M where one 320M run left a narrower interval.
+knapsack whose items add up; interval reductions do not add. The target's uncertainty is driven by
+how far it lies beyond the largest fitted size (the ensemble's discrepancy term grows with
+ln N*/N_max: :mod:`rerank_scaling.laws.discrepancy`), so several cheap runs near the fitted sizes
+each look efficient per unit cost, while one run near the target, dear per unit of reduction alone,
+is what tells the most about the target. Measured on simulated ladders
+(``benchmarks/bench_advisor.py``, its earlier report), the ranking spent the budget on
+160M + 80M + 40M, and its |error| was 1.40 times that of buying the one 320M run.
 
 The budget rule (Raiffa & Schlaifer 1961, ch. 4: the preposterior value of an experiment, here of
 a set of runs): enumerate the *maximal affordable plans* -- sets of candidates, each at most once,
@@ -114,10 +115,19 @@ def advise_budget(
     if not plans:
         return pd.DataFrame(columns=[*PLAN_COLUMNS, "members"])
     simulation = Preposterior.start(group, target, candidates, outcomes, seed, fit)
-    width_now, spread_now, score_now, _ = simulation.current()
     if len(plans) > MOST_PLANS:
+        score_now = simulation.current()[2]
         alone = [mean_or_nan(simulation.after([i + 1], [c])[:, 2]) for i, c in enumerate(candidates)]
         plans = screened(plans, score_now - np.array(alone, float))
+    return scored_plans(simulation, candidates, plans)
+
+
+def scored_plans(
+    simulation: Preposterior, candidates: list[Candidate], plans: list[tuple[int, ...]]
+) -> pd.DataFrame:
+    """Every plan (indices into ``candidates``, the simulation's columns 1..n) simulated: the table
+    :func:`advise_budget` returns, best first."""
+    width_now, spread_now, score_now, _ = simulation.current()
     records = []
     for plan in plans:
         found = simulation.after([i + 1 for i in plan], [candidates[i] for i in plan])
