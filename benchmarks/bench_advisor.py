@@ -287,9 +287,10 @@ def slices(root: Path) -> list[Slice]:
         bounds = (0.0, 10.0) if column.startswith("loss") else (0.0, 1.0)
         for (dataset, multiple), part in gadre.groupby(["dataset", "chinchilla_multiplier"]):
             if part["N_params"].nunique() >= 6:
-                runs = pd.DataFrame(
+                runs = pd.DataFrame(  # C = 6 N D in floats: N D overflows int64 past 1.5e18
                     {"model": part["model_shape"], "size": part["N_params"].astype(float),
-                     "value": part[column], "seed": "0", "cost": 6 * part["N_params"] * part["D_tokens"]}
+                     "value": part[column], "seed": "0",
+                     "cost": 6.0 * part["N_params"] * part["D_tokens"].astype(float)}
                 )  # fmt: skip
                 name = f"Gadre {dataset} M={multiple:g} {column}"
                 found.append(Slice(name, MetricSpec(column, -1, bounds), runs))
