@@ -468,11 +468,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--replay-rows", type=Path, help="the replay's rows: read if there, else written")
     parser.add_argument("--simulation-only", action="store_true", help="no replay, no speed")
     parser.add_argument("--replay-only", action="store_true", help="the replay's rows alone")
+    parser.add_argument("--speed-file", type=Path, help="the speed section: read if there, else written")
     args = parser.parse_args(argv)
     logging.disable(logging.WARNING)
     if args.replay_only:
         emit("\n".join(replay_report(replayed_rows(args))), args.out)
         return
+    if args.speed_file and not args.speed_file.exists():
+        args.speed_file.write_text("\n".join(speed(100)))
     started = time.perf_counter()
     rows = simulate(args)
     if args.simulation_only:
@@ -496,13 +499,13 @@ def main(argv: list[str] | None = None) -> None:
         f"--outcomes {args.outcomes} --workers {args.workers} --seed {args.seed}` at commit {commit}, on "
         f"{cpu_name()} ({os.cpu_count()} CPUs, shared); simulated: {ran} (the advisor was developed on "
         f"seed 1, then frozen); this report made in {elapsed / 60:.1f} min (rows made earlier read from "
-        "--simulation-rows / --replay-rows). Resamples per fit "
+        "--simulation-rows / --replay-rows / --speed-file). Resamples per fit "
         f"{args.bootstrap} and {args.outcomes} simulated outcomes per plan (fewer than the fit stage's 100 "
         "and the command's default, to fit 2 shared cores); the speed section uses the fit stage's.",
         "",
         *simulation_report(rows, args.seed),
         *replay_report(replayed),
-        *speed(100),
+        *(args.speed_file.read_text().splitlines() if args.speed_file else speed(100)),
     ]
     emit("\n".join(lines), args.out)
 
