@@ -10,19 +10,21 @@ target forecast than the obvious rules? Known truth, real ladders, and its speed
    ceiling); a quarter with a break at 250M (between the fitted sizes and the 1.28B target: the
    reducible term decays three times slower beyond it). Candidates: another seed of 40M and 80M,
    new sizes 160M and 320M, priced N (1 unit = a 10M run); budget 32. Three rules spend it, each
-   buying a candidate at most once, while one is affordable: the advisor's ranking (one call; its
-   candidates in ranked order), the largest affordable size, and a random affordable run. Each
-   run's outcome is drawn from the truth; the ensemble is then fitted as the fit stage fits it and
-   the target's 95% interval width and |error| (to the true mean) are compared. The ratios
-   advisor / baseline are ratios of means over ladders with a paired bootstrap 95% interval.
-   Calibration: the advisor's expected width after its first pick against the width realised when
-   that run is added alone.
+   buying a candidate at most once: the advisor's best affordable plan
+   (:func:`rerank_scaling.forecast.advise_plan.advise_budget`), the largest affordable size first
+   while one is affordable, and random affordable runs while one is. Each run's outcome is drawn
+   from the truth; the ensemble is then fitted as the fit stage fits it and the target's 95%
+   interval width and |error| (to the true mean) are compared. The ratios advisor / baseline are
+   ratios of means over ladders with a paired bootstrap 95% interval. "Best plan in hindsight": of
+   the advisor's plans, the one whose realised width was smallest (what any rule choosing among
+   them could reach at most). Calibration: the advisor's expected width after its plan against the
+   width realised. ``--seed`` picks the ladders: develop on one seed, report another.
 2. Replay on the public ladders (``../shared/data/ladders``): slices with at least two sizes between
    the three smallest and the largest (Gadre et al. 2024, token multiplier 1; the OLMo ladder at
-   1x Chinchilla, whose seed reruns are candidates too). From the three smallest sizes, the advisor
-   picks each next run from those the ladder trained (6 N D its cost); the baseline adds sizes in
-   increasing order. At each budget the baseline's k-th addition spends, the target's |error| and
-   width of each rule's last state within that budget.
+   1x Chinchilla, whose seed reruns are candidates too). From the three smallest sizes; the
+   baseline adds sizes in increasing order (then the reruns); at each budget its k-th addition
+   spends, the advisor buys its best affordable plan of the runs the ladder trained (6 N D their
+   cost) from the same start, and the target's |error| and width of both are compared.
 3. Speed: the advisor on a table of the default grid's sizes (L1-L4 fitted, L6 the target: 1.77M
    non-embedding parameters per MiniLM layer) at the fit stage's resample count (100), its default
    candidates (8) and outcomes; wall time, 2 cores.
@@ -44,8 +46,17 @@ import pandas as pd
 from benchmark_output import emit
 from scipy import stats
 
-from rerank_scaling.forecast.advise import OUTCOMES, Candidate, Group, advise, ensemble_at
-from rerank_scaling.forecast.advise_table import advise_runs, one_group
+from rerank_scaling.forecast.advise import (
+    OUTCOMES,
+    Candidate,
+    Group,
+    Preposterior,
+    TargetForecast,
+    ensemble_at,
+    interval_score,
+)
+from rerank_scaling.forecast.advise_plan import advise_budget, affordable_plans, plan_label, scored_plans
+from rerank_scaling.forecast.advise_table import advice_problem, advise_runs, one_group
 from rerank_scaling.forecast.run import checked_runs, table_settings
 from rerank_scaling.precision import cpu_name
 from rerank_scaling.records import MetricSpec
@@ -58,6 +69,11 @@ BREAK = 2.5e8
 CANDIDATES = ((4e7, "40M (another seed)"), (8e7, "80M (another seed)"), (1.6e8, "160M"), (3.2e8, "320M"))
 BUDGET = 32.0
 RULES = ("advisor", "largest affordable", "random affordable")
+NAMES = {
+    "width": "95% interval width",
+    "error": "|error|",
+    "score": "interval score (what the advisor minimises)",
+}
 
 
 @dataclass(frozen=True)
@@ -108,13 +124,16 @@ def group_of(
     return Group(group.metric, group.fit_rows, group.settings, group.spread, ceiling)
 
 
-def target_forecast(group: Group, target: float, seed: int) -> tuple[float, float]:
-    """(width, point forecast) of the ensemble at ``target``."""
-    held = group.held([("target", target)])
-    done = ensemble_at(group, group.fit_rows, held, seed)
-    if done is None:
-        return np.nan, np.nan
-    return done.width, float(np.median(done.draws[:, 0]))
+def target_forecast(group: Group, target: float, seed: int) -> TargetForecast | None:
+    """The ensemble at ``target`` (its width, interval and point forecast); None: no forecast."""
+    return ensemble_at(group, group.fit_rows, group.held([("target", target)]), seed)
+
+
+def scored(forecast: TargetForecast | None, truth: float) -> tuple[float, float, float]:
+    """(width, |error|, interval score) of ``forecast`` against ``truth`` (NaN: no forecast)."""
+    if forecast is None:
+        return np.nan, np.nan, np.nan
+    return forecast.width, abs(forecast.point - truth), interval_score(forecast, truth)
 
 
 def buy(order: list[int], costs: list[float], budget: float) -> list[int]:
@@ -135,35 +154,44 @@ def one_ladder(args: tuple[int, int, int, int]) -> dict:
     costs = [n / 1e7 for n, _ in CANDIDATES]
     candidates = [Candidate(label, n, c) for (n, label), c in zip(CANDIDATES, costs, strict=True)]
     group = group_of(start, bootstrap, truth.ceiling)
-    advice = advise(group, TARGET, candidates, outcomes, seed=index)
-    ranked = [next(i for i, c in enumerate(candidates) if c.label == label) for label in advice["candidate"]]
+    plans = advise_budget(group, TARGET, candidates, BUDGET, outcomes, seed=index)
+    index_of = {plan_label(candidates, p): p for p in affordable_plans(candidates, BUDGET)}
     affordable = [i for i, c in enumerate(costs) if c <= BUDGET]
     orders = {
-        "advisor": ranked,
+        "advisor": list(index_of[plans["plan"].iloc[0]]),
         "largest affordable": sorted(affordable, key=lambda i: -CANDIDATES[i][0]),
         "random affordable": list(rng.permutation(affordable)),
     }
     outcomes_of = {i: truth.run(CANDIDATES[i][0], rng) for i in range(len(CANDIDATES))}  # one per run
     row = {"ladder": index, "kind": ["bound", "break", "plain", "plain"][index % 4]}
-    width0, point0 = target_forecast(group, TARGET, index)
-    row.update(width_start=width0, error_start=abs(point0 - truth.mean(TARGET)))
-    fitted: dict[tuple[int, ...], tuple[float, float]] = {}  # one fit per set of runs bought
+    width0, error0, score0 = scored(target_forecast(group, TARGET, index), truth.mean(TARGET))
+    row.update(width_start=width0, error_start=error0, score_start=score0)
+    fitted: dict[tuple[int, ...], tuple[float, float, float]] = {}  # one fit per set of runs bought
 
-    def after(bought: list[int]) -> tuple[float, float]:
+    def after(bought: list[int]) -> tuple[float, float, float]:
         key = tuple(sorted(bought))
         if key not in fitted:
             points = start + [(CANDIDATES[i][0], outcomes_of[i], 1) for i in key]
-            fitted[key] = target_forecast(group_of(points, bootstrap, truth.ceiling), TARGET, index)
+            forecast = target_forecast(group_of(points, bootstrap, truth.ceiling), TARGET, index)
+            fitted[key] = scored(forecast, truth.mean(TARGET))
         return fitted[key]
 
     for rule, order in orders.items():
         bought = buy(order, costs, BUDGET)
-        width, point = after(bought)
-        row[f"width {rule}"], row[f"error {rule}"] = width, abs(point - truth.mean(TARGET))
+        row[f"width {rule}"], row[f"error {rule}"], row[f"score {rule}"] = after(bought)
         row[f"bought {rule}"] = "+".join(CANDIDATES[i][1].split()[0] for i in bought)
-    row["expected_width_first"] = float(advice["expected_width"].iloc[0])
-    row["width_now_advisor"] = float(advice["width_now"].iloc[0])
-    row["realised_width_first"] = after([ranked[0]])[0]
+    for plan in plans.itertuples():  # every plan, realised: the best in hindsight and the calibration
+        realised = dict(zip(("width", "error", "score"), after(list(index_of[plan.plan])), strict=True))
+        expected = {"width": plan.expected_width, "error": plan.expected_abs_error, "score": plan.score}
+        for quantity in realised:
+            row[f"plan {plan.Index} {quantity}"] = realised[quantity]
+            row[f"plan {plan.Index} expected {quantity}"] = expected[quantity]
+    best = int(np.nanargmin([row[f"plan {k} width"] for k in range(len(plans))]))
+    for quantity in ("width", "error", "score"):  # the plan narrowest in hindsight
+        row[f"{quantity} best in hindsight"] = row[f"plan {best} {quantity}"]
+    row["expected_width_first"] = float(plans["expected_width"].iloc[0])
+    row["width_now_advisor"] = float(plans["width_now"].iloc[0])
+    row["realised_width_first"] = row["width advisor"]
     return row
 
 
@@ -187,15 +215,17 @@ def simulation_report(rows: pd.DataFrame, seed: int) -> list[str]:
         "the baseline's, paired bootstrap 95% interval; below 1: the advisor's is smaller.",
         "",
         "| quantity at the target | advisor | largest affordable | random affordable | "
-        "advisor / largest [95% CI] | advisor / random [95% CI] |",
-        "|---|---|---|---|---|---|",
+        "advisor / largest [95% CI] | advisor / random [95% CI] | best plan in hindsight / largest |",
+        "|---|---|---|---|---|---|---|",
     ]
-    for quantity in ("width", "error"):
+    for quantity in ("width", "error", "score"):
         a, big, rnd = (rows[f"{quantity} {r}"].to_numpy(float) for r in RULES)
+        hindsight = rows[f"{quantity} best in hindsight"].to_numpy(float)
         lines.append(
-            f"| mean {'95% interval width' if quantity == 'width' else '|error|'} (start "
+            f"| mean {NAMES[quantity]} (start "
             f"{np.nanmean(rows[f'{quantity}_start']):.4f}) | {np.nanmean(a):.4f} | {np.nanmean(big):.4f} | "
-            f"{np.nanmean(rnd):.4f} | {ratio_ci(a, big, rng)} | {ratio_ci(a, rnd, rng)} |"
+            f"{np.nanmean(rnd):.4f} | {ratio_ci(a, big, rng)} | {ratio_ci(a, rnd, rng)} "
+            f"| {ratio_ci(hindsight, big, rng)} |"
         )
     lines += [
         "",
@@ -218,11 +248,11 @@ def simulation_report(rows: pd.DataFrame, seed: int) -> list[str]:
     slope = stats.linregress(expected[keep], realised[keep])
     lines += [
         "",
-        "### Calibration of the advice (its first pick alone)",
+        "### Calibration of the advice (the plan it bought)",
         "",
-        "Expected reduction: the advisor's width now minus its expected width after its first pick; "
-        "realised: width now minus the width when that run's drawn outcome is added and the ensemble "
-        "refitted.",
+        "Expected reduction: the advisor's width now minus its expected width after the plan it chose; "
+        "realised: width now minus the width when those runs' outcomes, drawn from the truth, are added "
+        "and the ensemble refitted.",
         "",
         "| expected-reduction quartile | ladders | mean expected reduction | mean realised reduction |",
         "|---|---|---|---|",
@@ -257,9 +287,10 @@ def slices(root: Path) -> list[Slice]:
         bounds = (0.0, 10.0) if column.startswith("loss") else (0.0, 1.0)
         for (dataset, multiple), part in gadre.groupby(["dataset", "chinchilla_multiplier"]):
             if part["N_params"].nunique() >= 6:
-                runs = pd.DataFrame(
+                runs = pd.DataFrame(  # C = 6 N D in floats: N D overflows int64 past 1.5e18
                     {"model": part["model_shape"], "size": part["N_params"].astype(float),
-                     "value": part[column], "seed": "0", "cost": 6 * part["N_params"] * part["D_tokens"]}
+                     "value": part[column], "seed": "0",
+                     "cost": 6.0 * part["N_params"] * part["D_tokens"].astype(float)}
                 )  # fmt: skip
                 name = f"Gadre {dataset} M={multiple:g} {column}"
                 found.append(Slice(name, MetricSpec(column, -1, bounds), runs))
@@ -283,8 +314,8 @@ def slices(root: Path) -> list[Slice]:
 def replay_state(slice_: Slice, rows: pd.DataFrame, target: pd.Series, bootstrap: int) -> tuple[float, float]:
     points = [(float(r["size"]), float(r["value"]), r["seed"]) for _, r in rows.iterrows()]
     group = group_of(points, bootstrap, None, slice_.metric)
-    width, point = target_forecast(group, float(target["size"]), 0)
-    return width, abs(point - float(target["value"]))
+    width, error, _ = scored(target_forecast(group, float(target["size"]), 0), float(target["value"]))
+    return width, error
 
 
 def replay(slice_: Slice, bootstrap: int, outcomes: int) -> list[dict]:
@@ -294,36 +325,40 @@ def replay(slice_: Slice, bootstrap: int, outcomes: int) -> list[dict]:
     start = runs[runs["size"].isin(sizes[:3]) & (runs["seed"] == "0")]
     pool = runs[(runs["size"] < sizes[-1]) & ~runs.index.isin(start.index)]
     unit = float(start["cost"].sum())
+    cands = [Candidate(str(i), float(r["size"]), float(r["cost"]) / unit) for i, r in pool.iterrows()]
+    group, _ = advice_problem(start.drop(columns="cost"), float(target["size"]), cands, None, slice_.metric,
+                              bootstrap, 0)  # fmt: skip
 
-    def path(choose) -> list[tuple[float, float, float]]:
-        have, left, spent = start, pool, 0.0
-        states = [(0.0, *replay_state(slice_, have, target, bootstrap))]
-        while len(left):
-            pick = choose(have, left)
-            spent += float(left.loc[pick, "cost"])
-            have, left = pd.concat([have, left.loc[[pick]]]), left.drop(index=pick)
-            states.append((spent / unit, *replay_state(slice_, have, target, bootstrap)))
-        return states
-
-    def by_advisor(have: pd.DataFrame, left: pd.DataFrame) -> int:
-        cands = [Candidate(str(i), float(r["size"]), float(r["cost"]) / unit) for i, r in left.iterrows()]
-        table = have.drop(columns="cost")
-        advice = advise_runs(table, float(target["size"]), cands, None, slice_.metric, bootstrap, 0, outcomes)
-        return int(advice["candidate"].iloc[0])
+    def state(bought: list[int]) -> tuple[float, float]:
+        return replay_state(slice_, pd.concat([start, pool.loc[bought]]), target, bootstrap)
 
     def in_order(have: pd.DataFrame, left: pd.DataFrame) -> int:
         """The smallest size not yet trained; once every size is, the smallest size's rerun."""
         new = left[~left["size"].isin(have["size"])]
-        return int((new if len(new) else left).sort_values("size").index[0])
+        return int((new if len(new) else left).sort_values("size", kind="stable").index[0])
 
-    advisor, ordered = path(by_advisor), path(in_order)
+    ordered, left = [], pool
+    while len(left):
+        ordered.append(in_order(pd.concat([start, pool.loc[ordered]]), left))
+        left = left.drop(index=ordered[-1])
+    budgets = [
+        float(pool.loc[ordered[:k], "cost"].sum()) / unit * (1 + 1e-9) for k in range(1, len(ordered) + 1)
+    ]
+    allowed = [set(affordable_plans(cands, budget)) for budget in budgets]
+    simulation = Preposterior.start(group, float(target["size"]), cands, outcomes, 0, ensemble_at)
+    table = scored_plans(simulation, cands, sorted(set().union(*allowed)))  # every budget's plans once
+    labels = [c.label for c in cands]
+    positions = [tuple(labels.index(m) for m in members) for members in table["members"]]  # best first
     rows = []
-    for k, (budget, width, error) in enumerate(ordered[1:], start=1):
-        reached = [s for s in advisor if s[0] <= budget + 1e-9][-1]
+    for k, (budget, plans) in enumerate(zip(budgets, allowed, strict=True), start=1):
+        best = next(plan for plan in positions if plan in plans)
+        bought = [int(pool.index[j]) for j in best]
+        (width, error), (width_a, error_a) = state(ordered[:k]), state(bought)
         rows.append(
             {"slice": slice_.name, "step": k, "budget": budget, "width in order": width,
-             "error in order": error, "width advisor": reached[1], "error advisor": reached[2],
-             "advisor spent": reached[0]}
+             "error in order": error, "width advisor": width_a, "error advisor": error_a,
+             "advisor spent": float(pool.loc[bought, "cost"].sum()) / unit,
+             "advisor bought": "+".join(f"{pool.loc[i, 'model']}/{pool.loc[i, 'seed']}" for i in bought)}
         )  # fmt: skip
     return rows
 
@@ -333,18 +368,19 @@ def replay_report(rows: pd.DataFrame) -> list[str]:
         "## Replay on the public ladders",
         "",
         "From the three smallest sizes; the target is the largest size (its observed value the truth). "
-        "Budget in units of the three starting runs' cost (6 N D); at the budget the in-order rule's k-th "
-        "addition spends, each rule's last state within it.",
+        "Budget in units of the three starting runs' cost (6 N D): what the in-order rule's first k "
+        "additions cost; the advisor buys its best affordable plan within it from the same start.",
         "",
         "| slice | k | budget | in order: width | advisor: width | in order: abs error | advisor: abs error "
-        "| advisor spent |",
-        "|---|---|---|---|---|---|---|---|",
+        "| advisor spent | advisor bought |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for _, r in rows.iterrows():
         lines.append(
             f"| {r['slice']} | {r['step']} | {r['budget']:.2f} | {r['width in order']:.4g} "
             f"| {r['width advisor']:.4g} "
-            f"| {r['error in order']:.4g} | {r['error advisor']:.4g} | {r['advisor spent']:.2f} |"
+            f"| {r['error in order']:.4g} | {r['error advisor']:.4g} | {r['advisor spent']:.2f} "
+            f"| {r['advisor bought']} |"
         )
     first = rows[rows["step"] == 1]
     better_w = int((first["width advisor"] < first["width in order"]).sum())
@@ -370,7 +406,7 @@ def speed(bootstrap: int) -> list[str]:
          "value": [0.30 + 0.05 * np.log(k) + rng.normal(0, 0.005) for k in (1, 2, 3, 4)]}
     )  # fmt: skip
     started, cpu = time.perf_counter(), time.process_time()
-    advice = advise_runs(runs, 6 * per_layer, None, None, SCORE, bootstrap, 0, OUTCOMES)
+    advice, _ = advise_runs(runs, 6 * per_layer, None, None, SCORE, bootstrap, 0, OUTCOMES)
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu
     return [
         "## Speed",
@@ -385,6 +421,37 @@ def speed(bootstrap: int) -> list[str]:
     ]
 
 
+def simulate(args: argparse.Namespace) -> pd.DataFrame:
+    """The simulation's rows, or those of ``--simulation-rows`` when given (a run done before,
+    possibly in parts); each ladder's row written to ``--rows`` as it comes."""
+    if args.simulation_rows:
+        return pd.read_csv(args.simulation_rows)
+    jobs = [(i, args.bootstrap, args.outcomes, args.seed) for i in range(args.ladders)]
+    done_rows = []
+    with ProcessPoolExecutor(args.workers) as pool:
+        for row in pool.map(one_ladder, jobs):
+            done_rows.append(row)
+            if args.rows:
+                pd.DataFrame(done_rows).to_csv(args.rows, index=False)
+    return pd.DataFrame(done_rows)
+
+
+def replayed_rows(args: argparse.Namespace) -> pd.DataFrame:
+    """The replay's rows, or those of ``--replay-rows`` when that file exists (else written there)."""
+    if args.replay_rows and args.replay_rows.exists():
+        return pd.read_csv(args.replay_rows)
+    found = []
+    with ProcessPoolExecutor(args.workers) as pool:
+        for part in pool.map(replay, slices(args.data), [args.bootstrap] * 99, [args.outcomes] * 99):
+            found += part
+            if args.replay_rows:  # each slice's rows kept as they come (a long run's part)
+                pd.DataFrame(found).to_csv(args.replay_rows.with_suffix(".part.csv"), index=False)
+    rows = pd.DataFrame(found)
+    if args.replay_rows:
+        rows.to_csv(args.replay_rows, index=False)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--ladders", type=int, default=200)
@@ -393,37 +460,52 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--outcomes", type=int, default=2, help="simulated outcomes per candidate")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="the ladders' seed (develop on another)")
     parser.add_argument("--data", type=Path, default=LADDERS)
     parser.add_argument("--out", default=None)
+    parser.add_argument("--rows", type=Path, help="also write the simulation's per-ladder rows (CSV)")
+    parser.add_argument("--simulation-rows", type=Path, help="report these rows instead of simulating")
+    parser.add_argument("--replay-rows", type=Path, help="the replay's rows: read if there, else written")
+    parser.add_argument("--simulation-only", action="store_true", help="no replay, no speed")
+    parser.add_argument("--replay-only", action="store_true", help="the replay's rows alone")
+    parser.add_argument("--speed-file", type=Path, help="the speed section: read if there, else written")
     args = parser.parse_args(argv)
     logging.disable(logging.WARNING)
+    if args.replay_only:
+        emit("\n".join(replay_report(replayed_rows(args))), args.out)
+        return
+    if args.speed_file and not args.speed_file.exists():
+        args.speed_file.write_text("\n".join(speed(100)))
     started = time.perf_counter()
-    jobs = [(i, args.bootstrap, args.outcomes, args.seed) for i in range(args.ladders)]
-    with ProcessPoolExecutor(args.workers) as pool:
-        rows = pd.DataFrame(list(pool.map(one_ladder, jobs)))
-    simulated = time.perf_counter() - started
-    with ProcessPoolExecutor(args.workers) as pool:
-        done = pool.map(replay, slices(args.data), [args.bootstrap] * 99, [args.outcomes] * 99)
-        replayed = pd.DataFrame([row for part in done for row in part])
+    rows = simulate(args)
+    if args.simulation_only:
+        emit("\n".join(simulation_report(rows, args.seed)), args.out)
+        return
+    replayed = replayed_rows(args)
     elapsed = time.perf_counter() - started
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
     ).stdout.strip()
+    ran = (
+        f"{len(rows)} of the {args.ladders} ladders of seed {args.seed} (the rest not run in time: "
+        f"rerun the command for all)"
+        if len(rows) < args.ladders
+        else f"{len(rows)} ladders of seed {args.seed}"
+    )
     lines = [
         "# The advisor: simulation, replay on real ladders, speed",
         "",
         f"`python benchmarks/bench_advisor.py --ladders {args.ladders} --bootstrap {args.bootstrap} "
-        f"--outcomes {args.outcomes} --workers {args.workers}` at commit {commit}, on {cpu_name()} "
-        f"({os.cpu_count()} CPUs, shared); simulation {simulated / 60:.1f} min, replay "
-        f"{(elapsed - simulated) / 60:.1f} min. Resamples per fit {args.bootstrap} and {args.outcomes} "
-        "simulated "
-        "outcomes per candidate (fewer than the fit stage's 100 and the command's default, to fit 2 shared "
-        "cores); the speed section uses the fit stage's.",
+        f"--outcomes {args.outcomes} --workers {args.workers} --seed {args.seed}` at commit {commit}, on "
+        f"{cpu_name()} ({os.cpu_count()} CPUs, shared); simulated: {ran} (the advisor was developed on "
+        f"seed 1, then frozen); this report made in {elapsed / 60:.1f} min (rows made earlier read from "
+        "--simulation-rows / --replay-rows / --speed-file). Resamples per fit "
+        f"{args.bootstrap} and {args.outcomes} simulated outcomes per plan (fewer than the fit stage's 100 "
+        "and the command's default, to fit 2 shared cores); the speed section uses the fit stage's.",
         "",
         *simulation_report(rows, args.seed),
         *replay_report(replayed),
-        *speed(100),
+        *(args.speed_file.read_text().splitlines() if args.speed_file else speed(100)),
     ]
     emit("\n".join(lines), args.out)
 

@@ -34,7 +34,7 @@ def least_squares(group: Group, rows: pd.DataFrame, held: pd.DataFrame, seed: in
     z = np.random.default_rng(seed).standard_normal((DRAWS, len(held)))
     draws = at @ beta + z * sd
     low, high = np.percentile(draws[:, 0], [2.5, 97.5])
-    return TargetForecast(float(high - low), 0.0, draws)
+    return TargetForecast(float(high - low), 0.0, draws, float(low), float(high), float(at[0] @ beta))
 
 
 def hand_width(fitted: np.ndarray, added: float, target: float) -> float:

@@ -20,8 +20,9 @@ The refits use the same bootstrap seeds for every candidate (k-th refit: ``seed 
 W_now is the mean width of refits on the current points with those seeds, so the differences are
 not resampling noise of differently seeded widths (common random numbers). Known answer
 (``tests/forecast/test_advise.py``): for a straight line fitted by least squares the prediction
-variance at x* after adding x is s^2 (1, x*) (X'X + x x')^-1 (1, x*)'; :func:`preposterior` with a
-linear ``refit`` ranks the candidates as that formula does.
+variance at x* after adding x is s^2 (1, x*) (X'X + x x')^-1 (1, x*)'; :func:`advise` with a
+least-squares ``fit`` ranks the candidates as that formula does. With a budget, the advice is the
+affordable set of runs, not this ranking spent down (:mod:`.advise_plan`).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from rerank_scaling.laws import ensemble
+from rerank_scaling.laws import discrepancy, ensemble
 from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.laws.forms import SCALES
 
@@ -54,11 +55,15 @@ class Candidate:
 @dataclass(frozen=True)
 class TargetForecast:
     """What one fit says at the target: its 95% interval's width, the members' point forecasts'
-    spread, and the draws at every held-out column (target first)."""
+    spread, the draws at every held-out column (target first), the interval and the point forecast
+    (the median of the members' forecasts, as the fit stage's)."""
 
     width: float
     form_spread: float
     draws: np.ndarray  # (B, held-out columns)
+    low: float = np.nan
+    high: float = np.nan
+    point: float = np.nan
 
 
 def point_at(template: pd.Series, label: str, size: float) -> dict:
@@ -85,16 +90,22 @@ class Group:
         return pd.DataFrame([point_at(template, label, size) for label, size in sizes])
 
 
-def ensemble_at(group: Group, fit_rows: pd.DataFrame, held: pd.DataFrame, seed: int) -> TargetForecast | None:
+def ensemble_at(
+    group: Group, fit_rows: pd.DataFrame, held: pd.DataFrame, seed: int, coherent: bool = False
+) -> TargetForecast | None:
     """The ensemble fitted to ``fit_rows`` as the fit stage fits it, read at ``held``'s points
-    (its first row: the target); None when no member forecasts."""
+    (its first row: the target); None when no member forecasts. ``coherent``: the discrepancy term
+    is one misfit path per draw row (:func:`coherent_draws`), for drawing outcomes jointly."""
     args = (group.metric, fit_rows, held, group.settings, seed, group.spread, group.ceiling)
     usable = ensemble.usable_members(ensemble.fit_members(*args))
     if not usable:
         return None
-    draws, _ = ensemble.widened_draws(
-        usable, group.metric, fit_rows, group.settings, seed, group.spread, group.ceiling
-    )
+    if coherent:
+        draws = coherent_draws(group, usable, fit_rows, seed)
+    else:
+        draws, _ = ensemble.widened_draws(
+            usable, group.metric, fit_rows, group.settings, seed, group.spread, group.ceiling
+        )
     if draws is None:
         return None
     columns = len(fit_rows)
@@ -104,7 +115,38 @@ def ensemble_at(group: Group, fit_rows: pd.DataFrame, held: pd.DataFrame, seed: 
         float(np.median(ensemble.forecast_draws(f.intervals, support)[:, columns])) for f in usable.values()
     ]
     _, low, high = ensemble.summarise(draws[:, :1])
-    return TargetForecast(float(high[0] - low[0]), float(np.ptp(forms)), draws)
+    return TargetForecast(
+        float(high[0] - low[0]), float(np.ptp(forms)), draws, float(low[0]), float(high[0]),
+        float(np.median(forms)),
+    )  # fmt: skip
+
+
+def coherent_draws(group: Group, usable: dict, fit_rows: pd.DataFrame, seed: int) -> np.ndarray | None:
+    """The mixture's draws with the discrepancy term (:func:`rerank_scaling.laws.ensemble.discrepancy_sd`)
+    as one path per draw row, z s_1 ln(N / N_max) with one z per row, instead of independent per point:
+    a misfit is a curve that bends away, so a run near the target and the target itself share it.
+    Each column's distribution is the fit stage's (:func:`~rerank_scaling.laws.ensemble.widened_draws`);
+    only the dependence across columns differs, which is what a candidate's outcome tells of the
+    target."""
+    draws = ensemble.pooled_draws(usable)
+    if draws is None:
+        return None
+    per_ln_n, _ = ensemble.discrepancy_sd(
+        group.metric, fit_rows, group.settings, seed, group.spread, group.ceiling
+    )
+    sizes = next(iter(usable.values())).rows["N"].to_numpy(float)
+    path = np.random.default_rng(seed).standard_normal((len(draws), 1))
+    draws = draws + path * per_ln_n * discrepancy.distances(sizes, fit_rows["N"])
+    support = ensemble.support_of(usable)
+    return draws if support is None else np.clip(draws, *support)
+
+
+def interval_score(forecast: TargetForecast, truth: float, alpha: float = 0.05) -> float:
+    """The interval score of a central (1 - alpha) interval (Gneiting & Raftery 2007, "Strictly proper
+    scoring rules", eq. 43): its width plus 2/alpha times how far the truth lies outside it; lower is
+    better, and a narrow interval that misses scores worse than a wide one that covers."""
+    below, above = max(forecast.low - truth, 0.0), max(truth - forecast.high, 0.0)
+    return forecast.width + 2 / alpha * (below + above)
 
 
 def with_outcome(fit_rows: pd.DataFrame, candidate: Candidate, value: float) -> pd.DataFrame:
@@ -132,20 +174,78 @@ def with_outcome(fit_rows: pd.DataFrame, candidate: Candidate, value: float) -> 
     return pd.concat([fit_rows, run], ignore_index=True)
 
 
-Refit = Callable[[pd.DataFrame, int], float]
-
-
-def preposterior(
-    outcomes: np.ndarray, fit_rows: pd.DataFrame, candidate: Candidate, refit: Refit, seed: int
-) -> np.ndarray:
-    """The target's interval width after ``candidate`` scored each of ``outcomes``: ``refit(rows,
-    seed + k)`` on the fitted points with the k-th outcome added (:func:`with_outcome`)."""
-    return np.array(
-        [refit(with_outcome(fit_rows, candidate, float(y)), seed + k) for k, y in enumerate(outcomes)]
-    )
-
-
 Fit = Callable[["Group", pd.DataFrame, pd.DataFrame, int], "TargetForecast | None"]
+
+
+def coherent_at(group: Group, fit_rows: pd.DataFrame, held: pd.DataFrame, seed: int) -> TargetForecast | None:
+    """:func:`ensemble_at` with its discrepancy term one path per draw row: the joint draws outcomes
+    come from (:func:`coherent_draws`)."""
+    return ensemble_at(group, fit_rows, held, seed, coherent=True)
+
+
+#: What :meth:`Preposterior.after` reads off each refit, in its columns' order.
+READ = ("width", "form_spread", "interval_score", "abs_error")
+
+
+@dataclass
+class Preposterior:
+    """What every candidate (or set of candidates) is compared on: the current forecast's joint draws
+    (``now``), the rows drawn as outcomes (``pick``, shared by all: common random numbers) and the
+    refits' seeds (outcome k refitted with ``seed + 1 + k``, the width now too). The k-th draw row
+    also holds the target's value in that world (column 0), which the refit's interval and point
+    forecast are scored against."""
+
+    group: Group
+    held: pd.DataFrame  # the target first, then one column per candidate
+    now: TargetForecast
+    pick: np.ndarray
+    seed: int
+    fit: Fit
+
+    @classmethod
+    def start(
+        cls, group: Group, target: float, candidates: list[Candidate], outcomes: int, seed: int, fit: Fit,
+        draw: Fit | None = None,
+    ) -> Preposterior:  # fmt: skip
+        """``draw`` fits the draws outcomes come from (default: :func:`coherent_at` for the
+        ensemble, else ``fit``)."""
+        held = group.held([("target", target), *((c.label, c.size) for c in candidates)])
+        draw = draw or (coherent_at if fit is ensemble_at else fit)
+        now = draw(group, group.fit_rows, held, seed)
+        if now is None:
+            raise ValueError(f"{group.metric}: no law form forecasts the target from these runs; add sizes")
+        pick = np.random.default_rng(seed).integers(0, len(now.draws), outcomes)
+        return cls(group, held, now, pick, seed, fit)
+
+    def refit(self, rows: pd.DataFrame, k: int) -> tuple[float, ...]:
+        """:data:`READ` of the k-th outcome's refit on ``rows`` (NaN: no forecast)."""
+        after = self.fit(self.group, rows, self.held.iloc[:1], self.seed + 1 + k)
+        if after is None:
+            return (np.nan,) * len(READ)
+        truth = float(self.now.draws[self.pick[k], 0])
+        return after.width, after.form_spread, interval_score(after, truth), abs(after.point - truth)
+
+    def current(self) -> np.ndarray:
+        """:data:`READ` now, mean over the refits' own seeds: a reduction is then not the resampling
+        noise of two differently seeded widths."""
+        found = np.array([self.refit(self.group.fit_rows, k) for k in range(len(self.pick))], float)
+        return np.array([mean_or_nan(column) for column in found.T])
+
+    def after(self, columns: list[int], candidates: list[Candidate]) -> np.ndarray:
+        """(outcomes, :data:`READ`) after every one of ``candidates`` ran (their held columns
+        ``columns``), each outcome one joint draw row of the current forecast: the runs of one set
+        are drawn together, as the curve they share would make them."""
+        found = []
+        for k, row in enumerate(self.pick):
+            rows = self.group.fit_rows
+            for column, candidate in zip(columns, candidates, strict=True):
+                rows = with_outcome(rows, candidate, float(self.now.draws[row, column]))
+            found.append(self.refit(rows, k))
+        return np.array(found, float).reshape(len(self.pick), len(READ))
+
+
+def mean_or_nan(values: np.ndarray) -> float:
+    return float(np.nanmean(values)) if np.isfinite(values).any() else np.nan
 
 
 def advise(
@@ -160,28 +260,12 @@ def advise(
     expected_width, expected_width_reduction, reduction_per_cost, width_now, form_spread_now,
     expected_form_spread``. ``fit`` is how the points are fitted (the fit stage's ensemble; a
     test's least squares)."""
-    held = group.held([("target", target), *((c.label, c.size) for c in candidates)])
-    now = fit(group, group.fit_rows, held, seed)
-    if now is None:
-        raise ValueError(f"{group.metric}: no law form forecasts the target from these runs; add sizes")
-    pick = np.random.default_rng(seed).integers(0, len(now.draws), outcomes)
-    target_only = held.iloc[:1]
-    spreads: dict[int, float] = {}
-
-    def refit(rows: pd.DataFrame, refit_seed: int) -> float:
-        after = fit(group, rows, target_only, refit_seed)
-        spreads[refit_seed] = np.nan if after is None else after.form_spread
-        return np.nan if after is None else after.width
-
-    # the width now, from the refits' own seeds: a reduction is then not the resampling noise of two
-    # differently seeded widths (common random numbers)
-    width_now = float(np.nanmean([refit(group.fit_rows, seed + 1 + k) for k in range(outcomes)]))
-    spread_now = float(np.nanmean(list(spreads.values())))
+    simulation = Preposterior.start(group, target, candidates, outcomes, seed, fit)
+    width_now, spread_now = simulation.current()[:2]
     records = []
     for column, candidate in enumerate(candidates, start=1):
-        spreads.clear()
-        widths = preposterior(now.draws[pick, column], group.fit_rows, candidate, refit, seed + 1)
-        expected = float(np.nanmean(widths)) if np.isfinite(widths).any() else np.nan
+        found = simulation.after([column], [candidate])
+        expected = mean_or_nan(found[:, 0])
         records.append(
             {
                 "candidate": candidate.label, "size": candidate.size, "steps": candidate.steps,
@@ -189,7 +273,7 @@ def advise(
                 "expected_width_reduction": width_now - expected,
                 "reduction_per_cost": (width_now - expected) / candidate.cost,
                 "width_now": width_now, "form_spread_now": spread_now,
-                "expected_form_spread": float(np.nanmean(list(spreads.values()))),
+                "expected_form_spread": mean_or_nan(found[:, 1]),
             }
         )  # fmt: skip
     table = pd.DataFrame(records)

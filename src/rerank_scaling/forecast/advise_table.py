@@ -20,6 +20,7 @@ import pandas as pd
 
 from rerank_scaling.atomic import write_text
 from rerank_scaling.forecast.advise import OUTCOMES, Candidate, Group, advise
+from rerank_scaling.forecast.advise_plan import MOST_CANDIDATES, PLAN_COLUMNS, advise_budget, first_of_plan
 from rerank_scaling.forecast.run import checked_runs, table_settings
 from rerank_scaling.forecast.table import TableError, read_table
 from rerank_scaling.laws.protocols import last_checkpoints, prepare, seed_spread
@@ -111,18 +112,16 @@ def read_candidates(path: Path) -> list[Candidate]:
     ]
 
 
-def advise_runs(
+def advice_problem(
     runs: pd.DataFrame | str | Path,
     target: float,
-    candidates: list[Candidate] | str | Path | None = None,
-    run_sigma: float | None = None,
-    metric: MetricSpec | None = None,
-    bootstrap: int = 500,
-    seed: int = 0,
-    outcomes: int = OUTCOMES,
-) -> pd.DataFrame:
-    """advice.csv's rows (:data:`ADVICE_COLUMNS`, best first) for a table of runs: every run of the
-    table is fitted (a ``role`` column's held-out rows are left out), the target is ``target``."""
+    candidates: list[Candidate] | str | Path | None,
+    run_sigma: float | None,
+    metric: MetricSpec | None,
+    bootstrap: int,
+    seed: int,
+) -> tuple[Group, list[Candidate]]:
+    """The table's metric group and the candidates (a list, a file or the defaults), checked."""
     if not (np.isfinite(target) and target > 0):
         raise TableError(f"--target {target:g}: a size is a positive parameter count; give e.g. 1e9")
     frame = runs if isinstance(runs, pd.DataFrame) else read_table(runs)
@@ -134,12 +133,44 @@ def advise_runs(
     group = one_group(checked.metrics, settings, source)
     if isinstance(candidates, (str, Path)):
         candidates = read_candidates(Path(candidates))
-    chosen = candidates if candidates is not None else default_candidates(group, target)
-    return advise(group, target, chosen, outcomes, seed)[ADVICE_COLUMNS]
+    return group, candidates if candidates is not None else default_candidates(group, target)
 
 
-def write_advice(advice: pd.DataFrame, out: Path) -> Path:
-    """``out/advice.csv``, written whole (atomically)."""
+def advise_runs(
+    runs: pd.DataFrame | str | Path,
+    target: float,
+    candidates: list[Candidate] | str | Path | None = None,
+    run_sigma: float | None = None,
+    metric: MetricSpec | None = None,
+    bootstrap: int = 500,
+    seed: int = 0,
+    outcomes: int = OUTCOMES,
+    budget: float | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(advice.csv's rows, plans.csv's rows) for a table of runs: every run of the table is fitted
+    (a ``role`` column's held-out rows are left out), the target is ``target``. advice.csv: one row
+    per candidate (:data:`ADVICE_COLUMNS`), best reduction per cost first; with a ``budget``, the
+    best affordable plan's runs first (:func:`.advise_plan.first_of_plan`) and plans.csv the
+    maximal affordable plans (:data:`.advise_plan.PLAN_COLUMNS`, best first; empty without one)."""
+    if budget is not None and not (np.isfinite(budget) and budget > 0):
+        raise TableError(f"--budget {budget:g}: give a positive cost, in the candidates' cost unit")
+    group, chosen = advice_problem(runs, target, candidates, run_sigma, metric, bootstrap, seed)
+    if budget is not None and len(chosen) > MOST_CANDIDATES:
+        raise TableError(
+            f"--budget with {len(chosen)} candidates: plans are enumerated for at most "
+            f"{MOST_CANDIDATES}; give a --candidates file with fewer"
+        )
+    advice = advise(group, target, chosen, outcomes, seed)
+    if budget is None:
+        return advice[ADVICE_COLUMNS], pd.DataFrame(columns=PLAN_COLUMNS)
+    plans = advise_budget(group, target, chosen, budget, outcomes, seed)
+    return first_of_plan(advice, plans)[[*ADVICE_COLUMNS, "in_best_plan"]], plans[PLAN_COLUMNS]
+
+
+def write_advice(advice: pd.DataFrame, out: Path, plans: pd.DataFrame | None = None) -> Path:
+    """``out/advice.csv`` (and ``out/plans.csv`` when there are plans), each written whole."""
     out.mkdir(parents=True, exist_ok=True)
+    if plans is not None and not plans.empty:
+        write_text(out / "plans.csv", plans.to_csv(index=False))
     write_text(out / "advice.csv", advice.to_csv(index=False))
     return out / "advice.csv"

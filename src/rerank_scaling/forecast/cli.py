@@ -18,7 +18,7 @@ from rerank_scaling.forecast.advise_table import advise_runs, write_advice
 from rerank_scaling.forecast.run import forecast_runs
 from rerank_scaling.forecast.table import REQUIRED, TableError, known_metric
 from rerank_scaling.records import MetricSpec, metric_spec
-from rerank_scaling.report.answer_advice import next_sentence
+from rerank_scaling.report.answer_advice import next_sentence, plan_sentence
 
 
 def parser() -> argparse.ArgumentParser:
@@ -46,6 +46,10 @@ def parser() -> argparse.ArgumentParser:
     advise.add_argument("--candidates", type=Path, help="CSV of candidate runs (model, size, cost)")
     advise.add_argument("--out", type=Path, required=True, help="folder for advice.csv")
     advise.add_argument("--outcomes", type=int, default=OUTCOMES, help="simulated outcomes per candidate")
+    advise.add_argument(
+        "--budget", type=float, help="what may be spent (the candidates' cost unit): also plans.csv, the "
+        "affordable sets of runs, best first, and advice.csv's best-plan runs first",
+    )  # fmt: skip
     metric_options(advise)
     return top
 
@@ -112,15 +116,17 @@ def run_advise(args: argparse.Namespace) -> int:
             raise OptionError(
                 f"--outcomes {args.outcomes}: give a positive number of simulated outcomes (e.g. 8)"
             )
-        advice = advise_runs(
+        advice, plans = advise_runs(
             args.runs, args.target, args.candidates, args.run_sigma, declared_metric(args), args.bootstrap,
-            args.seed, args.outcomes,
+            args.seed, args.outcomes, args.budget,
         )  # fmt: skip
     except (TableError, OptionError) as error:
         print(f"rerank-scaling advise: {error}", file=sys.stderr)
         return 2
-    written = write_advice(advice, args.out)
+    written = write_advice(advice, args.out, plans)
     print(next_sentence(advice))
+    if args.budget is not None:
+        print(plan_sentence(plans, args.budget))
     print(f"wrote {written} ({len(advice)} candidates, best first)")
     return 0
 

@@ -43,6 +43,20 @@ def next_sentence(advice: pd.DataFrame, unit: str = "") -> str:
     )
 
 
+def plan_sentence(plans: pd.DataFrame, budget: float, unit: str = "") -> str:
+    """With a budget: the best affordable set of runs (:mod:`rerank_scaling.forecast.advise_plan`),
+    its cost and the target's expected interval after it."""
+    money = f"{budget:.3g}{' ' + unit if unit else ''}"
+    if plans.empty:
+        return f"Budget {money}: no candidate run is affordable."
+    best = plans.iloc[0]
+    return (
+        f"Budget {money}: train {best['plan']} (cost {best['cost']:.3g}); the target's interval is "
+        f"expected to shrink from {best['width_now']:.3g} to {best['expected_width']:.3g}, the law forms' "
+        f"spread from {best['form_spread_now']:.3g} to {best['expected_form_spread']:.3g}."
+    )
+
+
 def form_sentence(advice: pd.DataFrame) -> str:
     """What the best run does to the spread of the target's point forecast across law forms."""
     best = advice.iloc[0]
