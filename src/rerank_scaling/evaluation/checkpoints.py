@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -52,7 +52,7 @@ from rerank_scaling.evaluation.rerank import (
     tokenize_pairs,
 )
 from rerank_scaling.evaluation.split_texts import read_split_texts
-from rerank_scaling.precision import resolve_precision
+from rerank_scaling.precision import casts_weights, resolve_precision
 from rerank_scaling.records import METRIC_COLUMNS, PER_QUERY_COLUMNS
 from rerank_scaling.settings import RESOURCE_KEYS, SectionSettings
 from rerank_scaling.training.models import attention_implementation
@@ -69,7 +69,7 @@ class EvalSettings(SectionSettings):
     #: How the work is cut into jobs: changes no result.
     JOB_KEYS: ClassVar[tuple[str, ...]] = ("unit",)
     #: What only concerns scoring checkpoints (BM25's evaluation ignores them).
-    SCORING_KEYS: ClassVar[tuple[str, ...]] = ("precision", "final_only_splits")
+    SCORING_KEYS: ClassVar[tuple[str, ...]] = ("precision", "final_only_splits", "compile")
     #: What chooses a split's candidate pairs (depth, query subset): all the tokenization reads.
     CANDIDATE_KEYS: ClassVar[tuple[str, ...]] = ("rerank_depth", "max_queries", "seed")
 
@@ -87,6 +87,7 @@ class EvalSettings(SectionSettings):
     max_queries: dict[str, int | None] | None  # split -> queries evaluated (None: all)
     precision: str  # auto | fp32 | bf16 (precision.resolve_precision)
     final_only_splits: tuple[str, ...]  # splits scored at the final checkpoint only
+    compile: str  # auto | on | off (compiled_graphs.resolve_compile); after resolution on | off
 
     def splits_at(self, splits: list[SplitData], final: bool) -> list[SplitData]:
         """The splits a checkpoint is scored on: all at the final one, the others without
@@ -288,7 +289,39 @@ class CheckpointScorer:
         batch = self.settings.batch_size
         tokens = tokenized[split.name]
         grades = [split.qrels.get(qid, {}).get(docid, 0) for qid, docid in tokens.keys]
-        return score_pairs(self.model, tokens, batch, pad, self.device, self.precision, grades)
+        compiled = self.settings.compile == "on"
+        return score_pairs(self.model, tokens, batch, pad, self.device, self.precision, grades, compiled)
+
+
+def resolved_compile(
+    settings: EvalSettings, checkpoint_dirs: list[Path], splits: list[SplitData], precision: str, device: str
+) -> EvalSettings:
+    """``settings`` with ``compile`` resolved to ``on`` or ``off`` for this job (and so in the cache
+    keys, like the resolved precision): only the bf16-weights scoring compiles
+    (:func:`rerank_scaling.precision.casts_weights`); ``auto`` weighs the pairs this job scores
+    against the CPU kind's break-even (:func:`rerank_scaling.compiled_graphs.resolve_compile`)."""
+    from rerank_scaling.compiled_graphs import resolve_compile
+    from rerank_scaling.cpu_profiles import cpu_profile
+
+    per_split = {s.name: len(candidate_pairs(s.candidates, settings.rerank_depth)) for s in splits}
+    pairs = 0
+    for ckpt in checkpoint_dirs:
+        sidecar = json.loads((ckpt / "checkpoint.json").read_text())
+        final = sidecar["step"] == sidecar["total_steps"]
+        pairs += sum(per_split[s.name] for s in settings.splits_at(splits, final))
+    threshold = cpu_profile().eval_compile_pairs
+    compiled = casts_weights(precision, device) and resolve_compile(
+        settings.compile, device, "evaluation.compile", pairs, threshold
+    )
+    if settings.compile != "off":
+        log.info(
+            "compiled scoring: %s (evaluation.compile %s, %d pairs, break-even %s)",
+            "on" if compiled else "off",
+            settings.compile,
+            pairs,
+            threshold,
+        )
+    return replace(settings, compile="on" if compiled else "off")
 
 
 def evaluate_checkpoints(
@@ -307,6 +340,7 @@ def evaluate_checkpoints(
     the checkpoint's tokenizer gives the same ids on a sample (else the split is tokenized here)."""
     precision = resolve_precision(settings.precision, device, "evaluation.precision")
     log.info("scoring in %s (evaluation.precision: %s, %s)", precision, settings.precision, device)
+    settings = resolved_compile(settings, checkpoint_dirs, splits, precision, device)
     tokenized: dict[str, Any] = {}
     tables, per_query = [], []
     code = evaluation_code()
