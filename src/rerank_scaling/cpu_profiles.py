@@ -35,13 +35,15 @@ class CpuProfile:
 
 
 #: The measured kinds. Xeon with AMX: bench_eval_precision.py found the largest error of a split at
-#: most 2.65 x its calibration sample's over 36 checkpoint-splits (eval_precision_amx.md, eager) and
-#: bench_compile.py the compile break-even points (compile_amx.md).
+#: most 2.65 x its calibration sample's over 36 checkpoint-splits (eval_precision_amx.md, eager);
+#: bench_compile.py (compile_amx.md, a heavily loaded machine) the compile's break-even: evaluation
+#: 39 119 pairs (L1) and 199 340 (L6), the larger kept; training: L1's step was slower compiled
+#: (0.82x), so never.
 PROFILES: dict[str, CpuProfile] = {
     "intel-amx": CpuProfile(
         kind="intel-amx",
         near_tie_factor=3.0,
-        eval_compile_pairs=20_000,
+        eval_compile_pairs=200_000,
         train_compile_steps=None,
         source="benchmarks/results/eval_precision_amx.md, benchmarks/results/compile_amx.md",
     ),
