@@ -49,12 +49,16 @@ import transformers
 import yaml
 from benchmark_output import emit
 
+from rerank_scaling.compute.cpu_profiles import cpu_kind, cpu_profile
 from rerank_scaling.evaluation.checkpoints import SplitData, evaluate_checkpoints, load_split
 from rerank_scaling.evaluation.eval_settings import EvalSettings
-from rerank_scaling.evaluation.near_ties import SAFETY_FACTOR, NearTieReport
+from rerank_scaling.evaluation.near_ties import NearTieReport
 from rerank_scaling.precision import casts_weights, cpu_name
 from rerank_scaling.report.scaling_evidence import QueryTable, final_rows, verdict
 from rerank_scaling.settings import settings_from_dict
+
+#: How the header names the compiled bf16 scoring.
+COMPILED = " by the compiled graph (evaluation.compile on)"
 
 
 def final_checkpoints(results: Path) -> dict[str, Path]:
@@ -149,13 +153,16 @@ def main() -> None:
     parser.add_argument("--quarter", type=float, default=0.25, help="the scoring bar, in standard errors")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--runs", nargs="+", default=None, help="only the runs whose names start so")
+    parser.add_argument(
+        "--compile", choices=["on", "off"], default="off", help="evaluation.compile of the bf16 scoring"
+    )
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     transformers.logging.set_verbosity_error()
     config = yaml.safe_load(args.config.read_text())
     base = settings_from_dict(EvalSettings, config["evaluation"], "evaluation")
-    base = replace(base, final_only_splits=())
+    base = replace(base, final_only_splits=(), compile=args.compile)
     max_length = config["training"]["max_length"]
     splits = [
         load_split(
@@ -228,8 +235,9 @@ def main() -> None:
     speedups = [t["fp32"] / t["bf16"] for t in seconds]
     queries = ", ".join(f"{s.name} {len(s.qrels)}" for s in splits)
     bf16_path = (
-        f"with the weights cast to bf16 once, near ties rescored in fp32 (safety factor {SAFETY_FACTOR:g}, "
-        f"calibration sample {base.batch_size} pairs)"
+        f"with the weights cast to bf16 once{COMPILED if args.compile == 'on' else ''}, "
+        f"near ties rescored in fp32, eager (safety factor {cpu_profile().near_tie_factor:g}, the CPU "
+        f"kind's, `{cpu_kind()}`; calibration sample {base.batch_size} pairs)"
         if casts_weights("bf16", "cpu")
         else "under autocast"
     )
@@ -266,7 +274,7 @@ def main() -> None:
         f"{len(checks)} checkpoint-splits **{checks['over_bound'].max():.2f}** (at most 1: every order of "
         f"candidates of different grades is fp32's); / the calibration sample's largest |bf16 - fp32|, worst "
         f"{checks['over_calibration'].max():.2f} (median {checks['over_calibration'].median():.2f}; the "
-        f"safety factor is {SAFETY_FACTOR:g})",
+        f"safety factor is {cpu_profile().near_tie_factor:g})",
         "",
         "Values above the bar (a query's value moves in steps: one query of n changing moves the mean "
         "by its change / n):",

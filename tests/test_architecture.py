@@ -31,6 +31,7 @@ MAX_LINES = 400
 #: report, the forecasts (the fit stage and the user's tables, which use the report's words).
 FLOORS = (
     "rerank_scaling",
+    "compute",
     "hub",
     "families",
     "data",

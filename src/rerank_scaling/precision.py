@@ -66,6 +66,11 @@ def cpu_bf16_units(flags: frozenset[str] | None = None) -> str | None:
     return next((flag for flag in CPU_BF16_FLAGS if flag in flags), None)
 
 
+def cpu_vendor() -> str:
+    """The CPU's vendor (``/proc/cpuinfo``'s ``vendor_id``: GenuineIntel, AuthenticAMD), or ''."""
+    return _cpuinfo().get("vendor_id", "")
+
+
 def cpu_name() -> str:
     """The CPU's model name with its family/model numbers and bf16 unit, for benchmark tables
     (a virtual machine may report only "AMD EPYC"; family 25 is Zen 3/4, 26 is Zen 5)."""

@@ -259,3 +259,16 @@ def test_a_cross_encoder_scored_in_bf16_ranks_as_in_fp32() -> None:
     bf16 = score_pairs(model, tokens, BATCH, pad, "cpu", "bf16")
     assert _order(bf16["q"]) == _order(fp32["q"])
     assert {p.dtype for p in model.parameters()} == {torch.float32}
+
+
+def test_compiled_bf16_with_near_tie_rescoring_ranks_as_fp32(near_tie_case, tmp_path, monkeypatch) -> None:
+    """The compiled bf16 scoring (evaluation.compile on) keeps the guarantee: its bound is estimated
+    from the compiled scores, and the rescoring stays eager fp32."""
+    from rerank_scaling.compute.compiled_graphs import CACHE_ENV
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "inductor"))
+    model, tokens, qrels, candidates, _ = near_tie_case
+    fp32 = score_pairs(model, tokens, BATCH, 0, "cpu", "fp32")
+    compiled = score_pairs(model, tokens, BATCH, 0, "cpu", "bf16", compiled=True)
+    assert _rank_metrics(compiled, qrels, candidates) == _rank_metrics(fp32, qrels, candidates)
+    assert _order(compiled["q"]) == _order(fp32["q"])

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +53,7 @@ from rerank_scaling.evaluation.rerank import (
 )
 from rerank_scaling.evaluation.split_texts import read_split_texts
 from rerank_scaling.families.models import attention_implementation
-from rerank_scaling.precision import resolve_precision
+from rerank_scaling.precision import casts_weights, resolve_precision
 from rerank_scaling.records import METRIC_COLUMNS, PER_QUERY_COLUMNS
 
 log = logging.getLogger(__name__)
@@ -237,7 +237,39 @@ class CheckpointScorer:
         batch = self.settings.batch_size
         tokens = tokenized[split.name]
         grades = [split.qrels.get(qid, {}).get(docid, 0) for qid, docid in tokens.keys]
-        return score_pairs(self.model, tokens, batch, pad, self.device, self.precision, grades)
+        compiled = self.settings.compile == "on"
+        return score_pairs(self.model, tokens, batch, pad, self.device, self.precision, grades, compiled)
+
+
+def resolved_compile(
+    settings: EvalSettings, checkpoint_dirs: list[Path], splits: list[SplitData], precision: str, device: str
+) -> EvalSettings:
+    """``settings`` with ``compile`` resolved to ``on`` or ``off`` for this job (and so in the cache
+    keys, like the resolved precision): only the bf16-weights scoring compiles
+    (:func:`rerank_scaling.precision.casts_weights`); ``auto`` weighs the pairs this job scores
+    against the CPU kind's break-even (:func:`rerank_scaling.compute.compiled_graphs.resolve_compile`)."""
+    from rerank_scaling.compute.compiled_graphs import resolve_compile
+    from rerank_scaling.compute.cpu_profiles import cpu_profile
+
+    per_split = {s.name: len(candidate_pairs(s.candidates, settings.rerank_depth)) for s in splits}
+    pairs = 0
+    for ckpt in checkpoint_dirs:
+        sidecar = json.loads((ckpt / "checkpoint.json").read_text())
+        final = sidecar["step"] == sidecar["total_steps"]
+        pairs += sum(per_split[s.name] for s in settings.splits_at(splits, final))
+    threshold = cpu_profile().eval_compile_pairs
+    compiled = casts_weights(precision, device) and resolve_compile(
+        settings.compile, device, "evaluation.compile", pairs, threshold
+    )
+    if settings.compile != "off":
+        log.info(
+            "compiled scoring: %s (evaluation.compile %s, %d pairs, break-even %s)",
+            "on" if compiled else "off",
+            settings.compile,
+            pairs,
+            threshold,
+        )
+    return replace(settings, compile="on" if compiled else "off")
 
 
 def evaluate_checkpoints(
@@ -256,6 +288,7 @@ def evaluate_checkpoints(
     the checkpoint's tokenizer gives the same ids on a sample (else the split is tokenized here)."""
     precision = resolve_precision(settings.precision, device, "evaluation.precision")
     log.info("scoring in %s (evaluation.precision: %s, %s)", precision, settings.precision, device)
+    settings = resolved_compile(settings, checkpoint_dirs, splits, precision, device)
     tokenized: dict[str, Any] = {}
     tables, per_query = [], []
     code = evaluation_code()

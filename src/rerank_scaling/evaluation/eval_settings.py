@@ -30,7 +30,7 @@ class EvalSettings(SectionSettings):
     #: How the work is cut into jobs: changes no result.
     JOB_KEYS: ClassVar[tuple[str, ...]] = ("unit",)
     #: What only concerns scoring checkpoints (BM25's evaluation ignores them).
-    SCORING_KEYS: ClassVar[tuple[str, ...]] = ("precision", "final_only_splits")
+    SCORING_KEYS: ClassVar[tuple[str, ...]] = ("precision", "final_only_splits", "compile")
     #: What chooses a split's candidate pairs (depth, query subset): all the tokenization reads.
     CANDIDATE_KEYS: ClassVar[tuple[str, ...]] = ("rerank_depth", "max_queries", "seed")
 
@@ -48,6 +48,7 @@ class EvalSettings(SectionSettings):
     max_queries: dict[str, int | None] | None  # split -> queries evaluated (None: all)
     precision: str  # auto | fp32 | bf16 (precision.resolve_precision)
     final_only_splits: tuple[str, ...]  # splits scored at the final checkpoint only
+    compile: str  # auto | on | off (compiled_graphs.resolve_compile); after resolution on | off
 
     def splits_at(self, splits: list[Split], final: bool) -> list[Split]:
         """The splits a checkpoint is scored on: all at the final one, the others without

@@ -55,7 +55,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: e = SAFETY_FACTOR x the largest |bf16 - fp32| observed on the pairs scored both ways (see above).
+#: e = SAFETY_FACTOR x the largest |bf16 - fp32| observed on the pairs scored both ways (see above);
+#: the evaluation uses its CPU kind's measured factor (``cpu_profiles.CpuProfile.near_tie_factor``),
+#: this one where its kind is unmeasured (``cpu_profiles.FALLBACK``).
 SAFETY_FACTOR = 3.0
 
 
@@ -70,6 +72,7 @@ class NearTieReport:
     calibration_error: float  # largest |bf16 - fp32| on the calibration sample
     largest_error: float  # largest |bf16 - fp32| of every pair scored both ways
     bound: float  # e, the bound the near ties were found with: factor x the largest seen before
+    factor: float = SAFETY_FACTOR  # the safety factor e was found with
 
     @property
     def fraction(self) -> float:
@@ -156,5 +159,6 @@ def rescore_near_ties(
         calibration_error=calibration_error,
         largest_error=max((abs(bf16[i] - f) for i, f in fp32.items()), default=0.0),
         bound=bound,
+        factor=factor,
     )
     return scores, report

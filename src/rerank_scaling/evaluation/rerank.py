@@ -24,7 +24,7 @@ import pandas as pd
 
 from rerank_scaling.data.collection import Queries
 from rerank_scaling.data.trec import Run, ranked
-from rerank_scaling.evaluation.near_ties import SAFETY_FACTOR, calibration_sample, rescore_near_ties
+from rerank_scaling.evaluation.near_ties import calibration_sample, rescore_near_ties
 
 log = logging.getLogger(__name__)
 
@@ -142,15 +142,24 @@ def _batches(tokens: TokenizedPairs, batch_size: int, pad_id: int) -> Any:
 
 
 def model_scores(
-    model: Any, tokens: TokenizedPairs, batch_size: int, pad_id: int, device: str, autocast: Any = None
+    model: Any,
+    tokens: TokenizedPairs,
+    batch_size: int,
+    pad_id: int,
+    device: str,
+    autocast: Any = None,
+    compiled: bool = False,
 ) -> list[float]:
     """Each pair's relevance logit under ``model`` as it is (its weights' dtype), in ``tokens``' order;
-    under autocast to the torch dtype ``autocast`` where given. The score layer runs in fp32
-    (:func:`rerank_scaling.precision.fp32_score_layer`)."""
+    under autocast to the torch dtype ``autocast`` where given; with ``compiled``, by the process's
+    compiled graph of its architecture (:func:`rerank_scaling.compute.compiled_graphs.compiled_forward`).
+    The score layer runs in fp32 (:func:`rerank_scaling.precision.fp32_score_layer`)."""
     import torch
 
+    from rerank_scaling.compute.compiled_graphs import compiled_forward
     from rerank_scaling.precision import fp32_score_layer
 
+    model, forward = compiled_forward(model) if compiled else (model, model)
     device_type = "cuda" if device.startswith("cuda") else "cpu"
     enabled = autocast is not None
     cast = torch.autocast(device_type=device_type, dtype=autocast or torch.bfloat16, enabled=enabled)
@@ -158,7 +167,7 @@ def model_scores(
     with torch.inference_mode(), cast, fp32_score_layer(model, device_type):
         for _, batch in _batches(tokens, batch_size, pad_id):
             batch = {k: v.to(device) for k, v in batch.items()}
-            out += model(batch)["scores"].view(len(batch["input_ids"]), -1)[:, 0].float().cpu().tolist()
+            out += forward(batch)["scores"].view(len(batch["input_ids"]), -1)[:, 0].float().cpu().tolist()
     return out
 
 
@@ -170,6 +179,7 @@ def score_pairs(
     device: str,
     precision: str = "fp32",
     grades: Sequence[int] | None = None,
+    compiled: bool = False,
 ) -> Run:
     """Relevance scores (logits) of every pair under ``model``, a ``CrossEncoder`` module stack.
 
@@ -181,15 +191,19 @@ def score_pairs(
     bf16 scores lie within twice the estimated bf16 error of a candidate of a different relevance
     grade (``grades``, each pair's, in ``tokens``' order; None: of any candidate), plus a calibration
     sample of one batch (:mod:`.near_ties`, which argues why every metric but CE@k then equals
-    fp32's). How many pairs were rescored is logged (INFO, with the
-    :class:`~.near_ties.NearTieReport` as the record's ``near_ties``). Elsewhere ``bf16`` and ``fp16``
+    fp32's; the safety factor of ``e`` is the CPU kind's measured one,
+    :attr:`rerank_scaling.compute.cpu_profiles.CpuProfile.near_tie_factor`). With ``compiled`` the bf16
+    scores come from the compiled graph (:mod:`rerank_scaling.compute.compiled_graphs`); the fp32 rescoring
+    stays eager, so the guarantee is unchanged: it holds for any bf16 scores, and the bound is
+    estimated from the compiled scores themselves. How many pairs were rescored is logged (INFO, with
+    the :class:`~.near_ties.NearTieReport` as the record's ``near_ties``). Elsewhere ``bf16`` and ``fp16``
     run under autocast, without rescoring: matmuls in the low precision; layer norms and softmax in
     fp32. The score layer always runs in fp32 (:func:`rerank_scaling.precision.fp32_score_layer`)."""
     from rerank_scaling.precision import autocast_dtype, casts_weights
 
     model = model.to(device).eval()
     if casts_weights(precision, device):
-        values = _bf16_with_fp32_near_ties(model, tokens, batch_size, pad_id, device, grades)
+        values = _bf16_with_fp32_near_ties(model, tokens, batch_size, pad_id, device, grades, compiled)
     else:
         values = model_scores(model, tokens, batch_size, pad_id, device, autocast_dtype(precision))
     scores: Run = {}
@@ -205,18 +219,22 @@ def _bf16_with_fp32_near_ties(
     pad_id: int,
     device: str,
     grades: Sequence[int] | None,
+    compiled: bool = False,
 ) -> list[float]:
     """:func:`score_pairs`'s scores with bf16 weights and the near ties rescored with ``model`` (fp32)."""
+    from rerank_scaling.compute.cpu_profiles import cpu_profile
     from rerank_scaling.precision import to_bf16_weights
 
-    bf16 = model_scores(to_bf16_weights(copy.deepcopy(model)), tokens, batch_size, pad_id, device)
+    low = to_bf16_weights(copy.deepcopy(model))
+    bf16 = model_scores(low, tokens, batch_size, pad_id, device, compiled=compiled)
+    factor = cpu_profile().near_tie_factor
 
     def fp32_of(indices: list[int]) -> list[float]:
         return model_scores(model, tokens.select(indices), batch_size, pad_id, device)
 
     qids = [qid for qid, _ in tokens.keys]
     calibration = calibration_sample(len(bf16), batch_size)
-    values, report = rescore_near_ties(qids, bf16, fp32_of, calibration, grades=grades)
+    values, report = rescore_near_ties(qids, bf16, fp32_of, calibration, factor, grades)
     log.info(
         "bf16 scoring: %d of %d pairs (%.1f%%) scored in fp32 (calibration %d, near ties within 2e%s; "
         "e = %.3g = %g x the largest |bf16 - fp32| seen, %.3g; %d round(s))",
@@ -226,7 +244,7 @@ def _bf16_with_fp32_near_ties(
         report.calibration,
         " of a different grade" if grades is not None else "",
         report.bound,
-        SAFETY_FACTOR,
+        factor,
         report.largest_error,
         report.rounds,
         extra={"near_ties": report},

@@ -52,6 +52,7 @@ class TrainSettings(SectionSettings):
     checkpoints: int
     checkpoint_spacing: str
     precision: str  # auto | fp32 | bf16 (precision.resolve_precision)
+    compile: str  # auto | on | off (compiled_graphs.resolve_compile)
     threads: int
     mem_mb: int
     runtime: int

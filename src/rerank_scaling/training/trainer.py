@@ -39,6 +39,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rerank_scaling.compute.compiled_graphs import compile_in_place, resolve_compile
+from rerank_scaling.compute.cpu_profiles import cpu_profile
 from rerank_scaling.device import resolve_device
 from rerank_scaling.families.models import (
     ModelStats,
@@ -226,9 +228,13 @@ def train_run(
             "training.data_fractions, or add examples"
         )
     indices = range(1, len(save_at) + 1)
+    threshold = cpu_profile().train_compile_steps
+    compiled = resolve_compile(settings.compile, device, "training.compile", total, threshold)
+    if compiled:  # the encoder's forward, and its backward through AOT autograd, as inductor graphs
+        compile_in_place(model[0])  # the encoder module, which calls the Hugging Face model
     attn_used = str(getattr(model.model.config, "_attn_implementation", None))
     log.info(
-        "%s: %d rows, batch %d (%d micro-batches%s), %d steps, checkpoints at %s, %s, %s, attention %s",
+        "%s: %d rows, batch %d (%d micro-batches%s), %d steps, checkpoints at %s, %s, %s, attention %s%s",
         run,
         len(dataset),
         batch,
@@ -239,6 +245,7 @@ def train_run(
         stats,
         precision,
         attn_used,
+        ", compiled" if compiled else "",
     )
 
     loss = make_loss(objective, model)
@@ -298,6 +305,7 @@ def train_run(
                 "device": device,
                 "model_commit": model_commit(spec),  # the hub snapshot's commit (None: not a hub model)
                 "train_precision": precision,
+                "train_compiled": compiled,
                 "attn_implementation": attn_used,
                 "gradient_checkpointing": plan.gradient_checkpointing,
                 "micro_batches": plan.micro_batches,

@@ -1,0 +1,75 @@
+"""Measured per-CPU-kind settings: one table, keyed by the kind of CPU a job runs on, with a safe fallback.
+
+What pays on one CPU costs on another: on a Xeon with AMX the bf16 GEMMs are so cheap that the
+element-wise rest dominates, so a compiled graph (:mod:`rerank_scaling.compute.compiled_graphs`) pays back its
+compile time sooner than on a CPU whose GEMMs dominate; the bf16 error that the near-tie rescoring
+(:mod:`rerank_scaling.evaluation.near_ties`) must cover is a property of the kernels a CPU runs. Each
+entry of :data:`PROFILES` names the benchmark file its numbers come from; a CPU of no measured kind
+gets :data:`FALLBACK`, whose values are the conservative ones the pipeline used before any table
+(the near-tie safety factor 3, no compiled graphs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rerank_scaling.precision import cpu_bf16_units, cpu_vendor
+
+
+@dataclass(frozen=True)
+class CpuProfile:
+    """What a CPU kind measured; ``source``: the benchmark results it comes from."""
+
+    kind: str
+    #: e = factor x the largest |bf16 - fp32| of the calibration sample (near_ties.error_bound): the
+    #: worst ratio, over measured checkpoint-splits, of a split's largest error to its calibration
+    #: sample's, rounded up with a margin
+    near_tie_factor: float
+    #: ``evaluation.compile: auto`` compiles a model's bf16 scoring when a job scores at least this
+    #: many pairs with it (the compile's seconds / the seconds it saves a pair); None: never
+    eval_compile_pairs: int | None
+    #: ``training.compile: auto`` compiles a run's training step when the run has at least this many
+    #: optimizer steps; None: never
+    train_compile_steps: int | None
+    source: str
+
+
+#: The measured kinds. Xeon with AMX: bench_eval_precision.py found the largest error of a split at
+#: most 2.65 x its calibration sample's over 36 checkpoint-splits (eval_precision_amx.md, eager);
+#: bench_compile.py (compile_amx.md, a heavily loaded machine) the compile's break-even: evaluation
+#: 39 119 pairs (L1) and 199 340 (L6), the larger kept; training: L1's step was slower compiled
+#: (0.82x), so never.
+PROFILES: dict[str, CpuProfile] = {
+    "intel-amx": CpuProfile(
+        kind="intel-amx",
+        near_tie_factor=3.0,
+        eval_compile_pairs=200_000,
+        train_compile_steps=None,
+        source="benchmarks/results/eval_precision_amx.md, benchmarks/results/compile_amx.md",
+    ),
+}
+#: Any other CPU: the settings used before the table (no compiled graphs, safety factor 3).
+FALLBACK = CpuProfile(
+    kind="unmeasured",
+    near_tie_factor=3.0,
+    eval_compile_pairs=None,
+    train_compile_steps=None,
+    source="none: the conservative defaults",
+)
+
+
+def cpu_kind(flags: frozenset[str] | None = None, vendor: str | None = None) -> str:
+    """The CPU's kind for :data:`PROFILES`: ``intel-amx`` (AMX-BF16 tiles), ``amd-avx512-bf16``
+    (Zen 4/5), ``intel-avx512-bf16`` (Cooper Lake), else ``no-bf16``."""
+    unit = cpu_bf16_units(flags)
+    vendor = cpu_vendor() if vendor is None else vendor
+    if unit == "amx_bf16":
+        return "intel-amx"
+    if unit == "avx512_bf16":
+        return "amd-avx512-bf16" if "AMD" in vendor else "intel-avx512-bf16"
+    return "no-bf16"
+
+
+def cpu_profile(kind: str | None = None) -> CpuProfile:
+    """The measured profile of ``kind`` (default: this CPU's), else :data:`FALLBACK`."""
+    return PROFILES.get(cpu_kind() if kind is None else kind, FALLBACK)

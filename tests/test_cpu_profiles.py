@@ -1,0 +1,56 @@
+"""The measured per-CPU-kind table (cpu_profiles): kinds from the CPU's flags, the fallback for an
+unmeasured kind, and the evaluation's near-tie rescoring using the table's safety factor."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from rerank_scaling.compute import cpu_profiles
+from rerank_scaling.compute.cpu_profiles import FALLBACK, PROFILES, CpuProfile, cpu_kind, cpu_profile
+from rerank_scaling.evaluation.near_ties import SAFETY_FACTOR
+from rerank_scaling.evaluation.rerank import TokenizedPairs, score_pairs
+from rerank_scaling.precision import cpu_bf16_units
+
+
+@pytest.mark.parametrize(
+    ("flags", "vendor", "kind"),
+    [
+        ({"amx_bf16", "avx512_bf16"}, "GenuineIntel", "intel-amx"),
+        ({"avx512_bf16"}, "AuthenticAMD", "amd-avx512-bf16"),
+        ({"avx512_bf16"}, "GenuineIntel", "intel-avx512-bf16"),
+        ({"avx2"}, "AuthenticAMD", "no-bf16"),
+    ],
+)
+def test_cpu_kind_from_flags(flags, vendor, kind) -> None:
+    assert cpu_kind(frozenset(flags), vendor) == kind
+
+
+def test_an_unmeasured_kind_gets_the_conservative_fallback() -> None:
+    assert cpu_profile("no-bf16") is FALLBACK
+    assert FALLBACK.near_tie_factor == SAFETY_FACTOR, "the factor used before the table"
+    assert FALLBACK.eval_compile_pairs is None and FALLBACK.train_compile_steps is None
+    assert all(p.source.startswith("benchmarks/results/") for p in PROFILES.values()), "each names its file"
+    if cpu_bf16_units() == "amx_bf16":
+        assert cpu_profile() is PROFILES["intel-amx"]
+
+
+def test_the_near_tie_rescoring_uses_the_table_factor(monkeypatch, caplog) -> None:
+    from test_compiled_graphs import Pooled, _tokens
+
+    tokens: TokenizedPairs = _tokens(24)
+    model = Pooled(0).eval()
+    factors = []
+    for factor in (2.0, 5.0):
+        profile = CpuProfile("test", factor, None, None, "benchmarks/results/test.md")
+        monkeypatch.setattr(cpu_profiles, "cpu_profile", lambda kind=None, p=profile: p)
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="rerank_scaling.evaluation.rerank"):
+            score_pairs(model, tokens, 8, 0, "cpu", "bf16")
+        (record,) = [r for r in caplog.records if hasattr(r, "near_ties")]
+        factors.append(record.near_ties.factor)
+        report = record.near_ties
+        if report.rounds == 1:  # no rescored pair raised the bound: e = factor x the calibration's error
+            assert report.bound == pytest.approx(factor * report.calibration_error)
+    assert factors == [2.0, 5.0]
