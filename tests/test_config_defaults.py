@@ -208,9 +208,12 @@ def test_a_default_inside_an_if_is_never_applied():
 
 def test_each_config_gets_its_own_copy_of_a_default():
     first, second = validate_config(minimal_config()), validate_config(minimal_config())
-    first["evaluation"]["rbp_k"].append(99)
+    first["evaluation"]["relative_prob_k"].append(99)
     first["training"]["extra_seeds"]["models"].append("L1")
-    assert second["evaluation"]["rbp_k"] == [1, 3, 10] and second["training"]["extra_seeds"]["models"] == []
+    assert (
+        second["evaluation"]["relative_prob_k"] == [1, 3, 10]
+        and second["training"]["extra_seeds"]["models"] == []
+    )
 
 
 @pytest.mark.parametrize("configfile", ["config.yaml", "config.paper.yaml"])

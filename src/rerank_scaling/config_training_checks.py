@@ -5,12 +5,12 @@ job, with the real row counts."""
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 from typing import Any
 
-from rerank_scaling.config_data_checks import estimated_rows
+from rerank_scaling import objectives
+from rerank_scaling.config_data_checks import estimated_queries, estimated_rows
 from rerank_scaling.config_problems import Problems, problem
 from rerank_scaling.settings import settings_of
 from rerank_scaling.training.train_settings import StepSettings
@@ -38,7 +38,7 @@ def training_steps_problems(training: StepSettings, rows: dict[str, int], exact:
         if objective not in rows:
             continue
         key, batch = training.batch(objective)
-        steps = math.ceil(math.ceil(rows[objective] / batch) * training.epochs)
+        steps = objectives.epoch_steps(rows[objective], batch, training.epochs)
         if steps < wanted:
             bound = "at most " if not exact else ""
             problems.append(
@@ -61,24 +61,23 @@ def training_problems(config: dict[str, Any]) -> Problems:
 
 def _fraction_steps(config: dict[str, Any], fraction: float) -> dict[str, int]:
     """Optimizer steps per objective of a run on ``fraction`` of the training queries: exact with
-    ``training.max_steps`` (train_settings.total_steps), an upper bound for builtin data, else unknown
+    ``training.max_steps`` (objectives.total_steps), an upper bound for builtin data, else unknown
     (the train job checks the real count, naming the fraction)."""
     from rerank_scaling.data.subsets import subset_size
 
     training = settings_of(StepSettings, config["training"])
     if training.max_steps is not None:
-        steps = max(1, math.ceil(training.max_steps * fraction - 1e-9))
+        steps = objectives.fixed_steps(training.max_steps, fraction)
         return dict.fromkeys(training.objectives, steps)
-    rows = estimated_rows(config)
-    if not rows:
+    rows, queries = estimated_rows(config), estimated_queries(config)
+    if not rows or not queries:
         return {}
-    queries = rows["listwise"]  # builtin: one group per query
     kept = subset_size(queries, fraction)
     steps = {}
     for objective in training.objectives:
         _, batch = training.batch(objective)
         fraction_rows = rows[objective] // queries * kept
-        steps[objective] = math.ceil(math.ceil(fraction_rows / batch) * training.epochs)
+        steps[objective] = objectives.epoch_steps(fraction_rows, batch, training.epochs)
     return steps
 
 

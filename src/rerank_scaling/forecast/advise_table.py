@@ -23,7 +23,7 @@ from rerank_scaling.forecast.advise import OUTCOMES, Candidate, Group, advise
 from rerank_scaling.forecast.run import checked_runs, table_settings
 from rerank_scaling.forecast.table import TableError, read_table
 from rerank_scaling.laws.protocols import last_checkpoints, prepare, seed_spread
-from rerank_scaling.records import MetricSpec
+from rerank_scaling.measures import MetricSpec
 
 CANDIDATE_COLUMNS = ("model", "size", "cost")
 #: advice.csv's columns, in order (the first five are the ranking's; the rest say why).
@@ -117,7 +117,7 @@ def advise_runs(
     candidates: list[Candidate] | str | Path | None = None,
     run_sigma: float | None = None,
     metric: MetricSpec | None = None,
-    bootstrap: int = 500,
+    bootstrap: int | None = None,
     seed: int = 0,
     outcomes: int = OUTCOMES,
 ) -> pd.DataFrame:

@@ -17,8 +17,9 @@ Forms (seed paper 000 = "Scaling laws for cross-encoder rerankers"):
 * log-linear (the curve every saturating law approaches before it bends): M = a + b ln x
 * power law with its asymptote fixed at a ceiling (e.g. the oracle value of BM25's candidates):
       M = ceiling - sign * b * x^(-c)
-* relative-based law (seed 004): -log RBP_k = (N0/N)^alpha, fitted as
-      log(-log RBP_k) = alpha * log N0 - alpha * log N   (``log_target``)
+* relative-based law ("Relative-Based Scaling Law for Neural Language Models"):
+      -log RelP_k = (N0/N)^alpha, fitted as
+      log(-log RelP_k) = alpha * log N0 - alpha * log N   (``log_target``)
 
 Bounds. The asymptote ``a`` (and Fang et al.'s floor ``delta``) is bounded by the metric's range
 (:func:`metric_range`: rank metrics in [0, 1] -- lowered to the reranking ceiling by
@@ -38,7 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rerank_scaling.records import metric_spec
+from rerank_scaling.measures import metric_spec
 
 Variables = dict[str, np.ndarray]
 Range = tuple[float, float]
@@ -46,7 +47,7 @@ UNBOUNDED: Range = (-np.inf, np.inf)
 
 
 def metric_range(metric: str) -> Range:
-    """Values ``metric``'s expected value can take (:func:`rerank_scaling.records.metric_spec`, the
+    """Values ``metric``'s expected value can take (:func:`rerank_scaling.measures.metric_spec`, the
     one definition): [0, 1] for rank metrics, [0, ln k] for contrastive entropy CE@k."""
     return metric_spec(metric).range
 
@@ -247,10 +248,11 @@ def bnsl_law(breaks: int, sign: int, asymptote: Range = UNBOUNDED) -> Law:
 
 
 def relative_law() -> Law:
-    """Relative-based law (seed 004): -log RBP_k = (N0/N)^alpha, linear in log space."""
+    """Relative-based law ("Relative-Based Scaling Law for Neural Language Models"):
+    -log RelP_k = (N0/N)^alpha, linear in log space."""
     return Law(
         "relative",
-        "-log RBP = (N0/N)^{alpha}",
+        "-log RelP = (N0/N)^{alpha}",
         ("N",),
         ("N0", "alpha"),
         (1e-9, 0.0),

@@ -1,4 +1,4 @@
-"""The config's ``training`` section as settings, and a run's step count: torch-free, so the workflow's
+"""The config's ``training`` section as settings, torch-free, so the workflow's
 parse (job resources, config checks) reads them without importing the trainer's torch stack.
 
 The section holds three kinds of key: which runs exist (:data:`GRID_KEYS`, read by
@@ -9,10 +9,10 @@ part that sets how many optimizer steps a run has. Defaults: the schema's.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import ClassVar
 
+from rerank_scaling import objectives as objective_registry
 from rerank_scaling.settings import RESOURCE_KEYS, SectionSettings
 
 #: Keys of ``training`` that say which runs exist, not how one run trains (a run's id carries its
@@ -73,15 +73,5 @@ class StepSettings(SectionSettings):
     group_queries_per_batch: int
 
     def batch(self, objective: str) -> tuple[str, int]:
-        """The batch key of ``objective`` and its value: pairs for pointwise, queries otherwise."""
-        key = "pointwise_batch_size" if objective == "pointwise" else "group_queries_per_batch"
-        return key, getattr(self, key)
-
-
-def total_steps(settings: TrainSettings | StepSettings, rows: int, batch: int, fraction: float) -> int:
-    """Optimizer steps of a run, the length its warm-up and linear decay are scaled to: its epochs
-    over its own rows; with ``training.max_steps``, that many times its data fraction (the same
-    passes over the data as the full run), so every fraction ends its own complete schedule."""
-    if settings.max_steps:
-        return max(1, math.ceil(settings.max_steps * fraction - 1e-9))
-    return max(1, math.ceil(math.ceil(rows / batch) * settings.epochs))
+        """The batch key of ``objective`` and its value (:func:`rerank_scaling.objectives.batch`)."""
+        return objective_registry.batch(self, objective)

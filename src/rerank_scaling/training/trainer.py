@@ -42,6 +42,9 @@ from typing import Any
 from rerank_scaling.device import resolve_device
 from rerank_scaling.grid import RunSpec
 from rerank_scaling.model_pins import model_commit
+from rerank_scaling.objectives import batch as objective_batch
+from rerank_scaling.objectives import objective as objective_spec
+from rerank_scaling.objectives import total_steps
 from rerank_scaling.planning.gpu_fit import checked_plan
 from rerank_scaling.planning.memory import MemoryPlan, MemoryShape, plan_memory
 from rerank_scaling.precision import fp32_score_layer, resolve_precision
@@ -65,7 +68,7 @@ from rerank_scaling.training.models import (
 from rerank_scaling.training.objectives import load_examples, make_loss
 from rerank_scaling.training.schedule import checkpoint_steps
 from rerank_scaling.training.token_counter import TokenCounter
-from rerank_scaling.training.train_settings import TrainSettings, total_steps
+from rerank_scaling.training.train_settings import TrainSettings
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +104,7 @@ def run_memory_plan(
         if batch % plan.micro_batches:
             raise ValueError(f"{run}: batch {batch} cannot be cut into {plan.micro_batches} micro-batches")
         return plan
-    per_row = 1 if objective == "pointwise" else max(len(d) for d in dataset["documents"])
+    per_row = max(len(d) for d in dataset["documents"]) if objective_spec(objective).examples.grouped else 1
     plan = plan_memory(
         MemoryShape.from_hf_config(model_config.to_dict()),
         batch,
@@ -207,7 +210,7 @@ def train_run(
     dataset, pairs = load_examples(
         objective, pointwise, groups, settings.listnet_label_scale, data_fraction, seed
     )
-    batch = settings.pointwise_batch_size if objective == "pointwise" else settings.group_queries_per_batch
+    _, batch = objective_batch(settings, objective)
     plan = run_memory_plan(memory, model.model.config, dataset, objective, batch, settings, half, run)
     plan = checked_plan(
         plan, device, run_memory_plan, (model.model.config, dataset, objective, batch, settings, half, run)
