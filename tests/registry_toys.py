@@ -7,14 +7,15 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from rerank_scaling import measures as metric_registry
-from rerank_scaling import objectives as objective_registry
 from rerank_scaling.evaluation.metrics import ranking
-from rerank_scaling.laws import forms, size_axes
+from rerank_scaling.laws import forms
 from rerank_scaling.laws import registry as law_registry
-from rerank_scaling.laws.size_axes import SizeAxis
-from rerank_scaling.measures import Measure, Param
-from rerank_scaling.objectives import PAIRS, Objective
+from rerank_scaling.registries import measures as metric_registry
+from rerank_scaling.registries import objectives as objective_registry
+from rerank_scaling.registries import size_axes
+from rerank_scaling.registries.measures import Measure, Param
+from rerank_scaling.registries.objectives import PAIRS, Objective
+from rerank_scaling.registries.size_axes import SizeAxis
 
 #: Pointwise pairs scored by a regression loss (sentence-transformers' cross-encoder ``MSELoss``).
 TOY_OBJECTIVE = Objective("pointwise_mse", PAIRS, "pointwise_batch_size", "MSELoss")

@@ -11,20 +11,20 @@ import pytest
 import registry_toys as toys
 
 from rerank_scaling import config_schema
-from rerank_scaling import measures as metric_registry
-from rerank_scaling import objectives as objective_registry
 from rerank_scaling.config import validate_config
 from rerank_scaling.config_result_checks import evaluation_metrics
 from rerank_scaling.data.fraction_check import fraction_problems
 from rerank_scaling.evaluation.metrics import MetricSettings, evaluate, metric_names
 from rerank_scaling.forecast.table import known_metric
 from rerank_scaling.laws import registry as law_registry
-from rerank_scaling.laws import size_axes
 from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.laws.protocols import prepare
 from rerank_scaling.laws.runner import run_protocols
 from rerank_scaling.laws.synthetic import synthetic_metrics_table
-from rerank_scaling.measures import metric_spec
+from rerank_scaling.registries import measures as metric_registry
+from rerank_scaling.registries import objectives as objective_registry
+from rerank_scaling.registries import size_axes
+from rerank_scaling.registries.measures import metric_spec
 from rerank_scaling.report.answer import axis_label
 from rerank_scaling.report.figures import size_column as figure_size_column
 from rerank_scaling.training.objectives import load_examples

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rerank_scaling import objectives
 from rerank_scaling.config_problems import Problems, problem
+from rerank_scaling.registries import objectives
 from rerank_scaling.settings import settings_from_dict, settings_of
 
 

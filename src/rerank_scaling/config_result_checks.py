@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rerank_scaling import measures
 from rerank_scaling.config_problems import Problems, problem
+from rerank_scaling.registries import measures
 
 
 def evaluation_metrics(evaluation: dict[str, Any]) -> list[str]:

@@ -9,9 +9,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from rerank_scaling import objectives
 from rerank_scaling.config_data_checks import estimated_queries, estimated_rows
 from rerank_scaling.config_problems import Problems, problem
+from rerank_scaling.registries import objectives
 from rerank_scaling.settings import settings_of
 from rerank_scaling.training.train_settings import StepSettings
 

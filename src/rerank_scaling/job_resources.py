@@ -239,9 +239,9 @@ class JobSizes:
 
     def train_sequences(self, objective: str) -> float | None:
         """Sequences one training run of ``objective`` passes forward and backward: steps x rows per
-        step x sequences per row (:mod:`rerank_scaling.objectives`)."""
-        from rerank_scaling import objectives
+        step x sequences per row (:mod:`rerank_scaling.registries.objectives`)."""
         from rerank_scaling.data.training_examples import ExampleSettings
+        from rerank_scaling.registries import objectives
         from rerank_scaling.settings import settings_from_dict, settings_of
         from rerank_scaling.training.train_settings import TrainSettings
 

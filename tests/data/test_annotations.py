@@ -17,9 +17,9 @@ from rerank_scaling.grid import Grid, RunSpec
 from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.laws.protocols import prepare, splits_for
 from rerank_scaling.laws.synthetic import synthetic_metrics_table
-from rerank_scaling.objectives import total_steps
 from rerank_scaling.planning.annotation_prices import data_price
 from rerank_scaling.planning.plan_settings import PlanSettings
+from rerank_scaling.registries.objectives import total_steps
 from rerank_scaling.settings import with_defaults
 from rerank_scaling.training.train_settings import StepSettings
 

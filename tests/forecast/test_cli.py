@@ -15,7 +15,7 @@ import pytest
 
 from rerank_scaling.forecast.cli import main
 from rerank_scaling.forecast.run import FORECAST_COLUMNS, forecast_runs
-from rerank_scaling.measures import MetricSpec
+from rerank_scaling.registries.measures import MetricSpec
 
 REPO = Path(__file__).resolve().parents[2]
 #: The README's example, verbatim (tests/forecast/test_cli.py checks the README holds it).

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from rerank_scaling.forecast.run import forecast_runs
-from rerank_scaling.measures import MetricSpec
+from rerank_scaling.registries.measures import MetricSpec
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks"))

@@ -9,7 +9,7 @@ import pytest
 
 from rerank_scaling.laws import registry
 from rerank_scaling.laws.forms import metric_range as law_range
-from rerank_scaling.measures import metric_spec
+from rerank_scaling.registries.measures import metric_spec
 
 PROTOCOLS = ("model", "data", "joint_text", "joint_code")
 

@@ -29,7 +29,7 @@ from rerank_scaling.data.training_examples import (
     select_examples,
 )
 from rerank_scaling.data.trec import iter_run_queries
-from rerank_scaling.objectives import OBJECTIVES, examples_of, negatives_key
+from rerank_scaling.registries.objectives import OBJECTIVES, examples_of, negatives_key
 from rerank_scaling.settings import parse_json_arg, settings_from_dict
 from rerank_scaling.training.train_settings import StepSettings
 

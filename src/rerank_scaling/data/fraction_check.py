@@ -20,7 +20,7 @@ import pandas as pd
 
 from rerank_scaling.atomic import write_json
 from rerank_scaling.data.subsets import subset_size
-from rerank_scaling.objectives import examples_of, total_steps
+from rerank_scaling.registries.objectives import examples_of, total_steps
 from rerank_scaling.settings import parse_json_arg, settings_from_dict
 from rerank_scaling.training.train_settings import StepSettings
 

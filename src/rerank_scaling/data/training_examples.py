@@ -27,7 +27,7 @@ import pandas as pd
 
 from rerank_scaling.data.collection import Queries
 from rerank_scaling.data.trec import Qrels, ranked
-from rerank_scaling.objectives import EXAMPLE_FORMATS
+from rerank_scaling.registries.objectives import EXAMPLE_FORMATS
 from rerank_scaling.settings import SectionSettings
 
 
@@ -204,7 +204,7 @@ def no_examples_reason(
     qrels: Qrels, selected: list[QueryExamples], settings: ExampleSettings, objective: str, key: str
 ) -> str:
     """Why ``objective`` got no training examples, naming the config field to change; ``key``: the
-    ``examples`` key of its negatives (its :class:`~rerank_scaling.objectives.ExampleFormat`)."""
+    ``examples`` key of its negatives (its :class:`~rerank_scaling.registries.objectives.ExampleFormat`)."""
     grades = grade_counts(qrels)
     if not selected:
         usable = [g for g in grades if g >= 1]

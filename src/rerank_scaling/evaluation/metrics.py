@@ -1,7 +1,7 @@
 """Ranking metrics of a reranked run: ir_measures measures plus CE@n, RelP@k and R/R*(m).
 
-Which metrics exist, with their parameters, directions and ranges: :mod:`rerank_scaling.measures`; the
-per-query functions it names are here.
+Which metrics exist, with their parameters, directions and ranges:
+:mod:`~rerank_scaling.registries.measures`; the per-query functions it names are here.
 
 Conventions, stated once and used by every function here:
 
@@ -33,9 +33,9 @@ import ir_measures
 import numpy as np
 import pandas as pd
 
-from rerank_scaling import measures as metric_registry
 from rerank_scaling.data.trec import Qrels, Run
-from rerank_scaling.measures import DROPPED
+from rerank_scaling.registries import measures as metric_registry
+from rerank_scaling.registries.measures import DROPPED
 from rerank_scaling.settings import SectionSettings, settings_from_dict
 
 log = logging.getLogger(__name__)
@@ -317,14 +317,16 @@ def relative_gain_rows(
 
 
 def metric_names(settings: MetricSettings) -> list[str]:
-    """Every metric :func:`evaluate_per_query` computes, in table order (:mod:`rerank_scaling.measures`)."""
+    """Every metric :func:`evaluate_per_query` computes, in table order
+    (:mod:`~rerank_scaling.registries.measures`)."""
     return metric_registry.metric_names(settings)
 
 
 def evaluate_per_query(
     run: Run, qrels: Qrels, candidates: Candidates, settings: MetricSettings
 ) -> pd.DataFrame:
-    """Every registered metric (:mod:`rerank_scaling.measures`) per query, as rows (metric, qid, value, n).
+    """Every registered metric (:mod:`~rerank_scaling.registries.measures`) per query, as rows
+    (metric, qid, value, n).
 
     ``value`` is the query's score and ``n`` its weight in the table's mean: 1 for the trec
     measures and R/R*, the query's instances (relevant candidates) for CE and RelP, whose table value

@@ -30,8 +30,8 @@ from rerank_scaling.atomic import write_text
 from rerank_scaling.forecast.advise import OUTCOMES, Candidate, Group, advise
 from rerank_scaling.forecast.advise_table import ADVICE_COLUMNS, default_candidates, one_group
 from rerank_scaling.laws.fit_settings import GROUP_KEYS, FitSettings
-from rerank_scaling.laws.size_axes import size_column
 from rerank_scaling.planning.cost_model import PowerLaw
+from rerank_scaling.registries.size_axes import size_column
 from rerank_scaling.settings import parse_json_arg, settings_from_dict
 
 log = logging.getLogger(__name__)

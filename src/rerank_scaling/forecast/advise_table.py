@@ -23,7 +23,7 @@ from rerank_scaling.forecast.advise import OUTCOMES, Candidate, Group, advise
 from rerank_scaling.forecast.run import checked_runs, table_settings
 from rerank_scaling.forecast.table import TableError, read_table
 from rerank_scaling.laws.protocols import last_checkpoints, prepare, seed_spread
-from rerank_scaling.measures import MetricSpec
+from rerank_scaling.registries.measures import MetricSpec
 
 CANDIDATE_COLUMNS = ("model", "size", "cost")
 #: advice.csv's columns, in order (the first five are the ranking's; the rest say why).

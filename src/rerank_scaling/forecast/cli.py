@@ -17,7 +17,7 @@ from rerank_scaling.forecast.advise import OUTCOMES
 from rerank_scaling.forecast.advise_table import advise_runs, write_advice
 from rerank_scaling.forecast.run import forecast_runs
 from rerank_scaling.forecast.table import REQUIRED, TableError, known_metric
-from rerank_scaling.measures import MetricSpec, metric_spec
+from rerank_scaling.registries.measures import MetricSpec, metric_spec
 from rerank_scaling.report.answer_advice import next_sentence
 
 

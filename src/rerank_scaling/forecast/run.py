@@ -33,7 +33,7 @@ from rerank_scaling.laws import backtests, registry
 from rerank_scaling.laws.fit_settings import GROUP_KEYS, FitSettings
 from rerank_scaling.laws.protocols import prepare
 from rerank_scaling.laws.runner import run_protocols
-from rerank_scaling.measures import MetricSpec, metric_spec, register_metric
+from rerank_scaling.registries.measures import MetricSpec, metric_spec, register_metric
 from rerank_scaling.report.answer import Question, forecast_lines
 
 FORECAST_COLUMNS = [
@@ -105,7 +105,7 @@ def forecast_runs(
 ) -> Forecast:
     """Forecasts from a table of runs (module docstring); ``metric`` declares a metric the table's
     ``metric`` column (or its absence: "value") names that
-    :func:`rerank_scaling.measures.metric_spec` does not know (its direction required:
+    :func:`rerank_scaling.registries.measures.metric_spec` does not know (its direction required:
     ``direction`` 0 is an error naming the options);
     ``uncertainty`` is ``fitting.uncertainty`` (``iid``: the seed paper's residual bootstrap);
     ``bootstrap`` None: ``fitting.bootstrap``'s default (the schema's, its one home)."""

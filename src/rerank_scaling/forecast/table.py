@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from rerank_scaling import measures as metric_registry
 from rerank_scaling.laws.fit_settings import GROUP_KEYS
+from rerank_scaling.registries import measures as metric_registry
 
 REQUIRED = ("model", "size", "value")
 OPTIONAL = ("step", "tokens", "seed", "metric", "split", "objective", "role", "queries")
@@ -62,9 +62,10 @@ def read_table(path: str | Path) -> pd.DataFrame:
 
 
 def known_metric(name: str) -> bool:
-    """Whether ``name`` is a metric whose direction :func:`rerank_scaling.measures.metric_spec`
-    knows (not a default): a name a registered metric writes (:mod:`rerank_scaling.measures`, light: the
-    fit stage's environment has no ir_measures), at any parameter value."""
+    """Whether ``name`` is a metric whose direction
+    :func:`~rerank_scaling.registries.measures.metric_spec` knows (not a default): a name a
+    registered metric writes (light: the fit stage's environment has no ir_measures), at any
+    parameter value."""
     try:
         return metric_registry.parse(name) is not None
     except ValueError:  # a registered metric below its parameter's minimum (CE@1): metric_spec says so

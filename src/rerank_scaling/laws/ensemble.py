@@ -64,7 +64,7 @@ from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.laws.fit_statistics import Intervals, forecast_errors
 from rerank_scaling.laws.forecast_status import StatusRule
 from rerank_scaling.laws.protocols import SplitFit, fit_split, forecast_rows
-from rerank_scaling.measures import metric_spec
+from rerank_scaling.registries.measures import metric_spec
 
 NAME = registry.ENSEMBLE
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rerank_scaling.measures import metric_spec
+from rerank_scaling.registries.measures import metric_spec
 
 Variables = dict[str, np.ndarray]
 Range = tuple[float, float]
@@ -47,8 +47,9 @@ UNBOUNDED: Range = (-np.inf, np.inf)
 
 
 def metric_range(metric: str) -> Range:
-    """Values ``metric``'s expected value can take (:func:`rerank_scaling.measures.metric_spec`, the
-    one definition): [0, 1] for rank metrics, [0, ln k] for contrastive entropy CE@k."""
+    """Values ``metric``'s expected value can take
+    (:func:`~rerank_scaling.registries.measures.metric_spec`, the one definition): [0, 1] for
+    rank metrics, [0, ln k] for contrastive entropy CE@k."""
     return metric_spec(metric).range
 
 

@@ -7,7 +7,7 @@ means adding its function to :mod:`.forms`, its name below and one :class:`Entry
 :data:`REGISTRY`; every other module names a law by these constants.
 
 Bounds rule: a law's asymptote (a loss law's floor) is bounded by the metric's range
-(:func:`rerank_scaling.measures.metric_spec`), narrowed for rank metrics to the reranking ceiling
+(:func:`rerank_scaling.registries.measures.metric_spec`), narrowed for rank metrics to the reranking ceiling
 when one is known (the oracle value of the candidates a reranker reorders: :mod:`.ceiling`).
 Predictions do not depend on the bounds, so readers of stored parameters (planning, figures) may
 call :func:`law` without them.
@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rerank_scaling import measures as metric_registry
 from rerank_scaling.laws import forms
-from rerank_scaling.measures import metric_spec
+from rerank_scaling.registries import measures as metric_registry
+from rerank_scaling.registries.measures import metric_spec
 
 Range = forms.Range
 

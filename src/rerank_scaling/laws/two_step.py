@@ -40,7 +40,7 @@ from rerank_scaling.laws.fit_statistics import forecast_errors
 from rerank_scaling.laws.fitting import FitResult
 from rerank_scaling.laws.forecast_status import StatusRule
 from rerank_scaling.laws.protocols import SplitFit, forecast_rows, splits_for
-from rerank_scaling.measures import metric_spec
+from rerank_scaling.registries.measures import metric_spec
 
 NAME = registry.TWO_STEP
 #: Fewest fitted runs for the map's bootstrap (two parameters, and a resample of runs needs spread).

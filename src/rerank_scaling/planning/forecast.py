@@ -27,7 +27,7 @@ from rerank_scaling.laws.fit_settings import GROUP_KEYS, FitSettings
 from rerank_scaling.laws.fitting import predict_batch
 from rerank_scaling.laws.forms import SCALES, Law
 from rerank_scaling.laws.protocols import prepare, splits_for
-from rerank_scaling.measures import metric_direction
+from rerank_scaling.registries.measures import metric_direction
 
 
 @dataclass(frozen=True)

@@ -231,7 +231,7 @@ def plan_memory(
     what: str = "the run",
 ) -> MemoryPlan:
     """The module docstring's rule for a batch of ``rows`` rows (pointwise pairs, or groups of
-    ``sequences_per_row`` documents: :func:`rerank_scaling.objectives.rows_per_step`);
+    ``sequences_per_row`` documents: :func:`rerank_scaling.registries.objectives.rows_per_step`);
     :class:`MemoryRefused` when nothing fits."""
     budget = usable_bytes(gpu_memory_gb)
     checkpointing = checkpointing_mode(checkpointing)

@@ -14,10 +14,10 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from rerank_scaling.laws.registry import ADDITIVE  # noqa: E402
-from rerank_scaling.laws.size_axes import axis_of_column  # noqa: E402
-from rerank_scaling.measures import metric_direction  # noqa: E402
 from rerank_scaling.planning.plan_rows import Plan  # noqa: E402
 from rerank_scaling.plotting import select_rows  # noqa: E402
+from rerank_scaling.registries.measures import metric_direction  # noqa: E402
+from rerank_scaling.registries.size_axes import axis_of_column  # noqa: E402
 
 sns.set_theme(context="paper", style="whitegrid", font_scale=1.1)
 

@@ -21,7 +21,6 @@ import pandas as pd
 
 from rerank_scaling.laws.fit_settings import GROUP_KEYS, FitSettings
 from rerank_scaling.laws.registry import ADDITIVE, is_bnsl
-from rerank_scaling.laws.size_axes import model_size, size_column
 from rerank_scaling.planning.annotation_prices import data_price
 from rerank_scaling.planning.budget import budget_curve, optimal_allocation
 from rerank_scaling.planning.cost_model import COST_FIELDS, CostModel, cost_model, size_points
@@ -37,6 +36,7 @@ from rerank_scaling.planning.forecast import (
 from rerank_scaling.planning.measured_profiles import CostProfile
 from rerank_scaling.planning.plan_settings import PlanSettings
 from rerank_scaling.planning.roi import reference_metric, roi_choice, roi_frontier
+from rerank_scaling.registries.size_axes import model_size, size_column
 
 BUDGET_MULTIPLES = (0.25, 1.0, 4.0, 16.0)
 NO_VALUE = (

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from rerank_scaling.laws import size_axes
+from rerank_scaling.registries import size_axes
 
 #: What each forecast status means for the reader (the statuses of laws.forecast_status.STATUSES).
 STATUS_WORDS = {
@@ -62,7 +62,7 @@ class Question:
 
     metric: str
     split: str
-    size_axis: str  # fitting.size_axis (laws.size_axes), or TABLE_AXIS
+    size_axis: str  # fitting.size_axis (registries.size_axes), or TABLE_AXIS
     fitted: tuple[tuple[str, float], ...]
     forecast: tuple[tuple[str, float], ...]
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rerank_scaling.laws.size_axes import size_column
+from rerank_scaling.registries.size_axes import size_column
 from rerank_scaling.report.answer import Question
 from rerank_scaling.report.held_out_check import planning_protocol
 

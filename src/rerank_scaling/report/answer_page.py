@@ -24,8 +24,8 @@ import pandas as pd
 
 from rerank_scaling.atomic import write_text
 from rerank_scaling.laws.fit_settings import FitSettings
-from rerank_scaling.laws.size_axes import size_column
 from rerank_scaling.plotting import save_figure
+from rerank_scaling.registries.size_axes import size_column
 from rerank_scaling.report import answer, answer_advice
 from rerank_scaling.report.answer_figure import forecast_figure
 from rerank_scaling.report.answer_headline import headline_html, headline_lines

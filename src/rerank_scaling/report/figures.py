@@ -21,8 +21,9 @@ import seaborn as sns  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 from rerank_scaling.laws import forms as laws  # noqa: E402
-from rerank_scaling.laws import registry, size_axes  # noqa: E402
+from rerank_scaling.laws import registry  # noqa: E402
 from rerank_scaling.plotting import select_rows  # noqa: E402 (also: the backend and the theme)
+from rerank_scaling.registries import size_axes  # noqa: E402
 from rerank_scaling.report.data_points import (  # noqa: E402
     SOURCE_MARKERS,
     checkpoint_curve,
@@ -94,7 +95,7 @@ def _panels(panels: list[Panel]) -> tuple[plt.Figure, list[plt.Axes]]:
 
 def size_column(metrics: pd.DataFrame, forecasts: pd.DataFrame) -> str:
     """The metrics column the fits used as N (``fitting.size_axis``), read off the forecasts' sizes:
-    the first other registered axis (:mod:`rerank_scaling.laws.size_axes`) whose column holds the
+    the first other registered axis (:mod:`rerank_scaling.registries.size_axes`) whose column holds the
     forecast's size, else the default axis's."""
     default, *others = size_axes.SIZE_AXES.values()
     if len(forecasts) and "size" in forecasts.columns:

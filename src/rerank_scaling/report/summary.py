@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rerank_scaling.laws.size_axes import axis_of_column
+from rerank_scaling.registries.size_axes import axis_of_column
 from rerank_scaling.report.answer import forecast_lines
 from rerank_scaling.report.answer_headline import headline_lines
 from rerank_scaling.report.answer_inputs import decisions, question, shown_forecasts, with_sizes

@@ -8,7 +8,7 @@ Objectives (sentence-transformers cross-encoder losses):
   softmax(labels), so 0/1 labels give a soft target; labels are multiplied by
   ``listnet_label_scale`` to make the target nearly one-hot.
 
-What each objective trains on and with which loss: :mod:`rerank_scaling.objectives`.
+What each objective trains on and with which loss: :mod:`rerank_scaling.registries.objectives`.
 
 The examples are the run's nested subset of the training queries
 (:mod:`rerank_scaling.data.subsets`); :mod:`.trainer` trains on them.
@@ -20,8 +20,8 @@ from typing import Any
 
 import pandas as pd
 
-from rerank_scaling import objectives as objective_registry
 from rerank_scaling.data.subsets import annotated_pairs, subset_examples
+from rerank_scaling.registries import objectives as objective_registry
 
 
 def load_examples(
@@ -50,7 +50,7 @@ def load_examples(
 
 def make_loss(objective: str, model: Any) -> Any:
     """The objective's sentence-transformers cross-encoder loss on ``model``
-    (:attr:`rerank_scaling.objectives.Objective.loss`)."""
+    (:attr:`rerank_scaling.registries.objectives.Objective.loss`)."""
     from sentence_transformers.cross_encoder import losses
 
     return getattr(losses, objective_registry.objective(objective).loss)(model)

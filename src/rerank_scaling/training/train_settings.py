@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from rerank_scaling import objectives as objective_registry
+from rerank_scaling.registries import objectives as objective_registry
 from rerank_scaling.settings import RESOURCE_KEYS, SectionSettings
 
 #: Keys of ``training`` that say which runs exist, not how one run trains (a run's id carries its
@@ -73,5 +73,6 @@ class StepSettings(SectionSettings):
     group_queries_per_batch: int
 
     def batch(self, objective: str) -> tuple[str, int]:
-        """The batch key of ``objective`` and its value (:func:`rerank_scaling.objectives.batch`)."""
+        """The batch key of ``objective`` and its value
+        (:func:`~rerank_scaling.registries.objectives.batch`)."""
         return objective_registry.batch(self, objective)

@@ -42,12 +42,12 @@ from typing import Any
 from rerank_scaling.device import resolve_device
 from rerank_scaling.grid import RunSpec
 from rerank_scaling.model_pins import model_commit
-from rerank_scaling.objectives import batch as objective_batch
-from rerank_scaling.objectives import objective as objective_spec
-from rerank_scaling.objectives import total_steps
 from rerank_scaling.planning.gpu_fit import checked_plan
 from rerank_scaling.planning.memory import MemoryPlan, MemoryShape, plan_memory
 from rerank_scaling.precision import fp32_score_layer, resolve_precision
+from rerank_scaling.registries.objectives import batch as objective_batch
+from rerank_scaling.registries.objectives import objective as objective_spec
+from rerank_scaling.registries.objectives import total_steps
 from rerank_scaling.settings import without
 from rerank_scaling.stage_code import running_code_digest
 from rerank_scaling.training.batching import LengthBucketBatchSampler, row_lengths

@@ -1,7 +1,7 @@
 """The objective registry: one owner of what a training objective (``training.objectives``) means.
 
-On the ground floor: the data jobs (examples, fraction checks), planning (memory), the trainer and
-the workflow's parse all read it.
+Below every floor that reads it: the data jobs (examples, fraction checks), planning (memory), the
+trainer and the workflow's parse.
 
 An objective says which examples it trains on (pairs, or groups of 1 positive + n BM25
 negatives: :class:`ExampleFormat`, the files the examples job writes), which ``training`` key is

@@ -158,9 +158,13 @@ def parse(name: str) -> Parsed | None:
 
 def direction_and_range(name: str) -> tuple[int, tuple[float, float], int | None] | None:
     """(direction, range, parameter value) of a registered metric name; a count companion is
-    (-1, [0, 1], None). None for a name no registered metric writes."""
+    (-1, [0, 1], None), as is any other non-numeric suffix of a metric with count companions
+    (``CE@64_kept``). None for a name no registered metric writes."""
     parsed = parse(name)
     if parsed is None:
+        measure, _, rest = name.partition("@")
+        if rest and not rest.isdigit() and measure in MEASURES and MEASURES[measure].counts:
+            return -1, (0.0, 1.0), None
         return None
     if parsed.suffix:
         return -1, (0.0, 1.0), None

@@ -13,13 +13,13 @@ from synthetic_runs import SCRATCH, joint_fit_rows, synthetic_metrics_table
 
 from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.laws.protocols import prepare
-from rerank_scaling.laws.size_axes import SIZE_AXES, model_size, size_column
 from rerank_scaling.planning.encoder_flops import EncoderShape
 from rerank_scaling.planning.forecast import run_stats
 from rerank_scaling.planning.measured_profiles import CostProfile
 from rerank_scaling.planning.plan_rows import make_plan
 from rerank_scaling.planning.plan_settings import PlanSettings
 from rerank_scaling.records import METRIC_COLUMNS
+from rerank_scaling.registries.size_axes import SIZE_AXES, model_size, size_column
 from rerank_scaling.settings import with_defaults
 from rerank_scaling.training.models import ModelStats
 
