@@ -207,7 +207,9 @@ def size_points(
     for spec in models:
         profile = profiled.get(spec["name"])
         if profile is not None:
-            size = getattr(profile, size_column)  # the axis's column is a CostProfile field (registries.size_axes)
+            size = getattr(
+                profile, size_column
+            )  # the axis's column is a CostProfile field (registries.size_axes)
             points.append(
                 SizePoint(
                     spec["name"],
