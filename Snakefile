@@ -33,7 +33,7 @@ include: "rules/plan.smk"
 
 
 onsuccess:
-    workflow_time.record(RESULTS, WORKFLOW_CLOCK, log, workflow.resource_settings.cores)
+    timing.record(RESULTS, WORKFLOW_CLOCK, log, workflow.resource_settings.cores)
 
 
 rule all:

@@ -15,7 +15,7 @@ if [[ "${1:-}" == "--prefetch" ]]; then
   shift
   if [[ "${1:-}" == "--pin" ]]; then
     # resolve each hub model named without a revision and write its commit to models.lock.yaml,
-    # which every later run reads (rerank_scaling/model_pins.py)
+    # which every later run reads (rerank_scaling/hub/pins.py)
     shift
     export RERANK_SCALING_PIN=1
   fi

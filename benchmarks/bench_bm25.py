@@ -1,5 +1,5 @@
 """BM25 indexing and search throughput on this CPU: the rates behind the ``bm25_index`` and
-``bm25_search`` jobs' time and memory limits (:mod:`rerank_scaling.job_resources`).
+``bm25_search`` jobs' time and memory limits (:mod:`rerank_scaling.workflow.job_resources`).
 
     python benchmarks/bench_bm25.py --docs 200000 --queries 2000 \
         --out benchmarks/results/bm25_cpu.md
@@ -171,7 +171,8 @@ def main() -> None:
         f"resident set {index_rss:.0f} MB while indexing, {search_rss:.0f} MB at most over both (heap "
         f"{settings.memory_mb} MB).",
         "",
-        "Rates (`rerank_scaling.job_resources.BM25_RATES` holds these, to three significant digits):",
+        "Rates (`rerank_scaling.workflow.job_resources.BM25_RATES` holds these, "
+        "to three significant digits):",
         "",
         "```json",
         json.dumps({key: float(f"{value:.3g}") for key, value in rates.items()}, indent=2),

@@ -1,5 +1,5 @@
 """Peak memory and time of the CPU jobs that grow with the data: the coefficients of
-:mod:`rerank_scaling.cpu_memory`, and their check against measured peaks at 5% and 10% of the paper.
+:mod:`rerank_scaling.workflow.cpu_memory`, and their check against measured peaks at 5% and 10% of the paper.
 
     python benchmarks/bench_cpu_memory.py --out benchmarks/results/cpu_memory.md
 
@@ -35,15 +35,15 @@ import yaml
 from benchmark_output import emit
 from scipy.optimize import nnls
 
-from rerank_scaling.cpu_memory import (
+from rerank_scaling.evaluation.metrics import MetricSettings, metric_names
+from rerank_scaling.precision import cpu_name
+from rerank_scaling.settings import settings_of
+from rerank_scaling.workflow.cpu_memory import (
     ExamplesCoefficients,
     ExamplesCounts,
     MergeCoefficients,
     MergeCounts,
 )
-from rerank_scaling.evaluation.metrics import MetricSettings, metric_names
-from rerank_scaling.precision import cpu_name
-from rerank_scaling.settings import settings_of
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER = yaml.safe_load((REPO / "config.paper.yaml").read_text())
@@ -225,7 +225,7 @@ def main() -> None:
         f"{args.tolerance:.0%} of the model fitted on the others"
         f"{' (quick run: checks at 1/10 the scales)' if args.quick else ''}.\n\n"
         f"{examples_text}\n{merge_text}\n"
-        "Coefficients (rerank_scaling.cpu_memory.EXAMPLES and MERGE hold these):\n\n"
+        "Coefficients (rerank_scaling.workflow.cpu_memory.EXAMPLES and MERGE hold these):\n\n"
         f"```json\n{json.dumps(coefficients, indent=2)}\n```\n"
     )
     emit(text, args.out)

@@ -38,10 +38,10 @@ import transformers
 import yaml
 from benchmark_output import emit
 
+from rerank_scaling.families.models import build_cross_encoder
 from rerank_scaling.planning.encoder_flops import EncoderShape
 from rerank_scaling.precision import cpu_name, fp32_score_layer, to_bf16_weights
 from rerank_scaling.settings import model_spec
-from rerank_scaling.training.models import build_cross_encoder
 
 GEMMS = ((2048, 384, 1536), (2048, 1536, 384), (1024, 1024, 1024), (2048, 2048, 2048))
 #: Timed modes; the evaluation's bf16 path on a CPU and the trainer's are marked in the tables.

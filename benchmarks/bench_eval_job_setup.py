@@ -1,5 +1,5 @@
 """What an evaluation job pays before it scores anything, measured on this CPU: the set-up side of
-the evaluation bundling rule (:meth:`rerank_scaling.job_resources.JobSizes.evaluation_bundles`).
+the evaluation bundling rule (:meth:`rerank_scaling.workflow.job_resources.JobSizes.evaluation_bundles`).
 
     python benchmarks/bench_eval_job_setup.py --out benchmarks/results/eval_job_setup.md
 

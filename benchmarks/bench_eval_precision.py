@@ -49,7 +49,8 @@ import transformers
 import yaml
 from benchmark_output import emit
 
-from rerank_scaling.evaluation.checkpoints import EvalSettings, SplitData, evaluate_checkpoints, load_split
+from rerank_scaling.evaluation.checkpoints import SplitData, evaluate_checkpoints, load_split
+from rerank_scaling.evaluation.eval_settings import EvalSettings
 from rerank_scaling.evaluation.near_ties import SAFETY_FACTOR, NearTieReport
 from rerank_scaling.precision import casts_weights, cpu_name
 from rerank_scaling.report.scaling_evidence import QueryTable, final_rows, verdict

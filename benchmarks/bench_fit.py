@@ -12,7 +12,7 @@ config's fitting section (e.g. the default's last_k 1, dev split) and --results 
 reranking ceilings from DIR's collection and BM25 runs, as the workflow does (the model-form
 ensemble is fitted on every model-protocol split either way, and the two-step forecast through
 CE@16 on every nDCG@10 model split). The time is the whole stage's
-(:func:`rerank_scaling.laws.fit_laws.fit_everything`: the engine of ``rerank-scaling forecast``,
+(:func:`rerank_scaling.forecast.fit_stage.fit_everything`: the engine of ``rerank-scaling forecast``,
 tables, figure, forecasts.csv and answer.md). Target (issues 12, 24): <= 60 s with 500 resamples
 on 2 cores. On a shared machine the wall time depends on the load; the CPU time of all
 processes (over 2 cores, a lower bound on a quiet machine's wall time x 2) does not.
@@ -32,8 +32,8 @@ import pandas as pd
 import yaml
 from benchmark_output import emit
 
+from rerank_scaling.forecast.fit_stage import fit_everything
 from rerank_scaling.laws.ceiling import split_ceilings
-from rerank_scaling.laws.fit_laws import fit_everything
 from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.laws.synthetic import synthetic_metrics_table
 from rerank_scaling.precision import cpu_name

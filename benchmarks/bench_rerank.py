@@ -21,7 +21,7 @@ from benchmark_output import emit
 
 from rerank_scaling.data.ict import IctSettings, build_ict_collection
 from rerank_scaling.evaluation.rerank import score_pairs, tokenize_pairs
-from rerank_scaling.training.models import build_cross_encoder
+from rerank_scaling.families.models import build_cross_encoder
 
 
 def main() -> None:

@@ -15,7 +15,7 @@ import torch
 from benchmark_output import emit
 
 from rerank_scaling.data.ict import IctSettings, build_ict_collection
-from rerank_scaling.training.models import build_cross_encoder, model_stats
+from rerank_scaling.families.models import build_cross_encoder, model_stats
 
 
 def main() -> None:

@@ -28,7 +28,7 @@ from benchmark_output import emit_table, overlay_run_arguments
 from rerank_scaling.report.held_out_check import run_check
 from rerank_scaling.report.scaling_evidence import final_rows
 from rerank_scaling.settings import written_section
-from rerank_scaling.workflow_time import job_times
+from rerank_scaling.workflow.timing import job_times
 
 OBJECTIVE, SPLIT, METRIC = "pointwise", "dev", "nDCG@10"
 

@@ -38,7 +38,7 @@ from benchmark_output import REPO, emit_table, overlay_run_arguments
 
 from rerank_scaling.precision import cpu_flags, cpu_name
 from rerank_scaling.report.scaling_evidence import QueryTable, final_rows
-from rerank_scaling.workflow_time import job_times
+from rerank_scaling.workflow.timing import job_times
 
 SPLIT, METRIC, Z = "dev", "nDCG@10", 2.0
 

@@ -2,7 +2,7 @@
 for measuring the CPU jobs' memory and time (``benchmarks/bench_cpu_memory.py``) without the data.
 
 * ``training_examples``'s inputs: a local collection of :data:`PASSAGES` x scale passages of
-  ~:data:`~rerank_scaling.workload.BYTES_PER_DOCUMENT` bytes a line, :data:`TRAIN_QUERIES` x scale
+  ~:data:`~rerank_scaling.workflow.workload.BYTES_PER_DOCUMENT` bytes a line, :data:`TRAIN_QUERIES` x scale
   train queries (config.paper.yaml caps MS MARCO train at 200k) with :data:`POSITIVES_PER_QUERY`
   judged passages each on average, and a BM25 run of the train queries at ``depth`` passages.
 * ``merge_metrics``'s inputs: per-part metric and per-query tables of a grid of runs, one part per
@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from rerank_scaling.records import METRIC_COLUMNS, PER_QUERY_COLUMNS
-from rerank_scaling.workload import BYTES_PER_DOCUMENT
+from rerank_scaling.workflow.workload import BYTES_PER_DOCUMENT
 
 PASSAGES = 8_841_823  # msmarco-passage docs_count
 TRAIN_QUERIES = 200_000  # config.paper.yaml: dataset.ir_datasets.max_queries.train

@@ -23,7 +23,7 @@ from benchmark_output import emit
 
 from rerank_scaling.precision import cpu_name
 from rerank_scaling.report.scaling_evidence import final_rows
-from rerank_scaling.workflow_time import job_times
+from rerank_scaling.workflow.timing import job_times
 
 
 def main() -> None:

@@ -4,7 +4,7 @@
         --out benchmarks/results/default_stages_cpu.md
 
 On a shared machine a DAG's wall time says more about the neighbours than about the DAG; the CPU
-time its jobs used (user + sys, Snakemake's ``cpu_time``, :func:`rerank_scaling.workflow_time.job_times`)
+time its jobs used (user + sys, Snakemake's ``cpu_time``, :func:`rerank_scaling.workflow.timing.job_times`)
 does not. The DAG's wall time on ``cores`` otherwise idle cores is then estimated as
 (total CPU seconds) / cores + the serial stages (data, BM25, fit, plan, report run one at a time),
 a lower bound that ignores the tail where one core idles. ``--time-file`` takes ``/usr/bin/time``'s
@@ -23,7 +23,7 @@ from pathlib import Path
 from benchmark_output import emit
 
 from rerank_scaling.precision import cpu_name
-from rerank_scaling.workflow_time import job_times
+from rerank_scaling.workflow.timing import job_times
 
 SERIAL = ("data", "bm25", "examples", "laws", "planning", "report")
 

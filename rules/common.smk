@@ -6,23 +6,33 @@ import shlex
 import sys
 from pathlib import Path
 
-from rerank_scaling import workflow_time
-from rerank_scaling.config import validate_config, validate_config_files
-from rerank_scaling.evaluation.checkpoints import EvalSettings
-from rerank_scaling.grid import Grid, RunSpec
-from rerank_scaling.eval_bundles import evaluation_bundles
-from rerank_scaling.job_resources import JobSizes, resources_for
-from rerank_scaling.laws.table_names import TABLES as LAW_TABLES
-from rerank_scaling.model_pins import PIN_FILE, pinned_models, read_pins
-from rerank_scaling.planning.gpu_fit import PLANNED_GPU_ENV, planned_gpu_json
-from rerank_scaling.config_resource_checks import memory_plans
-from rerank_scaling.data.annotation_files import annotation_files
-from rerank_scaling.data.source_digests import part_section, record_source_digests
-from rerank_scaling.report.figure_names import PER_METRIC as FIGURE_KINDS, slug
-from rerank_scaling.settings import without
-from rerank_scaling.stage_code import record_stage_digest
-from rerank_scaling.training.train_settings import GRID_KEYS, StepSettings, TrainSettings
-from rerank_scaling.workload import config_workload
+from rerank_scaling.workflow import timing
+from rerank_scaling.workflow.eval_bundles import evaluation_bundles
+from rerank_scaling.workflow.job_resources import JobSizes, resources_for
+from rerank_scaling.workflow.load import validate_config, validate_config_files
+from rerank_scaling.workflow.resource_checks import memory_plans
+from rerank_scaling.workflow.stages import (
+    FIGURE_KINDS,
+    GRID_KEYS,
+    LAW_TABLES,
+    PIN_FILE,
+    PLANNED_GPU_ENV,
+    EvalSettings,
+    Grid,
+    RunSpec,
+    StepSettings,
+    TrainSettings,
+    annotation_files,
+    part_section,
+    pinned_models,
+    planned_gpu_json,
+    read_pins,
+    record_source_digests,
+    record_stage_digest,
+    slug,
+    without,
+)
+from rerank_scaling.workflow.workload import config_workload
 
 # What the config files say, before the schema's defaults: the JSON params that decide re-runs
 # (Snakemake re-runs a job when its params change) carry these, so where a default lives (schema or
@@ -30,7 +40,7 @@ from rerank_scaling.workload import config_workload
 # (rerank_scaling.settings.settings_from_dict), as validate_config does for `config` here.
 WRITTEN = copy.deepcopy(config)
 
-# Pinned revisions (rerank_scaling.model_pins): `./run.sh --prefetch --pin` wrote PIN_FILE; every hub
+# Pinned revisions (rerank_scaling.hub.pins): `./run.sh --prefetch --pin` wrote PIN_FILE; every hub
 # model named without a revision loads the commit it lists (not while the prefetch re-pins).
 if not os.environ.get("RERANK_SCALING_PIN"):
     _PINS = read_pins(PIN_FILE)
@@ -39,13 +49,13 @@ if not os.environ.get("RERANK_SCALING_PIN"):
             _section["models"] = pinned_models(_section["models"], _PINS)
 
 # Fails at parse time, before any job runs, naming the field (or file:line) and the fix; then every
-# section of `config` has every key (the schema's defaults, applied once: rerank_scaling.config).
+# section of `config` has every key (the schema's defaults, applied once: rerank_scaling.workflow.load).
 validate_config_files(workflow.configfiles)
 validate_config(config)
 
 GRID = Grid.from_config(config)
 RESULTS = f"results/{config['run_name']}"
-WORKFLOW_CLOCK = workflow_time.start(RESULTS)  # the Snakefile's onsuccess writes workflow_time.json
+WORKFLOW_CLOCK = timing.start(RESULTS)  # the Snakefile's onsuccess writes workflow_time.json
 ENVS = "../envs"
 
 
@@ -358,7 +368,7 @@ for _note in sorted({plan.note for plan in MEMORY_PLANS.values() if plan.note}):
 os.environ[PLANNED_GPU_ENV] = planned_gpu_json(config["gpu_memory_gb"], config["planning"]["gpu_name"])
 
 
-# What every job asks the cluster for (rerank_scaling.job_resources): the GPU partition for the rules
+# What every job asks the cluster for (rerank_scaling.workflow.job_resources): the GPU partition for the rules
 # that run a model, the CPU partition for the rest, the account, and memory and time sized per model
 # from the cost model and the data's size, clamped to the config's cluster floor and cap. Declared in
 # the rules, so a SLURM run needs no --set-resources (which would replace a profile's whole block).
@@ -406,7 +416,7 @@ def run_checkpoints_per_split(wildcards):
     return {split: 1 if split in final_only else every for split in eval_splits()}
 
 
-# Evaluation bundles (rerank_scaling.eval_bundles): the runs whose evaluation.unit jobs would spend
+# Evaluation bundles (rerank_scaling.workflow.eval_bundles): the runs whose evaluation.unit jobs would spend
 # more than cluster.max_setup_share of their time on set-up (imports, parse, table reads), by the
 # cost model, are scored whole, several a job, by rule evaluate_bundle.
 BUNDLES = {

@@ -141,7 +141,7 @@ rule merge_metrics:
         csv=f"{RESULTS}/metrics/all.csv",
         per_query=f"{RESULTS}/metrics/per_query.parquet",
     resources:
-        # streamed run by run: one file and one run's rows (rerank_scaling.cpu_memory, measured)
+        # streamed run by run: one file and one run's rows (rerank_scaling.workflow.cpu_memory, measured)
         **job_resources(
             "merge_metrics",
             **SIZES.cpu_job(
@@ -195,7 +195,7 @@ use rule evaluate_run as evaluate_part with:
         benchmark_path("eval", "{run}/{part}")
 
 
-# Runs whose evaluation.unit jobs would mostly pay set-up (BUNDLES, rerank_scaling.eval_bundles) are
+# Runs whose evaluation.unit jobs would mostly pay set-up (BUNDLES, rerank_scaling.workflow.eval_bundles) are
 # scored whole, several a job: one process, one Snakefile parse, the same cache as evaluate_run.
 rule evaluate_bundle:
     input:

@@ -1,6 +1,6 @@
 rule fit_laws:
     input:
-        code=stage_code_digest("laws.fit_laws"),
+        code=stage_code_digest("forecast.fit_stage"),
         metrics=rules.merge_metrics.output.parquet,
         # the reranking ceiling (oracle value of BM25's candidates) bounds rank-metric asymptotes
         runs=expand(f"{RESULTS}/bm25/runs/{{split}}.trec", split=fitted_splits()),
@@ -37,6 +37,6 @@ rule fit_laws:
     conda:
         f"{ENVS}/fitting.yaml"
     shell:
-        "rerank_python -m rerank_scaling.laws.fit_laws --metrics {input.metrics} --settings {params.fitting:q}"
+        "rerank_python -m rerank_scaling.forecast.fit_stage --metrics {input.metrics} --settings {params.fitting:q}"
         " --out-dir {params.out} --threads {threads} --collection {params.collection}"
         " --bm25-runs {input.runs} --evaluation {params.evaluation:q} > {log} 2>&1"

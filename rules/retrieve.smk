@@ -8,7 +8,7 @@ rule bm25_index:
         retrieval=section_json("retrieval"),
     threads: config["retrieval"]["threads"]
     resources:
-        # sized from the corpus's documents (rerank_scaling.job_resources, BM25 rates measured on CPU)
+        # sized from the corpus's documents (rerank_scaling.workflow.job_resources, BM25 rates measured on CPU)
         **job_resources("bm25_index", mem_mb=SIZES.bm25_mem_mb(), runtime=SIZES.bm25_index_runtime()),
     log:
         log_path("bm25", "index"),
@@ -32,7 +32,7 @@ rule bm25_search:
         retrieval=section_json("retrieval"),
     threads: config["retrieval"]["threads"]
     resources:
-        # sized from the split's queries and the corpus's documents (rerank_scaling.job_resources)
+        # sized from the split's queries and the corpus's documents (rerank_scaling.workflow.job_resources)
         **job_resources(
             "bm25_search",
             mem_mb=SIZES.bm25_mem_mb(),
@@ -67,7 +67,7 @@ rule training_examples:
         collection=directory_of("input", "collection"),
         split=config["dataset"]["train_split"],
     resources:
-        # sized from the train queries, the corpus and the negatives (rerank_scaling.cpu_memory, measured)
+        # sized from the train queries, the corpus and the negatives (rerank_scaling.workflow.cpu_memory, measured)
         **job_resources("training_examples", **SIZES.cpu_job("training_examples", SIZES.examples_counts())),
     log:
         log_path("examples", "build"),

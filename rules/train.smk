@@ -1,4 +1,4 @@
-from rerank_scaling.training.checkpoint_store import check_published
+from rerank_scaling.workflow.stages import check_published
 
 # A published checkpoint whose file sizes are not what its sidecar records (a truncated file) stops
 # the workflow here, before any job, naming the file and the repair (evaluation checks the SHA-256).

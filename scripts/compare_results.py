@@ -1,7 +1,9 @@
 """Are two results folders of the workflow the same? (Issue 31's "the default run's tables are
 identical before and after".)
 
-    python scripts/compare_results.py results/default /work/main/results/default
+    python scripts/compare_results.py results/default OTHER_CHECKOUT/results/default
+
+Both folders are arguments (this checkout's run, and the same run of another checkout or commit).
 
 Every table under either folder (``.parquet``, ``.csv``; ``.tsv`` read as text without a header) is
 compared with ``pandas.testing.assert_frame_equal(check_exact=True)``, and every

@@ -33,16 +33,16 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from rerank_scaling.config import validate_config  # noqa: E402
 from rerank_scaling.grid import Grid  # noqa: E402
-from rerank_scaling.hub import cached_model, is_hub_id  # noqa: E402
+from rerank_scaling.hub.cache import cached_model, is_hub_id  # noqa: E402
 from rerank_scaling.planning.encoder_flops import EncoderShape  # noqa: E402
 from rerank_scaling.planning.memory import ETTIN  # noqa: E402  (the Ettin paper's shapes)
+from rerank_scaling.workflow.load import validate_config  # noqa: E402
 
 
 def merged_config(configfile: Path) -> dict[str, Any]:
     """config.yaml with ``configfile`` merged over it, as Snakemake's --configfile does, validated
-    and with the schema's defaults (rerank_scaling.config.validate_config), as the workflow sees it."""
+    and with the schema's defaults (rerank_scaling.workflow.load.validate_config), as the workflow sees it."""
 
     def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
         out = dict(base)

@@ -6,7 +6,7 @@ Per model of the config (``config.yaml`` with ``--configfile`` merged over it, a
 its parameters and shape (:func:`rerank_scaling.planning.memory.model_shape`: the cached
 ``config.json``, else the Ettin table), the peak training memory of each objective as configured
 and what the preflight makes of it on ``gpu_memory_gb``
-(:func:`rerank_scaling.config_resource_checks.config_memory_plans`), and the disk its runs take:
+(:func:`rerank_scaling.workflow.resource_checks.config_memory_plans`), and the disk its runs take:
 checkpoints exported as fp32 safetensors (4 bytes per parameter, ``training.checkpoints`` per run;
 publishing hard-links them, so the copy in the work directory costs nothing) and the latest
 trainer state per run (fp32 weights 4 + AdamW moments 8 = 12 bytes per parameter; two states for
@@ -27,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from paper_grid_cost import merged_config  # noqa: E402
 
-from rerank_scaling.config_resource_checks import config_memory_plans  # noqa: E402
 from rerank_scaling.grid import Grid  # noqa: E402
 from rerank_scaling.planning.memory import GB, MemoryPlan, model_shape, training_peak, usable_bytes  # noqa: E402
+from rerank_scaling.workflow.resource_checks import config_memory_plans  # noqa: E402
 
 BEGIN, END = "<!-- paper-grid-memory:begin -->", "<!-- paper-grid-memory:end -->"
 EXPORT_BYTES_PER_PARAM = 4  # fp32 safetensors

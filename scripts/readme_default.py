@@ -23,7 +23,7 @@ import pandas as pd
 from rerank_scaling.report.held_out_check import NO_CHECK, run_check
 from rerank_scaling.report.scaling_evidence import final_standard_errors, scaling_evidence
 from rerank_scaling.report.summary import EVIDENCE_METRIC
-from rerank_scaling.workflow_time import JobTime, job_times
+from rerank_scaling.workflow.timing import JobTime, job_times
 
 BEGIN, END = "<!-- default-results:begin -->", "<!-- default-results:end -->"
 

@@ -95,7 +95,7 @@ class BadInput:
 
 def _config(change: Callable[[dict], None]) -> Callable[[Path], None]:
     def run(work: Path) -> None:
-        from rerank_scaling.config import validate_config
+        from rerank_scaling.workflow.load import validate_config
 
         config = copy.deepcopy(yaml.safe_load((REPO / "config.yaml").read_text()))
         change(config)
@@ -169,7 +169,7 @@ def _unsupported_attention(work: Path) -> None:
 
 def _config_file(work: Path) -> None:
     """A config whose YAML gives a key twice (the first value would be dropped silently)."""
-    from rerank_scaling.config import load_config
+    from rerank_scaling.workflow.load import load_config
 
     text = (REPO / "config.yaml").read_text().replace("  lr: ", "  lr: 1.0e-3\n  lr: ", 1)
     (work / "config.yaml").write_text(text)

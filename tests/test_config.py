@@ -8,7 +8,7 @@ import pytest
 import yaml
 from snakemake.utils import update_config
 
-from rerank_scaling.config import ConfigError, load_config, validate_config
+from rerank_scaling.workflow.load import ConfigError, load_config, validate_config
 
 BENCHMARK_CONFIGS = Path(__file__).resolve().parents[1] / "benchmarks" / "configs"
 
@@ -200,7 +200,7 @@ def test_a_local_collection_that_does_not_exist_is_named(default_config, tmp_pat
 
 
 def test_fitted_metrics_follow_the_evaluation_settings(default_config):
-    from rerank_scaling.config_result_checks import evaluation_metrics
+    from rerank_scaling.workflow.result_checks import evaluation_metrics
 
     produced = evaluation_metrics(
         {"rerank_depth": 10, "ce_sizes": [4, 8], "relative_prob_k": [2], "rr_m": [3]}
@@ -222,7 +222,7 @@ def test_a_scratch_model_reads_vocab_size_and_nothing_else(default_config):
 
 
 def test_max_length_is_checked_against_positions_less_robertas_padding_offset():
-    from rerank_scaling.config_training_checks import usable_positions
+    from rerank_scaling.workflow.training_checks import usable_positions
 
     assert usable_positions({"model_type": "bert", "max_position_embeddings": 512}) == 512
     assert (

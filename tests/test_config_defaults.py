@@ -11,18 +11,26 @@ import pytest
 import yaml
 from snakemake.utils import validate as snakemake_validate
 
-from rerank_scaling.config import StrictValidator, load_config, validate_config
-from rerank_scaling.config_schema import fill_defaults, schema, section_schema
 from rerank_scaling.data.bm25 import Bm25Settings
 from rerank_scaling.data.ict import IctSettings
 from rerank_scaling.data.training_examples import ExampleSettings
-from rerank_scaling.evaluation.checkpoints import EvalSettings
+from rerank_scaling.evaluation.eval_settings import EvalSettings
 from rerank_scaling.evaluation.metrics import MetricSettings
-from rerank_scaling.job_resources import ClusterSettings
 from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.planning.plan_settings import PlanSettings
-from rerank_scaling.settings import model_spec, settings_of, with_defaults, written_section
-from rerank_scaling.training.train_settings import GRID_KEYS, StepSettings, TrainSettings
+from rerank_scaling.registries.objectives import StepSettings
+from rerank_scaling.settings import (
+    fill_defaults,
+    model_spec,
+    schema,
+    section_schema,
+    settings_of,
+    with_defaults,
+    written_section,
+)
+from rerank_scaling.training.train_settings import GRID_KEYS, TrainSettings
+from rerank_scaling.workflow.job_resources import ClusterSettings
+from rerank_scaling.workflow.load import StrictValidator, load_config, validate_config
 
 SETTINGS = (
     TrainSettings,

@@ -16,10 +16,9 @@ from collections import defaultdict
 import pytest
 from conftest import REPO, copy_workflow, dry_run_jobs, readme_block
 
-from rerank_scaling.config import load_config
-from rerank_scaling.cpu_memory import EXAMPLES, MERGE
-from rerank_scaling.eval_bundles import EVAL_SETUP, evaluation_bundles, setup_share
-from rerank_scaling.job_resources import (
+from rerank_scaling.workflow.cpu_memory import EXAMPLES, MERGE
+from rerank_scaling.workflow.eval_bundles import EVAL_SETUP, evaluation_bundles, setup_share
+from rerank_scaling.workflow.job_resources import (
     BM25_FALLBACK_MINUTES,
     BM25_RATES,
     CPU_MEMORY_MARGIN,
@@ -28,7 +27,8 @@ from rerank_scaling.job_resources import (
     JobSizes,
     resources_for,
 )
-from rerank_scaling.workload import Workload, config_workload
+from rerank_scaling.workflow.load import load_config
+from rerank_scaling.workflow.workload import Workload, config_workload
 
 PLUGIN_DIR = REPO / ".venv" / "slurm-extra"  # scripts/install_slurm_test_deps.sh
 CLUSTER = {"account": "acct1", "gpu_partition": "gpu-h100", "cpu_partition": "cpu-std"}

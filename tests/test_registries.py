@@ -10,9 +10,7 @@ import pandas as pd
 import pytest
 import registry_toys as toys
 
-from rerank_scaling import config_schema
-from rerank_scaling.config import validate_config
-from rerank_scaling.config_result_checks import evaluation_metrics
+from rerank_scaling import settings as config_schema
 from rerank_scaling.data.fraction_check import fraction_problems
 from rerank_scaling.evaluation.metrics import MetricSettings, evaluate, metric_names
 from rerank_scaling.forecast.table import known_metric
@@ -25,10 +23,12 @@ from rerank_scaling.registries import measures as metric_registry
 from rerank_scaling.registries import objectives as objective_registry
 from rerank_scaling.registries import size_axes
 from rerank_scaling.registries.measures import metric_spec
+from rerank_scaling.registries.objectives import StepSettings
 from rerank_scaling.report.answer import axis_label
 from rerank_scaling.report.figures import size_column as figure_size_column
 from rerank_scaling.training.objectives import load_examples
-from rerank_scaling.training.train_settings import StepSettings
+from rerank_scaling.workflow.load import validate_config
+from rerank_scaling.workflow.result_checks import evaluation_metrics
 
 REGISTRIES = (
     objective_registry.OBJECTIVES,

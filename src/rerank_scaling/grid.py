@@ -63,7 +63,8 @@ class Grid:
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> Grid:
-        """The grid of a validated config (defaults filled: :func:`rerank_scaling.config.validate_config`)."""
+        """The grid of a validated config (defaults filled:
+        :func:`rerank_scaling.workflow.load.validate_config`)."""
         training = config["training"]
         return cls(
             models=tuple(config["models"]),

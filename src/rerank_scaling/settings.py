@@ -3,24 +3,112 @@ unknown keys rejected by name.
 
 Every settings dataclass (``TrainSettings``, ``EvalSettings``, ...) names its section
 (``SECTION``) and has no default of its own for a config key: a key the config lacks takes the
-schema's default (:mod:`rerank_scaling.config_schema`, the one home of defaults), so a value cannot
+schema's default (below: the one home of defaults), so a value cannot
 differ between the workflow's parse, a job and a test. A section's dataclass also declares which of
 its keys say how a job runs (``RESOURCE_KEYS``) or which runs exist (``GRID_KEYS``) rather than what
 one job computes; the rules leave those out of the params that decide re-runs (:func:`without`).
+
+The config's JSON schema (``schemas/config.schema.yaml``) is read here, on the ground floor, because
+every job fills its section's defaults from it; the workflow layer (:mod:`rerank_scaling.workflow.load`)
+validates whole configs against it. :func:`fill_defaults` applies the schema's ``default:`` values to a
+config, as ``snakemake.utils.validate(config, schema, set_default=True)`` does (``setdefault`` on
+each property that has a default: a key the user gave, ``null`` included, is kept), with three
+differences, each so that a default lands only where the schema means it:
+
+* a default inside an ``if`` is never applied (Snakemake's validator fills it while *testing* the
+  condition, even when the condition then fails); a ``then`` (``else``) branch's defaults apply only
+  when its ``if`` holds (does not hold);
+* each default is a copy (Snakemake hands out the schema's own object, so two configs filled from
+  one schema would share, and could change, one ``[]`` or ``{}``);
+* it walks ``properties``, ``additionalProperties``, ``items`` and ``allOf`` only, not ``oneOf`` or
+  ``anyOf`` (no default sits in one).
+
+Arrays of objects (``models``) get their items' defaults, each item on its own. A config problem
+is reported in one form, :func:`problem` (a line naming the field and the fix).
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import json
+from importlib import resources
 from typing import Any, ClassVar, TypeVar
 
 import jsonschema
-
-from rerank_scaling.config_schema import fill_defaults, section_defaults, section_schema
+import yaml
 
 T = TypeVar("T")
+
+#: A config check's problems: each a line naming the config field and the fix (:func:`problem`).
+Problems = list[str]
+
+
+def problem(field: str, text: str) -> str:
+    """``config field '<field>': <text>``, the form every check's message takes."""
+    return f"config field '{field}': {text}"
+
+
+@functools.cache
+def _schema() -> dict[str, Any]:
+    text = resources.files("rerank_scaling").joinpath("schemas/config.schema.yaml").read_text()
+    return yaml.safe_load(text)
+
+
+def schema() -> dict[str, Any]:
+    """The JSON schema of the workflow config (a copy: callers may change it)."""
+    return copy.deepcopy(_schema())
+
+
+def fill_defaults(instance: Any, subschema: dict[str, Any]) -> Any:
+    """Give ``instance`` (a schema-valid config, or a part of one valid for ``subschema``) every
+    default of ``subschema`` it lacks, in place (module docstring); returns ``instance``."""
+    if isinstance(instance, dict):
+        properties = subschema.get("properties", {})
+        for key, child in properties.items():
+            if "default" in child and key not in instance:
+                instance[key] = copy.deepcopy(child["default"])
+            if key in instance:
+                fill_defaults(instance[key], child)
+        extra = subschema.get("additionalProperties")
+        if isinstance(extra, dict):
+            for key, value in instance.items():
+                if key not in properties:
+                    fill_defaults(value, extra)
+    if isinstance(instance, list) and isinstance(subschema.get("items"), dict):
+        for item in instance:
+            fill_defaults(item, subschema["items"])
+    for part in subschema.get("allOf", []):
+        fill_defaults(instance, part)
+    if "if" in subschema:
+        branch = "then" if jsonschema.Draft202012Validator(subschema["if"]).is_valid(instance) else "else"
+        if branch in subschema:
+            fill_defaults(instance, subschema[branch])
+    return instance
+
+
+def section_schema(section: str) -> dict[str, Any]:
+    """The subschema of a config section by its dotted path (``training``, ``dataset.builtin``)."""
+    node = _schema()
+    for key in section.split("."):
+        node = node["properties"][key]
+    return node
+
+
+@functools.cache
+def _section_defaults(section: str) -> dict[str, Any]:
+    return {
+        key: child["default"]
+        for key, child in section_schema(section)["properties"].items()
+        if "default" in child
+    }
+
+
+def section_defaults(section: str) -> dict[str, Any]:
+    """Key -> the schema's default, for every key of ``section`` that has one (copies)."""
+    return copy.deepcopy(_section_defaults(section))
+
 
 #: Keys of a section that size a job (its threads, memory, time limit), not what it computes:
 #: changing them re-runs nothing.
@@ -89,7 +177,7 @@ def settings_of(cls: type[T], section: dict[str, Any]) -> T:
 
 def with_defaults(section: str, values: Any) -> Any:
     """A config section (or ``models`` list) a job was passed as written, with the schema's defaults
-    for the keys it lacks: what :func:`rerank_scaling.config.validate_config` gives the workflow."""
+    for the keys it lacks: what :func:`rerank_scaling.workflow.load.validate_config` gives the workflow."""
     return fill_defaults(copy.deepcopy(values), section_schema(section))
 
 

@@ -18,12 +18,12 @@ helpers of :mod:`.plotting`, say). Editing any of them re-runs the stage and its
 editing a module the stage never imports re-runs nothing of it.
 
 Imports are read with :mod:`ast`; nothing is imported, so parsing the Snakefile stays fast and loads
-no torch. In the subpackages an import inside a function counts like one at module level (that is
-how a stage loads an optional part: the sparse encoder only for windowed runs). In the shared
-modules at the top only module-level imports count: their function-level imports serve the
-parse-time config checks (:mod:`.config_checks` reaches into every family), which no job runs.
-Package ``__init__`` files hold only a docstring (``tests/test_stage_code.py`` keeps it so) and are
-left out, so that describing a package re-runs nothing.
+no torch. An import inside a function counts like one at module level (that is how a stage loads
+an optional part: the sparse encoder only for windowed runs). No stage imports the workflow layer
+(:mod:`rerank_scaling.workflow`, the parse-time checks that reach into every family): it is the top
+floor (``tests/test_architecture.py``), so none of its code is any stage's. Package ``__init__``
+files hold only a docstring (``tests/test_stage_code.py`` keeps it so) and are left out, so that
+describing a package re-runs nothing.
 """
 
 from __future__ import annotations
@@ -110,8 +110,7 @@ def stage_modules(entry: str, source: Path) -> tuple[str, ...]:
             raise FileNotFoundError(f"stage code: no file for module {module!r} under {source}")
         seen.add(module)
         at_top, in_functions = package_imports(path, module, source)
-        shared = module.count(".") == 1 and path.name != "__init__.py"
-        todo += at_top if shared else at_top | in_functions
+        todo += at_top | in_functions
     return tuple(sorted(seen))
 
 

@@ -10,7 +10,6 @@ import yaml
 from conftest import REPO
 from snakemake.utils import update_config
 
-from rerank_scaling.config import ConfigError, validate_config
 from rerank_scaling.data.annotations import TooShortToSplit, ict_groups, ict_pointwise
 from rerank_scaling.data.subsets import annotated_pairs, nested_subset, subset_examples, subset_size
 from rerank_scaling.grid import Grid, RunSpec
@@ -19,9 +18,9 @@ from rerank_scaling.laws.protocols import prepare, splits_for
 from rerank_scaling.laws.synthetic import synthetic_metrics_table
 from rerank_scaling.planning.annotation_prices import data_price
 from rerank_scaling.planning.plan_settings import PlanSettings
-from rerank_scaling.registries.objectives import total_steps
+from rerank_scaling.registries.objectives import StepSettings, total_steps
 from rerank_scaling.settings import with_defaults
-from rerank_scaling.training.train_settings import StepSettings
+from rerank_scaling.workflow.load import ConfigError, validate_config
 
 QIDS = [f"q{i:03d}" for i in range(200)]
 

@@ -16,8 +16,8 @@ import yaml
 from conftest import REPO, copy_workflow, snakemake_command, workflow_env
 from tiny_modernbert import save_tiny_modernbert
 
-from rerank_scaling.hub import ModelNotCached, cached_model, hub_model_ids, ir_dataset_ids
-from rerank_scaling.training.models import build_cross_encoder
+from rerank_scaling.families.models import build_cross_encoder
+from rerank_scaling.hub.cache import ModelNotCached, cached_model, hub_model_ids, ir_dataset_ids
 
 REPO_ID = "test-org/tiny-modernbert"
 REVISION = "0123456789abcdef0123456789abcdef01234567"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from rerank_scaling.evaluation.checkpoints import subsample_queries
+from rerank_scaling.data.subsets import subsample_queries
 
 
 def test_subsample_is_reproducible_sized_and_order_independent() -> None:

@@ -257,7 +257,8 @@ def test_settings_from_dict():
 
 
 def test_the_evaluation_table_reports_and_logs_the_queries_ce_drops(caplog):
-    from rerank_scaling.evaluation.checkpoints import EvalSettings, metric_rows
+    from rerank_scaling.evaluation.checkpoints import metric_rows
+    from rerank_scaling.evaluation.eval_settings import EvalSettings
 
     settings = EvalSettings.of(rerank_depth=100, ce_sizes=(3,), relative_prob_k=(1,), rr_m=(2,))
     scored = {q: docs for q, docs in CANDIDATES.items() if q != "q4"}

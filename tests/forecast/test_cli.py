@@ -232,7 +232,7 @@ def test_the_fit_stage_writes_what_forecast_runs_gives_on_the_same_runs(tmp_path
     """Issue 24 item 6: the workflow's fit stage calls the command's core, so its forecasts.csv is
     ``forecast_runs``' on the same runs written as a user's table (their final values, as the command
     fits them), and its answer.md states the same question on the fit's size axis."""
-    from rerank_scaling.laws.fit_laws import fit_everything
+    from rerank_scaling.forecast.fit_stage import fit_everything
     from rerank_scaling.laws.fit_settings import FitSettings
     from rerank_scaling.laws.synthetic import synthetic_metrics_table
 

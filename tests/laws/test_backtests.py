@@ -197,8 +197,8 @@ def test_size_axis_sets_n_and_training_flops_together():
 
 
 def test_a_table_whose_every_fit_fails_still_writes_every_table(tmp_path):
-    from rerank_scaling.laws.fit_laws import fit_everything
-    from rerank_scaling.laws.table_names import TABLES
+    from rerank_scaling.forecast.fit_stage import fit_everything
+    from rerank_scaling.laws.fit_settings import TABLES
 
     # two sizes, two checkpoints: too few points for every law (as in a tiny smoke run)
     sizes = {"A": (1e6, 2e6, "fit"), "B": (2e6, 3e6, "held_out")}

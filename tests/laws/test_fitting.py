@@ -109,12 +109,12 @@ def test_closed_form_allocation_matches_a_numerical_optimum():
 
 @pytest.mark.slow
 def test_fit_stage_end_to_end_on_a_synthetic_table(tmp_path):
-    from rerank_scaling.laws import fit_laws
+    from rerank_scaling.forecast import fit_stage
 
     table = synthetic_metrics_table()
     table.to_parquet(tmp_path / "all.parquet")
     settings = {"metrics": ["nDCG@10", "CE@16"], "bootstrap": 50, "equal_compute": ["s2", "s4"]}
-    fit_laws.main(
+    fit_stage.main(
         [
             "--metrics",
             str(tmp_path / "all.parquet"),
@@ -125,7 +125,7 @@ def test_fit_stage_end_to_end_on_a_synthetic_table(tmp_path):
         ]
     )
     fits = pd.read_parquet(tmp_path / "laws" / "fits.parquet")
-    for name in fit_laws.TABLES:
+    for name in fit_stage.TABLES:
         for suffix in (".csv", ".md", ".tex"):
             assert (tmp_path / "laws" / "tables" / f"{name}{suffix}").exists()
     assert {"model", "data", "joint_code", "joint_text"} == set(fits["protocol"])

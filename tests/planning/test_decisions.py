@@ -272,8 +272,8 @@ def test_the_validated_range_spans_the_fitted_points_of_the_planning_protocol():
 
 
 def test_the_p_best_threshold_is_a_checked_config_key(default_config):
-    from rerank_scaling.config import ConfigError, validate_config
     from rerank_scaling.planning.plan_settings import PlanSettings
+    from rerank_scaling.workflow.load import ConfigError, validate_config
 
     assert PlanSettings.of().decision_p_best == 0.8
     validate_config({**default_config, "planning": {"decision_p_best": 0.9}})

@@ -11,11 +11,11 @@ import logging
 import pytest
 from conftest import REPO
 
-from rerank_scaling.config import load_config
-from rerank_scaling.config_resource_checks import config_memory_plans, memory_plans
 from rerank_scaling.planning import gpu_fit
 from rerank_scaling.planning.gpu_fit import GpuCard, GpuTooSmall, fit_plan, gpu_report
 from rerank_scaling.planning.memory import MemoryRefused, usable_bytes
+from rerank_scaling.workflow.load import load_config
+from rerank_scaling.workflow.resource_checks import config_memory_plans, memory_plans
 
 H100 = GpuCard("NVIDIA H100 80GB HBM3", 85_029_158_912)
 A100_40 = GpuCard("NVIDIA A100-SXM4-40GB", 42_505_273_344)

@@ -11,8 +11,6 @@ import memory_probe
 import pytest
 import yaml
 
-from rerank_scaling.config import ConfigError, load_config, validate_config
-from rerank_scaling.config_resource_checks import config_memory_plans
 from rerank_scaling.planning.memory import (
     GB,
     MemoryRefused,
@@ -21,6 +19,8 @@ from rerank_scaling.planning.memory import (
     training_peak,
     usable_bytes,
 )
+from rerank_scaling.workflow.load import ConfigError, load_config, validate_config
+from rerank_scaling.workflow.resource_checks import config_memory_plans
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -277,7 +277,7 @@ def test_without_a_value_per_metric_point_no_roi_choice_is_made():
 @pytest.mark.slow
 def test_plan_stage_end_to_end(tmp_path):
 
-    from rerank_scaling.laws import fit_laws
+    from rerank_scaling.forecast import fit_stage
     from rerank_scaling.planning import plan
 
     table = synthetic_metrics_table()
@@ -289,7 +289,7 @@ def test_plan_stage_end_to_end(tmp_path):
     pd.concat([table, bm25], ignore_index=True).to_parquet(tmp_path / "all.parquet")
     # a wide validated range: this test is about costs and budgets (test_decisions.py: the range)
     fitting = {"metrics": ["nDCG@10", "CE@16"], "bootstrap": 3, "validated_ratio": 1000.0}
-    fit_laws.main(
+    fit_stage.main(
         [
             "--metrics",
             str(tmp_path / "all.parquet"),

@@ -11,6 +11,7 @@ import pytest
 import yaml
 from synthetic_runs import SCRATCH, joint_fit_rows, synthetic_metrics_table
 
+from rerank_scaling.families.models import ModelStats
 from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.laws.protocols import prepare
 from rerank_scaling.planning.encoder_flops import EncoderShape
@@ -21,7 +22,6 @@ from rerank_scaling.planning.plan_settings import PlanSettings
 from rerank_scaling.records import METRIC_COLUMNS
 from rerank_scaling.registries.size_axes import SIZE_AXES, model_size, size_column
 from rerank_scaling.settings import with_defaults
-from rerank_scaling.training.models import ModelStats
 
 SCHEMA = Path(__file__).resolve().parents[2] / "src" / "rerank_scaling" / "schemas" / "config.schema.yaml"
 

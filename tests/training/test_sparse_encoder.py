@@ -12,8 +12,7 @@ import torch
 import yaml
 from tiny_modernbert import save_tiny_modernbert
 
-from rerank_scaling.config import ConfigError, validate_config
-from rerank_scaling.training.models import build_cross_encoder
+from rerank_scaling.families.models import build_cross_encoder
 from rerank_scaling.training.sparse_encoder import (
     AttentionVariant,
     apply_window_attention,
@@ -21,6 +20,7 @@ from rerank_scaling.training.sparse_encoder import (
     segments_from_separator,
 )
 from rerank_scaling.training.window_attention import dense_pattern_mask
+from rerank_scaling.workflow.load import ConfigError, validate_config
 
 PAIRS = [
     (

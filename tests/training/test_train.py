@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import LADDER, TINY_TRAINING, train_command
 
+from rerank_scaling.families.models import build_cross_encoder, model_stats
 from rerank_scaling.families.paths import resolve_path
-from rerank_scaling.training.models import build_cross_encoder, model_stats
 from rerank_scaling.training.schedule import checkpoint_steps
 
 

@@ -174,7 +174,7 @@ def test_variant_names() -> None:
 
 
 def _cross_encoder(head: str, layers: int = 2):
-    from rerank_scaling.training.models import build_cross_encoder
+    from rerank_scaling.families.models import build_cross_encoder
 
     return build_cross_encoder({**LADDER, "layers": layers, "head": head}, 64, 0)
 

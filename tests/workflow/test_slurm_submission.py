@@ -1,6 +1,7 @@
 """The paper grid submitted through the SLURM executor plugin's real code, to stand-in SLURM
 commands that log their arguments: every sbatch call's partition, ``--gpus``, ``-C``, ``--mem`` and
-``-t`` against the workload model (:mod:`rerank_scaling.job_resources`, :mod:`rerank_scaling.cpu_memory`).
+``-t`` against the workload model (:mod:`rerank_scaling.workflow.job_resources`,
+:mod:`rerank_scaling.workflow.cpu_memory`).
 
 The README's cluster step 3 runs as written (its placeholders replaced, and ``gpu_constraint: h100``
 added to its ``cluster`` mapping). The stand-in ``sbatch`` logs its arguments, creates the
@@ -24,10 +25,10 @@ from pathlib import Path
 import pytest
 from conftest import REPO, copy_workflow, dry_run_jobs, readme_block
 
-from rerank_scaling.config import load_config
-from rerank_scaling.cpu_memory import EXAMPLES, MERGE
-from rerank_scaling.job_resources import CPU_MEMORY_MARGIN, JobSizes
-from rerank_scaling.workload import config_workload
+from rerank_scaling.workflow.cpu_memory import EXAMPLES, MERGE
+from rerank_scaling.workflow.job_resources import CPU_MEMORY_MARGIN, JobSizes
+from rerank_scaling.workflow.load import load_config
+from rerank_scaling.workflow.workload import config_workload
 
 PLUGIN_DIR = REPO / ".venv" / "slurm-extra"  # scripts/install_slurm_test_deps.sh
 CLUSTER = {"ACCOUNT": "acct1", "GPU_PARTITION": "gpu-h100", "CPU_PARTITION": "cpu-std"}

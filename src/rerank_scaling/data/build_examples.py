@@ -16,7 +16,6 @@ import argparse
 import logging
 
 from rerank_scaling.atomic import write_json, write_table
-from rerank_scaling.config_training_checks import training_steps_problems
 from rerank_scaling.data.collection import CollectionDir, load_texts, read_split
 from rerank_scaling.data.training_examples import (
     ExampleSettings,
@@ -29,9 +28,14 @@ from rerank_scaling.data.training_examples import (
     select_examples,
 )
 from rerank_scaling.data.trec import iter_run_queries
-from rerank_scaling.registries.objectives import OBJECTIVES, examples_of, negatives_key
+from rerank_scaling.registries.objectives import (
+    OBJECTIVES,
+    StepSettings,
+    examples_of,
+    negatives_key,
+    training_steps_problems,
+)
 from rerank_scaling.settings import parse_json_arg, settings_from_dict
-from rerank_scaling.training.train_settings import StepSettings
 
 log = logging.getLogger(__name__)
 

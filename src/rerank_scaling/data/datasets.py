@@ -4,7 +4,7 @@
 * ``local``: a directory already in the local format (``corpus.jsonl``, ``queries/``, ``qrels/``);
 * ``ir_datasets``: ids such as ``msmarco-passage/dev/small`` or ``msmarco-passage/trec-dl-2019/judged``.
   ir_datasets downloads into ``$IR_DATASETS_HOME`` (default ``~/.ir_datasets``); offline, a missing
-  file makes it fail, and :func:`.dataset_download.guarded_download` re-raises that with the path
+  file makes it fail, and :func:`rerank_scaling.hub.downloads.guarded_download` re-raises that with the path
   to fill.
 """
 
@@ -29,7 +29,7 @@ from rerank_scaling.data.collection_checks import check_queries, check_split, co
 from rerank_scaling.data.ict import IctSettings, build_ict_collection
 from rerank_scaling.data.split_overlap import check_overlap
 from rerank_scaling.data.trec import Qrels, read_qrels, write_qrels
-from rerank_scaling.dataset_download import guarded_download
+from rerank_scaling.hub.downloads import guarded_download
 from rerank_scaling.settings import settings_from_dict, with_defaults
 
 log = logging.getLogger(__name__)

@@ -3,7 +3,7 @@
     python -m rerank_scaling.data.fraction_check --fraction 0.25 --pointwise P.parquet \
         --groups G.parquet --training JSON --out CHECK.json
 
-The config alone tells only with ``training.max_steps`` or builtin data (config_checks); here the
+The config alone tells only with ``training.max_steps`` or builtin data (the workflow's checks); here the
 examples tell, before any training job of the fraction starts. A fraction keeps ceil(f x n) whole
 queries, which ones depending on the run's seed; the check is seed-free (adding a seed re-runs
 nothing): it fails when even the f x n queries with the most rows give too few steps, naming the
@@ -20,9 +20,8 @@ import pandas as pd
 
 from rerank_scaling.atomic import write_json
 from rerank_scaling.data.subsets import subset_size
-from rerank_scaling.registries.objectives import examples_of, total_steps
+from rerank_scaling.registries.objectives import StepSettings, examples_of, total_steps
 from rerank_scaling.settings import parse_json_arg, settings_from_dict
-from rerank_scaling.training.train_settings import StepSettings
 
 
 def most_rows(frame: pd.DataFrame, fraction: float) -> int:

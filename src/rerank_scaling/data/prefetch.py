@@ -4,7 +4,7 @@
 
 Writes one row per item (kind, name, status, location); exits non-zero naming what is missing.
 ``--lock`` (``./run.sh --prefetch --pin``) also writes the commit each model resolved to
-(:mod:`rerank_scaling.model_pins`).
+(:mod:`rerank_scaling.hub.pins`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import sys
 import pandas as pd
 
 from rerank_scaling.atomic import write_table
-from rerank_scaling.hub import FetchRecord, missing_report, prefetch
-from rerank_scaling.model_pins import write_lock
+from rerank_scaling.hub.cache import FetchRecord, missing_report, prefetch
+from rerank_scaling.hub.pins import write_lock
 from rerank_scaling.settings import parse_json_arg
 
 COLUMNS = list(FetchRecord.__dataclass_fields__)

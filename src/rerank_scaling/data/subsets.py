@@ -5,12 +5,16 @@ the run's seed (SHA-256 of ``<seed>/<qid>``), so for one seed the 1/8 queries li
 which lie inside the 1/2: the difference between two fractions is data, not the luck of the draw
 (seed 001 §4.2 fits its data law on models trained on that many annotations). Seeds draw different
 orders, so seed replicates measure the draw's noise too.
+
+The evaluated queries of a split have their own seeded subset (``evaluation.max_queries``:
+:func:`subsample_queries`), which the evaluation and the fit stage's ceilings draw alike.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+import random
 from collections.abc import Iterable
 
 import pandas as pd
@@ -49,3 +53,15 @@ def annotated_pairs(frame: pd.DataFrame) -> int:
     if "labels" in frame.columns:
         return len(frame)
     return int((frame["label"] > 0).sum())
+
+
+def subsample_queries(qids: list[str], n: int | None, seed: int, split: str) -> set[str]:
+    """A reproducible random subset of ``n`` of ``qids`` (all when ``n`` is None or >= len).
+
+    Seeded by (``seed``, ``split``), independent of the order ``qids`` come in, so every job and
+    every unit draws the same queries.
+    """
+    ordered = sorted(set(qids))
+    if n is None or n >= len(ordered):
+        return set(ordered)
+    return set(random.Random(f"{seed}:{split}").sample(ordered, n))

@@ -26,20 +26,20 @@ from __future__ import annotations
 
 import json
 import logging
-import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pandas as pd
 
 from rerank_scaling.atomic import write_table
 from rerank_scaling.data.collection import CollectionDir, Queries, load_texts, read_split
+from rerank_scaling.data.subsets import subsample_queries
 from rerank_scaling.data.trec import Qrels, Run, read_run, top_k, write_run
 from rerank_scaling.evaluation.cache_keys import cache_key, checkpoint_identity, evaluation_code
+from rerank_scaling.evaluation.eval_settings import EvalSettings
 from rerank_scaling.evaluation.metrics import (
     DROPPED,
-    MetricSettings,
     aggregate,
     evaluate_per_query,
     metric_names,
@@ -52,50 +52,11 @@ from rerank_scaling.evaluation.rerank import (
     tokenize_pairs,
 )
 from rerank_scaling.evaluation.split_texts import read_split_texts
+from rerank_scaling.families.models import attention_implementation
 from rerank_scaling.precision import resolve_precision
 from rerank_scaling.records import METRIC_COLUMNS, PER_QUERY_COLUMNS
-from rerank_scaling.settings import RESOURCE_KEYS, SectionSettings
-from rerank_scaling.training.models import attention_implementation
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class EvalSettings(SectionSettings):
-    """Config ``evaluation``; defaults: the schema's."""
-
-    SECTION: ClassVar[str] = "evaluation"
-    RESOURCE_KEYS: ClassVar[tuple[str, ...]] = RESOURCE_KEYS
-    #: How the work is cut into jobs: changes no result.
-    JOB_KEYS: ClassVar[tuple[str, ...]] = ("unit",)
-    #: What only concerns scoring checkpoints (BM25's evaluation ignores them).
-    SCORING_KEYS: ClassVar[tuple[str, ...]] = ("precision", "final_only_splits")
-    #: What chooses a split's candidate pairs (depth, query subset): all the tokenization reads.
-    CANDIDATE_KEYS: ClassVar[tuple[str, ...]] = ("rerank_depth", "max_queries", "seed")
-
-    rerank_depth: int
-    relevance_threshold: int
-    ce_sizes: tuple[int, ...]
-    relative_prob_k: tuple[int, ...]
-    rr_m: tuple[int, ...]
-    batch_size: int
-    seed: int
-    threads: int
-    mem_mb: int
-    runtime: int
-    unit: str  # "run" | "checkpoint" | "checkpoint_split": one evaluation job per ...
-    max_queries: dict[str, int | None] | None  # split -> queries evaluated (None: all)
-    precision: str  # auto | fp32 | bf16 (precision.resolve_precision)
-    final_only_splits: tuple[str, ...]  # splits scored at the final checkpoint only
-
-    def splits_at(self, splits: list[SplitData], final: bool) -> list[SplitData]:
-        """The splits a checkpoint is scored on: all at the final one, the others without
-        ``final_only_splits`` (a test split reported once, not fitted along training)."""
-        return splits if final else [s for s in splits if s.name not in self.final_only_splits]
-
-    def metric_settings(self) -> MetricSettings:
-        """The keys of this section that define the metrics (:class:`MetricSettings` names them)."""
-        return MetricSettings.from_settings(self)
 
 
 @dataclass(frozen=True)
@@ -105,18 +66,6 @@ class SplitData:
     qrels: Qrels
     candidates: Run  # BM25 top rerank_depth
     texts: dict[str, str]
-
-
-def subsample_queries(qids: list[str], n: int | None, seed: int, split: str) -> set[str]:
-    """A reproducible random subset of ``n`` of ``qids`` (all when ``n`` is None or >= len).
-
-    Seeded by (``seed``, ``split``), independent of the order ``qids`` come in, so every job and
-    every unit draws the same queries.
-    """
-    ordered = sorted(set(qids))
-    if n is None or n >= len(ordered):
-        return set(ordered)
-    return set(random.Random(f"{seed}:{split}").sample(ordered, n))
 
 
 def load_split(

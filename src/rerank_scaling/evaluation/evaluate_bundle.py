@@ -1,5 +1,5 @@
 """Stage: evaluate several runs' checkpoints in one process (rule ``evaluate_bundle``), so that the
-job pays its imports and Snakefile parse once (:mod:`rerank_scaling.eval_bundles` picks the runs).
+job pays its imports and Snakefile parse once (:mod:`rerank_scaling.workflow.eval_bundles` picks the runs).
 
     python -m rerank_scaling.evaluation.evaluate_bundle --runs RUN1 RUN2 ... --results results/NAME \\
         --collection DIR --bm25-dir DIR --splits dev test --settings JSON --texts-dir DIR \\

@@ -21,7 +21,8 @@ import argparse
 import logging
 
 from rerank_scaling.atomic import write_table
-from rerank_scaling.evaluation.checkpoints import EvalSettings, load_split
+from rerank_scaling.evaluation.checkpoints import load_split
+from rerank_scaling.evaluation.eval_settings import EvalSettings
 from rerank_scaling.evaluation.rerank import candidate_pairs, tokenize_pairs, tokens_table
 from rerank_scaling.settings import parse_json_arg, settings_from_dict
 

@@ -3,11 +3,12 @@
 A family turns an entry (a dict of the config's ``models[]`` list) into:
 
 * the encoder a cross-encoder is built from (:meth:`ModelFamily.encoder_source`: a directory that
-  transformers loads, and config overrides); :func:`rerank_scaling.training.models.build_cross_encoder`
+  transformers loads, and config overrides); :func:`rerank_scaling.families.models.build_cross_encoder`
   puts the relevance head on it;
 * its ``config.json`` without loading the model (:meth:`ModelFamily.config_json`) and the depth it
   keeps (:meth:`ModelFamily.layers_kept`), from which planning counts parameters and FLOPs
-  (:class:`rerank_scaling.planning.memory.MemoryShape`, :func:`rerank_scaling.job_resources.encoder_shape`)
+  (:class:`rerank_scaling.planning.memory.MemoryShape`,
+  :func:`rerank_scaling.workflow.job_resources.encoder_shape`)
   and the windowed-attention check reads the architecture
   (:mod:`rerank_scaling.training.attention_support`);
 * its rules: the keys an entry must give (:attr:`ModelFamily.required`, the schema's ``if/then``),

@@ -1,6 +1,6 @@
 """The ``hf`` family: a Hugging Face id (pinned: ``org/name@<commit sha>``) or a local directory,
 loaded as is (paper: the Ettin encoders, 17M-1B, and ModernBERT; hub ids from the cache the
-prefetch step fills, :mod:`rerank_scaling.hub`)."""
+prefetch step fills, :mod:`rerank_scaling.hub.cache`)."""
 
 from __future__ import annotations
 

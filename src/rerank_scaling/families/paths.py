@@ -9,12 +9,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from rerank_scaling.hub import cached_model, is_hub_id, model_source
+from rerank_scaling.hub.cache import cached_model, is_hub_id, model_source
 
 
 def resolve_path(path: str) -> str:
     """``package:<module>/<subdir>`` -> a directory inside an installed package; a hub id -> its
-    cached snapshot (offline and not cached: :class:`rerank_scaling.hub.ModelNotCached`, naming the
+    cached snapshot (offline and not cached: :class:`rerank_scaling.hub.cache.ModelNotCached`, naming the
     prefetch command); a local directory unchanged."""
     if is_hub_id(path):
         return model_source(path)

@@ -3,7 +3,7 @@
 Two parts: ``forecast_runs`` is the front for a user's table: it checks the table (:mod:`.table`),
 adds a held-out row per requested target size (no observation) and chooses the settings a table of
 runs gets (its final values: ``last_k`` = ``holdout_last`` = 1); :func:`forecast_metrics` is the core
-the fit stage of the workflow calls too (:func:`rerank_scaling.laws.fit_laws.fit_everything`): on a
+the fit stage of the workflow calls too (:func:`rerank_scaling.forecast.fit_stage.fit_everything`): on a
 metrics table and :class:`~rerank_scaling.laws.fit_settings.FitSettings`, every protocol, law, the
 model-form ensemble, the two-step forecast and the rolling-origin backtests
 (:func:`rerank_scaling.laws.runner.run_protocols`), returned as a :class:`Forecast`. Written to

@@ -1,6 +1,6 @@
 """The laws stage's figure: calibration of the rolling-origin backtests' prediction intervals.
 
-``fit_laws`` draws it with :func:`calibration` and saves it with
+The fit stage (:mod:`rerank_scaling.forecast.fit_stage`) draws it with :func:`calibration` and saves it with
 :func:`rerank_scaling.plotting.save_figure`; nothing of the report stage is imported.
 """
 

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from rerank_scaling.data.collection import read_split
+from rerank_scaling.data.subsets import subsample_queries
 from rerank_scaling.data.trec import Qrels, Run, read_run, top_k
 
 Ceilings = tuple[tuple[str, str, float], ...]  # (split, metric, oracle value)
@@ -77,9 +78,6 @@ def split_ceilings(collection: str, runs: dict[str, str], evaluation: dict[str, 
         queries, qrels = read_split(collection, split)
         candidates = top_k(read_run(run), depth)
         if limits.get(split) is not None:
-            # the evaluation's seeded subset (imported here: its module needs the scoring stack)
-            from rerank_scaling.evaluation.checkpoints import subsample_queries
-
             keep = subsample_queries([q for q in qrels if q in queries], limits[split], seed, split)
             queries = {q: text for q, text in queries.items() if q in keep}
         values = oracle_values(candidates, qrels, queries, threshold)

@@ -1,6 +1,8 @@
 """The config's ``fitting`` section (:class:`FitSettings`) and the names every law module shares: the
 group keys a law is fitted per, the held-out protocols (seed paper 000 §5-5.1), the size axes and the
-data axes. The lowest floor of :mod:`rerank_scaling.laws`: it imports none of its siblings."""
+data axes; and the fit stage's tables by name (:data:`TABLES`), which the fit rule declares as
+outputs. The lowest floor of :mod:`rerank_scaling.laws`, torch- and scipy-free (the workflow layer
+reads it at parse time): it imports none of its siblings."""
 
 from __future__ import annotations
 
@@ -13,6 +15,22 @@ GROUP_KEYS = ["family", "objective", "attention", "metric", "split", "annotation
 PROTOCOLS = ("model", "data", "joint_text", "joint_code")
 JOINT_PROTOCOLS = ("joint_text", "joint_code")
 DATA_AXES = ("checkpoints", "fractions")
+#: The fit stage's tables: what it writes under ``laws/tables/`` and what the fit rule declares.
+TABLES = (
+    "forecast_errors",
+    "exponents",
+    "equal_compute",
+    "table01_02_model_errors",
+    "table03_allocation_exponents",
+    "table04_n_over_n_star",
+    "table06_07_joint_errors",
+    "table08_final_checkpoint",
+    "table09_10_goodness_of_fit",
+    "table11_12_multiplicative_errors",
+    "table13_14_data_errors",
+    "backtests",
+    "calibration",
+)
 
 
 @dataclass(frozen=True)

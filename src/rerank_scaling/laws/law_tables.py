@@ -174,7 +174,7 @@ def all_tables(
     backtest_summary: pd.DataFrame,
     calibration: pd.DataFrame,
 ) -> dict[str, pd.DataFrame]:
-    """Every table of the fit stage by name (the names of ``laws.fit_laws.TABLES``)."""
+    """Every table of the fit stage by name (the names of ``laws.fit_settings.TABLES``)."""
     model = errors_per_held_out_size(fits, forecasts, ("model",), (registry.POWER_N, registry.FANG_N))
     joint = errors_per_held_out_size(fits, forecasts, ("joint_code", "joint_text"), (registry.ADDITIVE,))
     multiplicative = errors_per_held_out_size(

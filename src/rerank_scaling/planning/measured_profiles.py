@@ -237,8 +237,8 @@ def measure_profile(
     import sentence_transformers.cross_encoder  # noqa: F401  (imported before the memory baseline)
     import torch
 
+    from rerank_scaling.families.models import build_cross_encoder, model_stats
     from rerank_scaling.precision import autocast_dtype, casts_weights, fp32_score_layer, to_bf16_weights
-    from rerank_scaling.training.models import build_cross_encoder, model_stats
 
     name = device_name(device)
     if device == "cuda":

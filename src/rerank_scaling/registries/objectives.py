@@ -14,6 +14,9 @@ bounds (:func:`rows_per_positive`), the examples and fraction jobs (:func:`examp
 and the trainer's loss (``training.objectives.make_loss``). Torch-free: the workflow imports it at
 parse time.
 
+The ``training`` keys that set the steps are :class:`StepSettings`, and
+:func:`training_steps_problems` checks that ``training.checkpoints`` fit in them.
+
 A new objective is one :class:`Objective` and one :func:`register` call (plus its name in the
 schema's ``training.objectives`` enum); ``tests/test_registries.py`` shows it.
 """
@@ -22,7 +25,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
+
+from rerank_scaling.settings import Problems, SectionSettings, problem
 
 
 @dataclass(frozen=True)
@@ -151,3 +156,61 @@ def total_steps(settings: StepKeys, rows: int, batch_rows: int, fraction: float)
     if settings.max_steps:
         return fixed_steps(settings.max_steps, fraction)
     return max(1, epoch_steps(rows, batch_rows, settings.epochs))
+
+
+@dataclass(frozen=True)
+class StepSettings(SectionSettings):
+    """The ``training`` keys that set how many optimizer steps a run has: the examples and fraction
+    jobs check them against the examples they see (only these, so that other training changes do
+    not re-run those jobs). Defaults: the schema's."""
+
+    SECTION: ClassVar[str] = "training"
+
+    objectives: tuple[str, ...]
+    checkpoints: int
+    max_steps: int | None
+    epochs: float
+    pointwise_batch_size: int
+    group_queries_per_batch: int
+
+    def batch(self, objective: str) -> tuple[str, int]:
+        """The batch key of ``objective`` and its value (:func:`batch`)."""
+        return batch(self, objective)
+
+
+def training_steps_problems(training: StepSettings, rows: dict[str, int], exact: bool) -> Problems:
+    """Every objective has at least ``training.checkpoints`` optimizer steps.
+
+    ``rows``: objective -> training rows (pointwise pairs, or groups); ``exact`` False when they are
+    an upper bound estimated from the config, so only a sure shortfall is reported. Runs in the
+    workflow's parse (rows the config bounds) and in the examples job (the real rows).
+    """
+    wanted = training.checkpoints
+    if training.max_steps is not None:
+        if training.max_steps < wanted:
+            return [
+                problem(
+                    "training.max_steps",
+                    f"{training.max_steps} steps cannot hold training.checkpoints = {wanted} checkpoints; "
+                    f"raise training.max_steps to at least {wanted} or lower training.checkpoints",
+                )
+            ]
+        return []
+    problems = []
+    for objective in training.objectives:
+        if objective not in rows:
+            continue
+        key, batch_rows = training.batch(objective)
+        steps = epoch_steps(rows[objective], batch_rows, training.epochs)
+        if steps < wanted:
+            bound = "at most " if not exact else ""
+            problems.append(
+                problem(
+                    "training.checkpoints",
+                    f"{objective} training has {bound}{steps} optimizer steps ({bound}{rows[objective]} "
+                    f"rows / training.{key} {batch_rows} x training.epochs), fewer than the {wanted} "
+                    f"checkpoints asked for; lower training.checkpoints or training.{key}, raise "
+                    "training.epochs, or set training.max_steps",
+                )
+            )
+    return problems

@@ -1,10 +1,11 @@
-"""The config's ``training`` section as settings, torch-free, so the workflow's
+"""The config's ``training`` section as settings: torch-free, so the workflow's
 parse (job resources, config checks) reads them without importing the trainer's torch stack.
 
 The section holds three kinds of key: which runs exist (:data:`GRID_KEYS`, read by
 :class:`rerank_scaling.grid.Grid`; a run's id carries its own), how one run trains
-(:class:`TrainSettings`), and what sizes its job (``RESOURCE_KEYS``). :class:`StepSettings` is the
-part that sets how many optimizer steps a run has. Defaults: the schema's.
+(:class:`TrainSettings`), and what sizes its job (``RESOURCE_KEYS``). The part that sets how many
+optimizer steps a run has is :class:`rerank_scaling.registries.objectives.StepSettings`, below
+the data floor: the data jobs check it too. Defaults: the schema's.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from rerank_scaling.registries import objectives as objective_registry
 from rerank_scaling.settings import RESOURCE_KEYS, SectionSettings
 
 #: Keys of ``training`` that say which runs exist, not how one run trains (a run's id carries its
@@ -55,24 +55,3 @@ class TrainSettings(SectionSettings):
     threads: int
     mem_mb: int
     runtime: int
-
-
-@dataclass(frozen=True)
-class StepSettings(SectionSettings):
-    """The ``training`` keys that set how many optimizer steps a run has: the examples and fraction
-    jobs check them against the examples they see (only these, so that other training changes do
-    not re-run those jobs)."""
-
-    SECTION: ClassVar[str] = "training"
-
-    objectives: tuple[str, ...]
-    checkpoints: int
-    max_steps: int | None
-    epochs: float
-    pointwise_batch_size: int
-    group_queries_per_batch: int
-
-    def batch(self, objective: str) -> tuple[str, int]:
-        """The batch key of ``objective`` and its value
-        (:func:`~rerank_scaling.registries.objectives.batch`)."""
-        return objective_registry.batch(self, objective)

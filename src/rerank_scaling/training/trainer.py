@@ -40,8 +40,14 @@ from pathlib import Path
 from typing import Any
 
 from rerank_scaling.device import resolve_device
+from rerank_scaling.families.models import (
+    ModelStats,
+    attention_implementation,
+    build_cross_encoder,
+    model_stats,
+)
 from rerank_scaling.grid import RunSpec
-from rerank_scaling.model_pins import model_commit
+from rerank_scaling.hub.pins import model_commit
 from rerank_scaling.planning.gpu_fit import checked_plan
 from rerank_scaling.planning.memory import MemoryPlan, MemoryShape, plan_memory
 from rerank_scaling.precision import fp32_score_layer, resolve_precision
@@ -58,12 +64,6 @@ from rerank_scaling.training.checkpoint_store import (
     checkpoint_name,
     fault_point,
     file_digest,
-)
-from rerank_scaling.training.models import (
-    ModelStats,
-    attention_implementation,
-    build_cross_encoder,
-    model_stats,
 )
 from rerank_scaling.training.objectives import load_examples, make_loss
 from rerank_scaling.training.schedule import checkpoint_steps

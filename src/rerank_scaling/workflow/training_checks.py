@@ -1,6 +1,7 @@
 """Cross-field checks of ``models`` and ``training``: names, paths and ladders, attention support,
 and room for ``training.checkpoints`` in every run (full data and each data fraction). Each returns
-problems naming the field and the fix; :func:`training_steps_problems` runs again in the examples
+problems naming the field and the fix;
+:func:`~rerank_scaling.registries.objectives.training_steps_problems` runs again in the examples
 job, with the real row counts."""
 
 from __future__ import annotations
@@ -9,48 +10,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from rerank_scaling.config_data_checks import estimated_queries, estimated_rows
-from rerank_scaling.config_problems import Problems, problem
 from rerank_scaling.registries import objectives
-from rerank_scaling.settings import settings_of
-from rerank_scaling.training.train_settings import StepSettings
-
-
-def training_steps_problems(training: StepSettings, rows: dict[str, int], exact: bool) -> Problems:
-    """Every objective has at least ``training.checkpoints`` optimizer steps.
-
-    ``rows``: objective -> training rows (pointwise pairs, or groups); ``exact`` False when they are
-    an upper bound estimated from the config, so only a sure shortfall is reported.
-    """
-    wanted = training.checkpoints
-    if training.max_steps is not None:
-        if training.max_steps < wanted:
-            return [
-                problem(
-                    "training.max_steps",
-                    f"{training.max_steps} steps cannot hold training.checkpoints = {wanted} checkpoints; "
-                    f"raise training.max_steps to at least {wanted} or lower training.checkpoints",
-                )
-            ]
-        return []
-    problems = []
-    for objective in training.objectives:
-        if objective not in rows:
-            continue
-        key, batch = training.batch(objective)
-        steps = objectives.epoch_steps(rows[objective], batch, training.epochs)
-        if steps < wanted:
-            bound = "at most " if not exact else ""
-            problems.append(
-                problem(
-                    "training.checkpoints",
-                    f"{objective} training has {bound}{steps} optimizer steps ({bound}{rows[objective]} "
-                    f"rows / training.{key} {batch} x training.epochs), fewer than the {wanted} "
-                    f"checkpoints asked for; lower training.checkpoints or training.{key}, raise "
-                    "training.epochs, or set training.max_steps",
-                )
-            )
-    return problems
+from rerank_scaling.registries.objectives import StepSettings, training_steps_problems
+from rerank_scaling.settings import Problems, problem, settings_of
+from rerank_scaling.workflow.data_checks import estimated_queries, estimated_rows
 
 
 def training_problems(config: dict[str, Any]) -> Problems:
@@ -143,7 +106,7 @@ def model_problems(config: dict[str, Any]) -> Problems:
     reads, a ladder fits its base); then local and packaged model paths exist."""
     from rerank_scaling.families.paths import resolve_path
     from rerank_scaling.families.registry import family_of
-    from rerank_scaling.hub import is_hub_id
+    from rerank_scaling.hub.cache import is_hub_id
 
     problems = []
     models = config["models"]

@@ -9,7 +9,7 @@
 * ``fitting.equal_compute`` compares two different models.
 
 Integers (``training.checkpoints: 3.0``) are refused by the schema's validator itself
-(:data:`rerank_scaling.config.STRICT_TYPES`): one rule, "an integer field takes a whole number
+(:data:`rerank_scaling.workflow.load.STRICT_TYPES`): one rule, "an integer field takes a whole number
 written without a decimal point", everywhere.
 """
 
@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from rerank_scaling.config_problems import Problems, problem
+from rerank_scaling.settings import Problems, problem
 
 
 class _DuplicateKeyLoader(yaml.SafeLoader):

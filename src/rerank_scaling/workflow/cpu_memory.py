@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from rerank_scaling.workload import Workload
+from rerank_scaling.workflow.workload import Workload
 
 MB = 1e6
 

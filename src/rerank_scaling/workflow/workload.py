@@ -3,7 +3,7 @@ train split, the queries of each split (all of them, as BM25 searches them, and 
 evaluation scores) and the documents of the corpus.
 
 The workflow sizes its jobs' time limits from these counts at parse time
-(:mod:`rerank_scaling.job_resources`), and ``scripts/paper_grid_cost.py`` prices the paper grid
+(:mod:`rerank_scaling.workflow.job_resources`), and ``scripts/paper_grid_cost.py`` prices the paper grid
 with them. Sources, none of which downloads anything:
 
 * ``builtin``: the ICT collection's query counts (``dataset.builtin``, one positive per query);

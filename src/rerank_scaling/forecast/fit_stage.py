@@ -1,6 +1,6 @@
 """Stage: fit every law with every held-out protocol; backtests, allocation and paper tables.
 
-    python -m rerank_scaling.laws.fit_laws --metrics all.parquet --settings JSON --out-dir DIR \
+    python -m rerank_scaling.forecast.fit_stage --metrics all.parquet --settings JSON --out-dir DIR \
         [--collection DIR --bm25-runs dev.trec ... --evaluation JSON]
 
 With the collection, the BM25 runs of the fitted splits and the evaluation section, the asymptotes
@@ -31,9 +31,8 @@ from rerank_scaling.forecast.run import forecast_metrics, write_answer
 from rerank_scaling.laws import backtests, law_tables
 from rerank_scaling.laws.allocation import allocation_table, equal_compute
 from rerank_scaling.laws.ceiling import split_ceilings
-from rerank_scaling.laws.fit_settings import FitSettings
+from rerank_scaling.laws.fit_settings import TABLES, FitSettings
 from rerank_scaling.laws.protocols import prepare
-from rerank_scaling.laws.table_names import TABLES
 from rerank_scaling.settings import parse_json_arg, settings_from_dict, with_defaults
 
 log = logging.getLogger(__name__)

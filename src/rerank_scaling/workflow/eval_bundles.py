@@ -3,7 +3,7 @@
 An evaluation job pays a fixed set-up before it scores anything: its process's imports and the
 SLURM job step's Snakefile parse once per job, and reading each run's token and text tables once
 per run (:class:`EvalSetup`, measured on a CPU by ``benchmarks/bench_eval_job_setup.py``). Its
-scoring time is the cost model's (:meth:`rerank_scaling.job_resources.JobSizes.evaluation_flops`
+scoring time is the cost model's (:meth:`rerank_scaling.workflow.job_resources.JobSizes.evaluation_flops`
 over ``planning.peak_flops`` x ``mfu``). :func:`evaluation_bundles` gives the runs whose jobs of the
 configured ``evaluation.unit`` would spend more than ``cluster.max_setup_share`` of their time on
 set-up to rule ``evaluate_bundle``, several runs a job, so that each job's share is at most the
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from rerank_scaling.job_resources import JobSizes
+    from rerank_scaling.workflow.job_resources import JobSizes
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from rerank_scaling.config_problems import Problems, problem
 from rerank_scaling.registries import objectives
+from rerank_scaling.settings import Problems, problem
 
 
 def dataset_problems(config: dict[str, Any]) -> Problems:

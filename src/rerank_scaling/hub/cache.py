@@ -178,11 +178,11 @@ def fetch_ir_dataset(dataset_id: str) -> FetchRecord:
 
     Reading the first item of each part makes ir_datasets fetch and verify its source files in
     ``$IR_DATASETS_HOME``; offline, a missing file becomes a ``missing`` record with the hint of
-    :mod:`rerank_scaling.dataset_download`.
+    :mod:`rerank_scaling.hub.downloads`.
     """
     import ir_datasets
 
-    from rerank_scaling.dataset_download import DatasetUnavailable, guarded_download
+    from rerank_scaling.hub.downloads import DatasetUnavailable, guarded_download
 
     home = os.environ.get("IR_DATASETS_HOME", str(Path.home() / ".ir_datasets"))
     dataset = ir_datasets.load(dataset_id)

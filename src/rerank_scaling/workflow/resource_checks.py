@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rerank_scaling.config_problems import Problems, problem
 from rerank_scaling.registries import objectives
-from rerank_scaling.settings import settings_from_dict, settings_of
+from rerank_scaling.settings import Problems, problem, settings_from_dict, settings_of
 
 
 def memory_plans(config: dict[str, Any]) -> dict[tuple[str, str], Any]:
@@ -83,8 +82,8 @@ def memory_problems(config: dict[str, Any]) -> Problems:
 
 
 def cluster_problems(config: dict[str, Any]) -> Problems:
-    """The cluster section's floors are not above its caps (rerank_scaling.job_resources clamps to them)."""
-    from rerank_scaling.job_resources import ClusterSettings
+    """The cluster section's floors are not above its caps (:mod:`.job_resources` clamps to them)."""
+    from rerank_scaling.workflow.job_resources import ClusterSettings
 
     cluster = settings_from_dict(ClusterSettings, config["cluster"])
     return [

@@ -2,7 +2,7 @@
 
 The prefetch resolves each hub model the config names without a revision (``org/name``: the
 repository's ``main`` at that moment) to a snapshot whose directory is named by its commit
-(:func:`rerank_scaling.hub.fetch_model`). With ``--pin`` it writes those commits, and the versions of
+(:func:`rerank_scaling.hub.cache.fetch_model`). With ``--pin`` it writes those commits, and the versions of
 the ir_datasets package that define the datasets' downloads (ir_datasets ids carry no commit: the
 package pins each file's URL and checksum), to :data:`PIN_FILE` in the working directory. The
 Snakefile reads it at parse time (:func:`pinned_models`): every ``org/name`` it lists loads
@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from rerank_scaling.atomic import write_text
-from rerank_scaling.hub import FetchRecord, cached_snapshot, is_hub_id, split_revision
+from rerank_scaling.hub.cache import FetchRecord, cached_snapshot, is_hub_id, split_revision
 
 #: The lock file, relative to the workflow's working directory.
 PIN_FILE = "models.lock.yaml"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rerank_scaling.config_problems import Problems, problem
 from rerank_scaling.registries import measures
+from rerank_scaling.settings import Problems, problem
 
 
 def evaluation_metrics(evaluation: dict[str, Any]) -> list[str]:
@@ -17,7 +17,7 @@ def evaluation_metrics(evaluation: dict[str, Any]) -> list[str]:
     Taken from :func:`rerank_scaling.evaluation.metrics.evaluate` itself (on an empty run), so the list
     cannot drift from what the evaluation produces.
     """
-    from rerank_scaling.evaluation.checkpoints import EvalSettings
+    from rerank_scaling.evaluation.eval_settings import EvalSettings
     from rerank_scaling.evaluation.metrics import DROPPED, evaluate
     from rerank_scaling.settings import settings_of
 

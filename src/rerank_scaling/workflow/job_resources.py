@@ -19,17 +19,17 @@ One owner for the numbers the rules' ``resources:`` blocks declare (``rules/comm
   exports). Training: steps x rows per step x sequences per row x 3 forward FLOPs (x 4/3 with the
   memory preflight's gradient checkpointing); evaluation: queries x ``evaluation.rerank_depth``
   candidates per split and checkpoint of the job. Without ``planning.peak_flops`` or a workload
-  known at parse time (:mod:`rerank_scaling.workload`) the section's ``runtime`` is used instead.
+  known at parse time (:mod:`rerank_scaling.workflow.workload`) the section's ``runtime`` is used instead.
 * **memory** (host RAM, MB): the section's ``mem_mb`` (data, tokenizer, Python) plus the CPU copies
   of the weights a job makes (loading; the export of a checkpoint), :data:`HOST_BYTES_PER_PARAM`
   per parameter.
 * **CPU jobs that grow with the data** (``training_examples``, ``merge_metrics``): memory and time
-  from the measured model of :mod:`rerank_scaling.cpu_memory` (train queries, passages, run depth,
+  from the measured model of :mod:`rerank_scaling.workflow.cpu_memory` (train queries, passages, run depth,
   the examples' negatives; evaluated queries, metrics, checkpoints and runs), memory times
   :data:`CPU_MEMORY_MARGIN`, time times ``cluster.runtime_margin`` plus ``cluster.startup_minutes``;
   the fixed :data:`CPU_FALLBACK` where a count is unknown at parse time.
 * **BM25** (``bm25_index``, ``bm25_search``; :mod:`rerank_scaling.data.bm25`): time from the
-  corpus's documents and each split's queries (:class:`rerank_scaling.workload.Workload`) at the
+  corpus's documents and each split's queries (:class:`rerank_scaling.workflow.workload.Workload`) at the
   rates :data:`BM25_RATES` measured on CPU (``benchmarks/bench_bm25.py``), Lucene's work divided
   over ``retrieval.threads``, times ``cluster.runtime_margin``, plus ``cluster.startup_minutes``
   (reading the corpus from a shared file system, which the CPU-time rates do not see); memory: the
@@ -50,7 +50,10 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from rerank_scaling.cpu_memory import (
+from rerank_scaling.grid import RunSpec
+from rerank_scaling.planning.encoder_flops import EncoderShape
+from rerank_scaling.settings import SectionSettings
+from rerank_scaling.workflow.cpu_memory import (
     EXAMPLES,
     MERGE,
     ExamplesCounts,
@@ -58,10 +61,7 @@ from rerank_scaling.cpu_memory import (
     examples_counts,
     merge_counts,
 )
-from rerank_scaling.grid import RunSpec
-from rerank_scaling.planning.encoder_flops import EncoderShape
-from rerank_scaling.settings import SectionSettings
-from rerank_scaling.workload import Workload
+from rerank_scaling.workflow.workload import Workload
 
 if TYPE_CHECKING:
     from rerank_scaling.data.bm25 import Bm25Settings
@@ -330,14 +330,15 @@ class JobSizes:
         index = (self.workload.documents or 0) * BM25_RATES.index_bytes_per_doc / MB
         return self.mem_mb(self.retrieval.memory_mb + JVM_NATIVE_MB + index)
 
-    # --- CPU jobs sized from the data (rerank_scaling.cpu_memory) -----------------------------------
+    # --- CPU jobs sized from the data (rerank_scaling.workflow.cpu_memory) ------------------------
 
     def examples_counts(self) -> ExamplesCounts | None:
-        """What the ``training_examples`` job holds (:func:`rerank_scaling.cpu_memory.examples_counts`)."""
+        """What the ``training_examples`` job holds
+        (:func:`rerank_scaling.workflow.cpu_memory.examples_counts`)."""
         return examples_counts(self.config, self.workload)
 
     def merge_counts(self, runs: int, checkpoints: int) -> MergeCounts | None:
-        """What ``merge_metrics`` holds (:func:`rerank_scaling.cpu_memory.merge_counts`)."""
+        """What ``merge_metrics`` holds (:func:`rerank_scaling.workflow.cpu_memory.merge_counts`)."""
         return merge_counts(self.config, self.workload, runs, checkpoints)
 
     def cpu_job(self, rule: str, counts: ExamplesCounts | MergeCounts | None) -> dict[str, Any]:

@@ -1,10 +1,10 @@
 """Load and validate the workflow configuration before any job runs.
 
 Two layers: the JSON schema (``schemas/config.schema.yaml``: types, enums, closed objects, and every
-default) and cross-field checks the schema cannot express (:mod:`.config_checks`: depths, steps for
+default) and cross-field checks the schema cannot express (:mod:`.checks`: depths, steps for
 the checkpoints, model and collection directories, fitted metrics, ...). Every error names the
 offending field and says how to fix it. A valid config gets the schema's defaults once, here
-(:func:`rerank_scaling.config_schema.fill_defaults`): after :func:`validate_config` every section
+(:func:`rerank_scaling.settings.fill_defaults`): after :func:`validate_config` every section
 has every key, and no stage reads a key with a default of its own.
 """
 
@@ -16,9 +16,9 @@ from typing import Any
 import jsonschema
 import yaml
 
-from rerank_scaling.config_checks import cross_field_problems
-from rerank_scaling.config_meaning import duplicate_key_problems, meaning_problems
-from rerank_scaling.config_schema import fill_defaults, schema
+from rerank_scaling.settings import fill_defaults, schema
+from rerank_scaling.workflow.checks import cross_field_problems
+from rerank_scaling.workflow.meaning_checks import duplicate_key_problems, meaning_problems
 
 # One rule for integers: an integer field takes a whole number written without a decimal point.
 # JSON Schema counts 3.0 as an integer, and Python then passes a float to range() or a tensor shape
