@@ -6,6 +6,10 @@ exactly what the registries hold."""
 
 from __future__ import annotations
 
+import ast
+import re
+from pathlib import Path
+
 import pandas as pd
 import pytest
 import registry_toys as toys
@@ -30,6 +34,7 @@ from rerank_scaling.training.objectives import load_examples
 from rerank_scaling.workflow.load import validate_config
 from rerank_scaling.workflow.result_checks import evaluation_metrics
 
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "rerank_scaling"
 REGISTRIES = (
     objective_registry.OBJECTIVES,
     law_registry.REGISTRY,
@@ -152,6 +157,22 @@ def test_a_new_metric_is_computed_named_bounded_and_fittable(registered, default
     assert "Hit@3" in evaluation_metrics(default_config["evaluation"])
     default_config["fitting"]["metrics"] = ["Hit@3"]
     validate_config(default_config)  # fitted metrics must be ones the evaluation writes: it does
+
+
+def test_no_law_name_is_written_outside_the_law_registry():
+    """Law names are string constants in ``laws/registry.py`` (and the forms that build them, in
+    ``laws/forms.py``) only; every other module names a law through the registry's constants."""
+    names = {*law_registry.REGISTRY, law_registry.ENSEMBLE, law_registry.TWO_STEP}
+    owners = {PACKAGE / "laws" / "registry.py", PACKAGE / "laws" / "forms.py"}
+    written = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path in owners:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                if node.value in names or re.fullmatch(rf"{law_registry.BNSL}\d*", node.value):
+                    written.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: {node.value!r}")
+    assert written == []
 
 
 def test_the_relative_probability_is_not_named_as_rank_biased_precision(default_config):

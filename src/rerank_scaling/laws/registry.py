@@ -85,6 +85,11 @@ def register(name: str, entry: Entry) -> Entry:
     return entry
 
 
+def bnsl_name(breaks: int) -> str:
+    """The name of the BNSL with ``breaks`` breaks (``bnsl1``)."""
+    return f"{BNSL}{breaks}"
+
+
 def is_bnsl(name: str) -> bool:
     """Whether ``name`` is a fitted BNSL law (``bnsl<breaks>``)."""
     return name.startswith(BNSL) and name.removeprefix(BNSL).isdigit()

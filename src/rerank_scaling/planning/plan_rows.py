@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from rerank_scaling.laws.fit_settings import GROUP_KEYS, FitSettings
-from rerank_scaling.laws.registry import ADDITIVE, is_bnsl
+from rerank_scaling.laws.registry import ADDITIVE, bnsl_name, is_bnsl
 from rerank_scaling.planning.annotation_prices import data_price
 from rerank_scaling.planning.budget import budget_curve, optimal_allocation
 from rerank_scaling.planning.cost_model import COST_FIELDS, CostModel, cost_model, size_points
@@ -227,7 +227,7 @@ def _roi_rows(
     d = float(settings.training_examples)
     names = [ADDITIVE] + sorted(n for n in group["law"].unique() if is_bnsl(str(n)))
     if len(names) == 1:
-        names.append(f"bnsl{fitting.bnsl_breaks}")
+        names.append(bnsl_name(fitting.bnsl_breaks))
     value_per_point = settings.value_per_metric_point
     for name in names:
         fit = group[group["law"] == name]
