@@ -59,7 +59,7 @@ from rerank_scaling.forecast.advise_plan import advise_budget, affordable_plans,
 from rerank_scaling.forecast.advise_table import advice_problem, advise_runs, one_group
 from rerank_scaling.forecast.run import checked_runs, table_settings
 from rerank_scaling.precision import cpu_name
-from rerank_scaling.records import MetricSpec
+from rerank_scaling.registries.measures import MetricSpec
 
 LADDERS = Path(__file__).resolve().parents[2] / "shared" / "data" / "ladders"
 SCORE = MetricSpec("nDCG@10", 1, (0.0, 1.0))

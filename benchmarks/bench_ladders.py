@@ -56,7 +56,7 @@ from scipy import stats
 from rerank_scaling.forecast.run import forecast_runs
 from rerank_scaling.laws.backtests import interval_score
 from rerank_scaling.precision import cpu_name
-from rerank_scaling.records import MetricSpec
+from rerank_scaling.registries.measures import MetricSpec
 
 LADDERS = Path(__file__).resolve().parents[2] / "shared" / "data" / "ladders"
 LOSS = (0.0, 10.0)

@@ -28,7 +28,7 @@ import pandas as pd
 from scipy import stats
 
 from rerank_scaling.forecast.run import forecast_runs
-from rerank_scaling.records import MetricSpec
+from rerank_scaling.registries.measures import MetricSpec
 
 METRIC = MetricSpec("simulated_accuracy", +1, (0.0, 1.0))
 LAWS = ("ensemble", "power_N")

@@ -118,6 +118,10 @@ def _set(*path_and_value) -> Callable[[dict], None]:
     return change
 
 
+def _old_relative_prob_key(config: dict) -> None:
+    config["evaluation"]["rbp_k"] = config["evaluation"].pop("relative_prob_k")
+
+
 def _local_path(config: dict) -> None:
     config["dataset"].update(source="local", local={"path": "/data/my-collection"})
 
@@ -355,6 +359,11 @@ CASES = [
         "`fitting.metrics: [nDCG@11]`",
         "config (parse time)",
         _config(_set("fitting", "metrics", ["nDCG@11"])),
+    ),
+    BadInput(
+        "`evaluation.rbp_k` (RelP@k's key before it was renamed)",
+        "config (parse time)",
+        _config(_old_relative_prob_key),
     ),
     BadInput(
         "`evaluation.rerank_depth` > `retrieval.depth`",

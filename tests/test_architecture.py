@@ -26,12 +26,14 @@ MAX_LINES = 400
 #: below. ``rerank_scaling`` is the ground floor (the modules at the package root: settings and
 #: the schema's defaults, the run grid, table columns, steps, devices, figures' helpers, atomic
 #: writes, code digests); ``workflow`` the top (what the Snakefile reads). Each subpackage is a
-#: floor of its own: the hub's caches, the model families, the data, the law fitting, the cost and
+#: floor of its own: the registries (objectives, metrics, size axes: read by every stage),
+#: the hub's caches, the model families, the data, the law fitting, the cost and
 #: memory planning (the trainer asks it for micro-batches), the training, the evaluation, the
 #: report, the forecasts (the fit stage and the user's tables, which use the report's words).
 FLOORS = (
     "rerank_scaling",
     "compute",
+    "registries",
     "hub",
     "families",
     "data",
@@ -63,6 +65,8 @@ WORKFLOW_READS: dict[str, str] = {
     "planning.encoder_flops": "a model's shape, which sizes its jobs",
     "planning.gpu_fit": "the planned GPU every job inherits",
     "planning.memory": "the memory preflight of every (model, objective)",
+    "registries.measures": "the metrics and their config keys (the fitting checks' message)",
+    "registries.objectives": "each objective's batch, rows and steps (the step, memory and time checks)",
     "report.figure_names": "the report stage's specification: the figures it writes",
     "training.attention_support": "which families support windowed attention (the attention check)",
     "training.checkpoint_store": "the published checkpoints' parse-time size check",

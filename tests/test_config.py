@@ -80,7 +80,11 @@ BAD = [
         id="ce-sizes-twice",
     ),
     pytest.param(
-        ["evaluation", "rbp_k"], [1, 3, 1], "evaluation.rbp_k", "lists 1 more than once", id="rbp-k-twice"
+        ["evaluation", "relative_prob_k"],
+        [1, 3, 1],
+        "evaluation.relative_prob_k",
+        "lists 1 more than once",
+        id="relative-prob-k-twice",
     ),
     pytest.param(
         ["training", "seeds"], [13, 13], "training.seeds", "lists 13 more than once", id="seed-twice"
@@ -198,11 +202,13 @@ def test_a_local_collection_that_does_not_exist_is_named(default_config, tmp_pat
 def test_fitted_metrics_follow_the_evaluation_settings(default_config):
     from rerank_scaling.workflow.result_checks import evaluation_metrics
 
-    produced = evaluation_metrics({"rerank_depth": 10, "ce_sizes": [4, 8], "rbp_k": [2], "rr_m": [3]})
-    assert produced == ["nDCG@10", "AP", "RR@10", "R@10", "P@10", "CE@4", "CE@8", "RBP@2", "RRstar@3"]
+    produced = evaluation_metrics(
+        {"rerank_depth": 10, "ce_sizes": [4, 8], "relative_prob_k": [2], "rr_m": [3]}
+    )
+    assert produced == ["nDCG@10", "AP", "RR@10", "R@10", "P@10", "CE@4", "CE@8", "RelP@2", "RRstar@3"]
     default_config["evaluation"]["ce_sizes"] = [64]
     default_config["evaluation"]["rerank_depth"] = 64
-    default_config["fitting"]["metrics"] = ["nDCG@10", "CE@64", "RRstar@10", "RBP@3", "AP"]
+    default_config["fitting"]["metrics"] = ["nDCG@10", "CE@64", "RRstar@10", "RelP@3", "AP"]
     assert validate_config(default_config)
 
 

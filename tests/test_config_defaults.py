@@ -18,6 +18,7 @@ from rerank_scaling.evaluation.eval_settings import EvalSettings
 from rerank_scaling.evaluation.metrics import MetricSettings
 from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.planning.plan_settings import PlanSettings
+from rerank_scaling.registries.objectives import StepSettings
 from rerank_scaling.settings import (
     fill_defaults,
     model_spec,
@@ -27,7 +28,6 @@ from rerank_scaling.settings import (
     with_defaults,
     written_section,
 )
-from rerank_scaling.steps import StepSettings
 from rerank_scaling.training.train_settings import GRID_KEYS, TrainSettings
 from rerank_scaling.workflow.job_resources import ClusterSettings
 from rerank_scaling.workflow.load import StrictValidator, load_config, validate_config
@@ -216,9 +216,12 @@ def test_a_default_inside_an_if_is_never_applied():
 
 def test_each_config_gets_its_own_copy_of_a_default():
     first, second = validate_config(minimal_config()), validate_config(minimal_config())
-    first["evaluation"]["rbp_k"].append(99)
+    first["evaluation"]["relative_prob_k"].append(99)
     first["training"]["extra_seeds"]["models"].append("L1")
-    assert second["evaluation"]["rbp_k"] == [1, 3, 10] and second["training"]["extra_seeds"]["models"] == []
+    assert (
+        second["evaluation"]["relative_prob_k"] == [1, 3, 10]
+        and second["training"]["extra_seeds"]["models"] == []
+    )
 
 
 @pytest.mark.parametrize("configfile", ["config.yaml", "config.paper.yaml"])

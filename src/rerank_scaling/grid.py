@@ -15,11 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-# The training objectives (Section 3 of the paper): pointwise BCE, pairwise RankNet, listwise ListNet.
-OBJECTIVES = ("pointwise", "pairwise", "listwise")
-
-#: The built-in annotation sources a run can train on (Fang et al., Scaling Laws for Dense Retrieval §4.3),
-# built by
+#: The built-in annotation sources a run can train on (Fang et al., Scaling Laws for Dense
+#: Retrieval §4.3), built by
 #: :mod:`rerank_scaling.data.annotations`: ``human`` the collection's own training qrels, ``ict``
 #: Inverse-Cloze pseudo-queries built from their relevant passages. A generated-query source is
 #: named by its key in ``training.annotation_files`` (:mod:`rerank_scaling.data.annotation_files`).

@@ -6,9 +6,6 @@ The merged metrics table (``results/metrics/all.parquet``) is long: one row per
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-
 #: Columns of the long metrics table, in order.
 METRIC_COLUMNS: tuple[str, ...] = (
     "run",  # "<model>__<objective>__<attention>__s<seed>[__d<fraction>][__<source>]"; "bm25" for BM25
@@ -35,7 +32,7 @@ METRIC_COLUMNS: tuple[str, ...] = (
     "precision",  # what the scores were computed in: "fp32" | "bf16" | "fp16"; "none" for BM25
     "split",  # evaluation split, e.g. "dev", "test", "dl19"
     "queries",  # queries the value averages over (fewer than the split's with evaluation.max_queries)
-    "metric",  # "nDCG@10", "AP", "RR@10", "R@10", "P@10", "CE@64", "RBP@k", "RRstar@m"
+    "metric",  # "nDCG@10", "AP", "RR@10", "R@10", "P@10", "CE@64", "RelP@k", "RRstar@m" (measures)
     "value",
 )
 
@@ -51,56 +48,5 @@ PER_QUERY_COLUMNS: tuple[str, ...] = (
     "metric",
     "qid",
     "value",  # the query's score (CE: mean over its instances; CE@n_dropped: 1 if dropped)
-    "n",  # its weight in the mean: 1, or its instances (CE, RBP)
+    "n",  # its weight in the mean: 1, or its instances (CE, RelP)
 )
-
-
-@dataclass(frozen=True)
-class MetricSpec:
-    """What a metric is: the one definition every stage reads (laws, backtests, tables, planning).
-
-    ``direction`` is +1 when larger is better, -1 for losses; ``range`` is the interval a trained
-    reranker's *expected* value lies in, which bounds a law's asymptote and the forecasts planning
-    accepts; ``k`` is the candidate count of CE@k.
-
-    CE@k's range is [0, ln k], not [0, inf): ln k is the contrastive entropy of a uniform scorer
-    over k candidates (Schlatt et al., Sparse Attention on Cross-Encoders), and a law whose floor or forecast
-    lies above it predicts a model that gets *worse than chance* as it grows -- a failed extrapolation, not a
-    scaling regime. Single observations above ln k (noise at an untrained checkpoint) are data and are kept;
-    only the law's asymptote and planning's accepted forecasts are held to the range.
-    """
-
-    name: str
-    direction: int
-    range: tuple[float, float]
-    k: int | None = None
-
-
-#: Metrics a user declared (``rerank-scaling forecast --lower-is-better --range``): looked up first.
-DECLARED: dict[str, MetricSpec] = {}
-
-
-def register_metric(spec: MetricSpec) -> None:
-    """Declare a metric the naming rules below do not know (a language model's loss, an accuracy)."""
-    DECLARED[spec.name] = spec
-
-
-def metric_spec(metric: str) -> MetricSpec:
-    """The :class:`MetricSpec` of ``metric`` ("nDCG@10", "CE@64", "AP", ...)."""
-    if metric in DECLARED:
-        return DECLARED[metric]
-    if metric.startswith("CE@"):
-        suffix = metric.split("@", 1)[1]
-        if not suffix.isdigit():  # "CE@64_dropped": the fraction of queries without an instance
-            return MetricSpec(metric, -1, (0.0, 1.0))
-        k = int(suffix)
-        if k < 2:
-            raise ValueError(f"metric {metric!r}: CE@k needs k >= 2 candidates")
-        return MetricSpec(metric, -1, (0.0, math.log(k)), k)
-    k = int(metric.split("@", 1)[1]) if "@" in metric and metric.split("@", 1)[1].isdigit() else None
-    return MetricSpec(metric, 1, (0.0, 1.0), k)
-
-
-def metric_direction(metric: str) -> int:
-    """Return +1 when larger values of ``metric`` are better, -1 for losses (contrastive entropy)."""
-    return metric_spec(metric).direction

@@ -18,8 +18,8 @@ from rerank_scaling.laws.protocols import prepare, splits_for
 from rerank_scaling.laws.synthetic import synthetic_metrics_table
 from rerank_scaling.planning.annotation_prices import data_price
 from rerank_scaling.planning.plan_settings import PlanSettings
+from rerank_scaling.registries.objectives import StepSettings, total_steps
 from rerank_scaling.settings import with_defaults
-from rerank_scaling.steps import StepSettings, total_steps
 from rerank_scaling.workflow.load import ConfigError, validate_config
 
 QIDS = [f"q{i:03d}" for i in range(200)]

@@ -30,7 +30,7 @@ def evaluate(small_collection, checkpoints, work, out, mode="run", **settings):
         "dev",
         "test",
         "--settings",
-        json.dumps({"rerank_depth": 10, "ce_sizes": [4], "rbp_k": [1, 3], "rr_m": [2], **settings}),
+        json.dumps({"rerank_depth": 10, "ce_sizes": [4], "relative_prob_k": [1, 3], "rr_m": [2], **settings}),
         "--out",
         str(out),
         "--per-query",
@@ -101,8 +101,8 @@ def test_evaluation_scores_every_checkpoint_and_only_new_ones_on_rerun(small_col
         "P@10",
         "CE@4",
         "CE@4_dropped",
-        "RBP@1",
-        "RBP@3",
+        "RelP@1",
+        "RelP@3",
         "RRstar@2",
     } <= set(first["metric"])
     assert_means_of_the_per_query_rows(first, per_query_of(tmp_path / "m1.parquet"))
@@ -123,10 +123,12 @@ def test_evaluation_scores_every_checkpoint_and_only_new_ones_on_rerun(small_col
     # a metric setting changes: the metrics again from the cached scores (no run file rewritten),
     # equal to an evaluation from scratch
     runs = {p.name: p.stat().st_mtime_ns for p in (work / "runs").glob("*.trec")}
-    third = evaluate(small_collection, ckpts, work, tmp_path / "m3.parquet", rbp_k=[2])
+    third = evaluate(small_collection, ckpts, work, tmp_path / "m3.parquet", relative_prob_k=[2])
     assert {p.name: p.stat().st_mtime_ns for p in (work / "runs").glob("*.trec")} == runs
-    fresh = evaluate(small_collection, ckpts, tmp_path / "fresh-work", tmp_path / "m4.parquet", rbp_k=[2])
-    assert "RBP@2" in set(third["metric"])
+    fresh = evaluate(
+        small_collection, ckpts, tmp_path / "fresh-work", tmp_path / "m4.parquet", relative_prob_k=[2]
+    )
+    assert "RelP@2" in set(third["metric"])
     pd.testing.assert_frame_equal(third, fresh)
 
 
@@ -233,7 +235,7 @@ def test_pre_written_texts_and_tokens_score_like_a_corpus_scan(small_collection,
     from rerank_scaling.evaluation import split_texts, split_tokens
 
     collection, runs = small_collection["collection"], small_collection["runs"]
-    settings = json.dumps({"rerank_depth": 10, "ce_sizes": [4], "rbp_k": [1, 3], "rr_m": [2]})
+    settings = json.dumps({"rerank_depth": 10, "ce_sizes": [4], "relative_prob_k": [1, 3], "rr_m": [2]})
     for split in ("dev", "test"):
         texts = tmp_path / "texts" / f"{split}.parquet"
         split_texts.main(

@@ -21,7 +21,7 @@ RUNS = ("L1__pointwise__full__s13", "L1__pairwise__full__s13")
 def common_args(small_collection) -> list[str]:
     """What evaluate_run passes besides the run's own paths (no space in a test's paths)."""
     collection, runs = small_collection["collection"].root, small_collection["runs"]
-    settings = {"rerank_depth": 10, "ce_sizes": [4], "rbp_k": [1, 3], "rr_m": [2]}
+    settings = {"rerank_depth": 10, "ce_sizes": [4], "relative_prob_k": [1, 3], "rr_m": [2]}
     words = f"--collection {collection} --bm25-dir {runs} --splits dev test --max-length 32 --device cpu"
     return [*words.split(), "--settings", json.dumps(settings)]
 

@@ -157,7 +157,7 @@ def test_contrastive_sample_is_reproducible_and_order_free(caplog):
     assert "dropped 2 of 3" in caplog.text
 
 
-def test_rbp_by_hand_with_ties():
+def test_relative_probability_by_hand_with_ties():
     # Instances = relevant candidates: q1 a, b; q2 c; q4 w (unranked: a miss). q3/q5: none.
     assert relative_probability(RUN, QRELS, CANDIDATES, k=1) == pytest.approx((1 / 4, 4))
     assert relative_probability(RUN, QRELS, CANDIDATES, k=3) == pytest.approx((3 / 4, 4))
@@ -167,10 +167,10 @@ def test_rbp_by_hand_with_ties():
     assert relative_probability(TIED_RUN, TIED_QRELS, tied_candidates, k=3) == pytest.approx((1.0, 1))
 
 
-def test_rbp_ranks_each_relevant_document_against_the_non_relevant_ones_only():
+def test_relative_probability_ranks_each_relevant_document_against_the_non_relevant_ones_only():
     # Three relevant documents, two non-relevant: a perfect ranker puts every relevant one first
-    # among the non-relevant candidates, so RBP@1 = 1 (Relative-Based Scaling Law for Neural Language Models's
-    # one-item case, applied 3 times).
+    # among the non-relevant candidates, so RelP@1 = 1 (the one-item case of "Relative-Based Scaling
+    # Law for Neural Language Models", applied 3 times).
     qrels = {"q": {"r1": 1, "r2": 2, "r3": 1, "n1": 0}}
     candidates = {"q": ["r1", "r2", "r3", "n1", "n2"]}
     perfect = {"q": {"r1": 0.9, "r2": 0.8, "r3": 0.7, "n1": 0.2, "n2": 0.1}}
@@ -185,7 +185,7 @@ def test_rbp_ranks_each_relevant_document_against_the_non_relevant_ones_only():
 
 
 def test_per_query_rows_aggregate_to_the_table_and_list_dropped_queries():
-    settings = MetricSettings.of(ce_sizes=(2, 3), rbp_k=(1,), rr_m=(2,))
+    settings = MetricSettings.of(ce_sizes=(2, 3), relative_prob_k=(1,), rr_m=(2,))
     scored = {q: docs for q, docs in CANDIDATES.items() if q != "q4"}
     per_query = evaluate_per_query(RUN, QRELS, scored, settings)
     assert list(per_query.columns) == ["metric", "qid", "value", "n"]
@@ -196,8 +196,8 @@ def test_per_query_rows_aggregate_to_the_table_and_list_dropped_queries():
     assert dropped.to_dict() == {"q1": 0.0, "q2": 1.0, "q4": 1.0}
     table = evaluate(RUN, QRELS, scored, settings).set_index("metric")
     assert table.loc["CE@3_dropped", "value"] == 2.0 and table.loc["CE@3", "n"] == 2
-    rbp = per_query[per_query["metric"] == "RBP@1"].set_index("qid")[["value", "n"]]
-    assert rbp.loc["q1"].tolist() == [0.5, 2] and rbp.loc["q2"].tolist() == [0.0, 1]
+    relp = per_query[per_query["metric"] == "RelP@1"].set_index("qid")[["value", "n"]]
+    assert relp.loc["q1"].tolist() == [0.5, 2] and relp.loc["q2"].tolist() == [0.0, 1]
 
 
 def test_relative_gain_by_hand():
@@ -211,13 +211,13 @@ def test_relative_gain_by_hand():
 
 
 def test_evaluate_table_by_hand():
-    settings = MetricSettings.of(ce_sizes=(2,), rbp_k=(1,), rr_m=(2,))
+    settings = MetricSettings.of(ce_sizes=(2,), relative_prob_k=(1,), rr_m=(2,))
     scored = {q: docs for q, docs in CANDIDATES.items() if q != "q4"}  # the run scores every one
     table = evaluate(RUN, QRELS, scored, settings).set_index("metric")
-    names = ["nDCG@10", "AP", "RR@10", "R@10", "P@10", "CE@2", "CE@2_dropped", "RBP@1", "RRstar@2"]
+    names = ["nDCG@10", "AP", "RR@10", "R@10", "P@10", "CE@2", "CE@2_dropped", "RelP@1", "RRstar@2"]
     assert list(table.index) == names
     assert table.loc["RR@10"].tolist() == pytest.approx([(1 + 0.5 + 0 + 0) / 4, 4])
-    assert table.loc["RBP@1"].tolist() == pytest.approx([1 / 3, 3])
+    assert table.loc["RelP@1"].tolist() == pytest.approx([1 / 3, 3])
     assert table.loc["RRstar@2"].tolist() == pytest.approx([(1 / 3 + 1) / 2, 2])
     # CE@2 instances: (q1, a), (q1, b), each against c or z, and (q2, c) against d.
     assert table.loc["CE@2", "n"] == 3
@@ -238,9 +238,9 @@ def test_perfect_scorer_reaches_the_maxima():
     }
     candidates = {q: list(docs) for q, docs in qrels.items()}
     perfect = {q: {d: g + rng.random() * 0.1 for d, g in docs.items()} for q, docs in qrels.items()}
-    settings = MetricSettings.of(relevance_threshold=2, ce_sizes=(16,), rbp_k=(1,), rr_m=(2, 10))
+    settings = MetricSettings.of(relevance_threshold=2, ce_sizes=(16,), relative_prob_k=(1,), rr_m=(2, 10))
     best = evaluate(perfect, qrels, candidates, settings).set_index("metric")["value"]
-    for name in ("nDCG@10", "AP", "RR@10", "R@10", "RBP@1", "RRstar@2", "RRstar@10"):
+    for name in ("nDCG@10", "AP", "RR@10", "R@10", "RelP@1", "RRstar@2", "RRstar@10"):
         assert best[name] == pytest.approx(1.0), name
     constant = {q: dict.fromkeys(docs, 0.0) for q, docs in qrels.items()}
     flat = evaluate(constant, qrels, candidates, settings).set_index("metric")["value"]
@@ -251,8 +251,8 @@ def test_settings_from_dict():
     settings = MetricSettings.from_dict({"ce_sizes": [16, 64], "seed": 3})
     assert settings == MetricSettings.of(ce_sizes=(16, 64), seed=3)
     assert MetricSettings.from_dict(None) == MetricSettings.of()
-    with pytest.raises(ValueError, match="rbp_kk"):
-        MetricSettings.from_dict({"rbp_kk": [1]})
+    with pytest.raises(ValueError, match="relative_prob_kk"):
+        MetricSettings.from_dict({"relative_prob_kk": [1]})
     with pytest.raises(ValueError, match="ce_sizes"):
         MetricSettings.of(ce_sizes=(1,))
 
@@ -261,7 +261,7 @@ def test_the_evaluation_table_reports_and_logs_the_queries_ce_drops(caplog):
     from rerank_scaling.evaluation.checkpoints import metric_rows
     from rerank_scaling.evaluation.eval_settings import EvalSettings
 
-    settings = EvalSettings.of(rerank_depth=100, ce_sizes=(3,), rbp_k=(1,), rr_m=(2,))
+    settings = EvalSettings.of(rerank_depth=100, ce_sizes=(3,), relative_prob_k=(1,), rr_m=(2,))
     scored = {q: docs for q, docs in CANDIDATES.items() if q != "q4"}
     per_query = evaluate_per_query(RUN, QRELS, scored, settings.metric_settings())
     fields = {"run": "L1__pointwise__full__s1", "checkpoint": 7}

@@ -15,7 +15,7 @@ import pytest
 
 from rerank_scaling.forecast.cli import main
 from rerank_scaling.forecast.run import FORECAST_COLUMNS, forecast_runs
-from rerank_scaling.records import MetricSpec
+from rerank_scaling.registries.measures import MetricSpec
 
 REPO = Path(__file__).resolve().parents[2]
 #: The README's example, verbatim (tests/forecast/test_cli.py checks the README holds it).
@@ -291,6 +291,6 @@ def test_every_metric_the_evaluation_writes_has_a_known_direction():
     from rerank_scaling.evaluation.metrics import MetricSettings, metric_names
     from rerank_scaling.forecast.table import known_metric
 
-    names = metric_names(MetricSettings.of(ce_sizes=(16, 64), rbp_k=(1, 10), rr_m=(2, 10)))
+    names = metric_names(MetricSettings.of(ce_sizes=(16, 64), relative_prob_k=(1, 10), rr_m=(2, 10)))
     assert names and all(known_metric(name) for name in names)
     assert not any(known_metric(name) for name in ("loss", "value", "accuracy", "nDCG@"))

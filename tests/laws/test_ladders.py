@@ -11,7 +11,7 @@ import pytest
 from bench_ladders import olmo_size
 
 from rerank_scaling.forecast.run import forecast_runs
-from rerank_scaling.records import MetricSpec
+from rerank_scaling.registries.measures import MetricSpec
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -9,12 +9,12 @@ import pytest
 
 from rerank_scaling.laws import registry
 from rerank_scaling.laws.forms import metric_range as law_range
-from rerank_scaling.records import metric_spec
+from rerank_scaling.registries.measures import metric_spec
 
 PROTOCOLS = ("model", "data", "joint_text", "joint_code")
 
 
-@pytest.mark.parametrize("metric", ["nDCG@10", "CE@64", "RBP@10"])
+@pytest.mark.parametrize("metric", ["nDCG@10", "CE@64", "RelP@10"])
 def test_every_fitted_law_name_turns_back_into_the_same_law(metric: str) -> None:
     for protocol in PROTOCOLS:
         for fitted in registry.laws_for(protocol, metric, bnsl_breaks=2):
@@ -32,7 +32,7 @@ def test_every_fitted_law_name_turns_back_into_the_same_law(metric: str) -> None
 def test_losses_get_fang_laws_and_rank_metrics_do_not() -> None:
     assert "fang_N" in [law.name for law in registry.laws_for("model", "CE@64")]
     assert "fang_N" not in [law.name for law in registry.laws_for("model", "nDCG@10")]
-    assert "relative" in [law.name for law in registry.laws_for("model", "RBP@10")]
+    assert "relative" in [law.name for law in registry.laws_for("model", "RelP@10")]
 
 
 def test_unknown_law_names_the_registered_ones() -> None:

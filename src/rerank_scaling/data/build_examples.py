@@ -28,9 +28,14 @@ from rerank_scaling.data.training_examples import (
     select_examples,
 )
 from rerank_scaling.data.trec import iter_run_queries
-from rerank_scaling.grid import OBJECTIVES
+from rerank_scaling.registries.objectives import (
+    OBJECTIVES,
+    StepSettings,
+    examples_of,
+    negatives_key,
+    training_steps_problems,
+)
 from rerank_scaling.settings import parse_json_arg, settings_from_dict
-from rerank_scaling.steps import StepSettings, training_steps_problems
 
 log = logging.getLogger(__name__)
 
@@ -56,17 +61,18 @@ def main(argv: list[str] | None = None) -> None:
     groups = group_examples(selected, queries, texts, settings)
     log.info("%d queries -> %d pointwise pairs, %d groups", len(selected), len(pointwise), len(groups))
     training = parse_json_arg(args.training) if args.training else {"objectives": list(OBJECTIVES)}
-    rows = {o: len(pointwise) if o == "pointwise" else len(groups) for o in training["objectives"]}
+    frames = {"pointwise": pointwise, "groups": groups}
+    rows = {o: len(frames[examples_of(o)]) for o in training["objectives"]}
     for objective, count in rows.items():
         if count == 0:
-            raise SystemExit(f"build_examples: {no_examples_reason(qrels, selected, settings, objective)}")
+            reason = no_examples_reason(qrels, selected, settings, objective, negatives_key(objective))
+            raise SystemExit(f"build_examples: {reason}")
     if "checkpoints" in training:
         problems = training_steps_problems(settings_from_dict(StepSettings, training), rows, exact=True)
         if problems:
             raise SystemExit("build_examples: " + "; ".join(problems))
     if args.counts:
-        trained = {"pointwise" if o == "pointwise" else "groups" for o in training["objectives"]}
-        frames = {"pointwise": pointwise, "groups": groups}
+        trained = {examples_of(o) for o in training["objectives"]}
         kinds = {kind: frame for kind, frame in frames.items() if kind in trained}
         counts = example_counts(queries, qrels, selected, kinds, settings)
         for warning in counts["warnings"]:

@@ -20,8 +20,8 @@ import pandas as pd
 
 from rerank_scaling.atomic import write_json
 from rerank_scaling.data.subsets import subset_size
+from rerank_scaling.registries.objectives import StepSettings, examples_of, total_steps
 from rerank_scaling.settings import parse_json_arg, settings_from_dict
-from rerank_scaling.steps import StepSettings, total_steps
 
 
 def most_rows(frame: pd.DataFrame, fraction: float) -> int:
@@ -34,10 +34,8 @@ def fraction_problems(fraction: float, frames: dict[str, pd.DataFrame], settings
     """Objectives whose every run on ``fraction`` has fewer steps than ``settings.checkpoints``."""
     problems = []
     for objective in settings.objectives:
-        frame = frames["pointwise" if objective == "pointwise" else "groups"]
-        batch = (
-            settings.pointwise_batch_size if objective == "pointwise" else settings.group_queries_per_batch
-        )
+        frame = frames[examples_of(objective)]
+        _, batch = settings.batch(objective)
         steps = total_steps(settings, most_rows(frame, fraction), batch, fraction)
         if steps < settings.checkpoints:
             problems.append(

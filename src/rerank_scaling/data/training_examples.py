@@ -27,6 +27,7 @@ import pandas as pd
 
 from rerank_scaling.data.collection import Queries
 from rerank_scaling.data.trec import Qrels, ranked
+from rerank_scaling.registries.objectives import EXAMPLE_FORMATS
 from rerank_scaling.settings import SectionSettings
 
 
@@ -173,7 +174,7 @@ def thin_data_warnings(counts: dict[str, Any], settings: ExampleSettings) -> lis
     for kind, dropped in counts["dropped_for_negatives"].items():
         unused = counts["without_positive"] + dropped
         if usable and unused / usable > THIN_SHARE:
-            key = "pointwise_negatives" if kind == "pointwise" else "group_negatives"
+            key = EXAMPLE_FORMATS[kind].negatives_key
             warnings.append(
                 f"thin training data ({kind} examples): {unused} of {usable} training queries "
                 f"({unused / usable:.0%}, more than {THIN_SHARE:.0%}) give none: "
@@ -200,9 +201,10 @@ def grade_counts(qrels: Qrels) -> dict[int, int]:
 
 
 def no_examples_reason(
-    qrels: Qrels, selected: list[QueryExamples], settings: ExampleSettings, objective: str
+    qrels: Qrels, selected: list[QueryExamples], settings: ExampleSettings, objective: str, key: str
 ) -> str:
-    """Why ``objective`` got no training examples, naming the config field to change."""
+    """Why ``objective`` got no training examples, naming the config field to change; ``key``: the
+    ``examples`` key of its negatives (its :class:`~rerank_scaling.registries.objectives.ExampleFormat`)."""
     grades = grade_counts(qrels)
     if not selected:
         usable = [g for g in grades if g >= 1]
@@ -213,7 +215,6 @@ def no_examples_reason(
             f"no training examples: no train judgement reaches examples.positive_threshold = "
             f"{settings.positive_threshold}; the grades found (grade: judgements) are {grades}. {hint}."
         )
-    key = "pointwise_negatives" if objective == "pointwise" else "group_negatives"
     needed = getattr(settings, key)
     most = max(len(example.negative_pool) for example in selected)
     return (

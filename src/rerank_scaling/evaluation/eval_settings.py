@@ -37,7 +37,7 @@ class EvalSettings(SectionSettings):
     rerank_depth: int
     relevance_threshold: int
     ce_sizes: tuple[int, ...]
-    rbp_k: tuple[int, ...]
+    relative_prob_k: tuple[int, ...]
     rr_m: tuple[int, ...]
     batch_size: int
     seed: int

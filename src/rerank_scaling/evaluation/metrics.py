@@ -1,4 +1,7 @@
-"""Ranking metrics of a reranked run: ir_measures measures plus CE@n, RBP@k and R/R*(m).
+"""Ranking metrics of a reranked run: ir_measures measures plus CE@n, RelP@k and R/R*(m).
+
+Which metrics exist, with their parameters, directions and ranges:
+:mod:`~rerank_scaling.registries.measures`; the per-query functions it names are here.
 
 Conventions, stated once and used by every function here:
 
@@ -6,14 +9,14 @@ Conventions, stated once and used by every function here:
   every query that is both in the run and in the qrels: a run query absent from the qrels is
   skipped; a judged query whose ranking is empty or holds nothing relevant scores 0 and counts in
   the mean (also when none of its judgements reaches ``relevance_threshold``). The reranker
-  measures (CE, RBP, R/R*) are defined over the *candidates*: they count only (query, relevant
+  measures (CE, RelP, R/R*) are defined over the *candidates*: they count only (query, relevant
   candidate) instances, or queries with at least one relevant candidate, so they measure the
   reranker and not the first stage's recall.
 * Ties. Equal scores are ordered by docid *descending* (trec_eval's ``qsort`` comparator, which
   pytrec_eval inherits). ir_measures hands RR@k to its MS MARCO provider, which breaks ties by docid
   *ascending*, so :func:`ir_metrics` resolves ties once with :func:`ranking` and passes
-  rank-derived, tie-free scores to ir_measures; RBP and R/R* rank with :func:`ranking` too.
-* Relevance. Binary measures (AP, RR, R, P, RBP, CE positives, the R/R* query filter) count
+  rank-derived, tie-free scores to ir_measures; RelP and R/R* rank with :func:`ranking` too.
+* Relevance. Binary measures (AP, RR, R, P, RelP, CE positives, the R/R* query filter) count
   grades >= ``relevance_threshold``; nDCG and R/R* use the grades themselves as gains (negative
   grades count 0), as trec_eval's ``ndcg_cut`` does: gain / log2(rank + 1).
 """
@@ -31,6 +34,8 @@ import numpy as np
 import pandas as pd
 
 from rerank_scaling.data.trec import Qrels, Run
+from rerank_scaling.registries import measures as metric_registry
+from rerank_scaling.registries.measures import DROPPED
 from rerank_scaling.settings import SectionSettings, settings_from_dict
 
 log = logging.getLogger(__name__)
@@ -48,17 +53,16 @@ class MetricSettings(SectionSettings):
 
     relevance_threshold: int
     ce_sizes: tuple[int, ...]  # n of CE@n: one positive + n - 1 negatives
-    rbp_k: tuple[int, ...]
-    rr_m: tuple[int, ...]
+    relative_prob_k: tuple[int, ...]  # k of RelP@k
+    rr_m: tuple[int, ...]  # m of R/R*(m)
     seed: int
 
     def __post_init__(self) -> None:
         if self.relevance_threshold < 1:
             raise ValueError(f"evaluation.relevance_threshold must be >= 1, got {self.relevance_threshold}")
-        if any(n < 2 for n in self.ce_sizes):
-            raise ValueError(f"evaluation.ce_sizes: every n must be >= 2, got {self.ce_sizes}")
-        if any(k < 1 for k in (*self.rbp_k, *self.rr_m)):
-            raise ValueError(f"evaluation.rbp_k / rr_m must be >= 1, got {self.rbp_k} / {self.rr_m}")
+        problems = metric_registry.parameter_problems(self)
+        if problems:
+            raise ValueError("; ".join(problems))
 
     @classmethod
     def from_dict(cls, values: dict[str, Any] | None) -> MetricSettings:
@@ -95,6 +99,20 @@ def _relevant(judged: dict[str, int], docids: list[str], threshold: int) -> list
     return [d for d in docids if judged.get(d, 0) >= threshold]
 
 
+def trec_per_query(run: Run, qrels: Qrels, measures: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Per-query values of ir_measures ``measures`` (name -> measure): metric -> qid -> value.
+    Queries and ties: see the module docstring."""
+    name_of = {measure: name for name, measure in measures.items()}
+    queries = [q for q in run if q in qrels]
+    # Score = minus rank: every provider then sees trec_eval's order and no ties.
+    tie_free = {q: {d: -float(i) for i, d in enumerate(ranking(run[q]))} for q in queries}
+    out = {name: dict.fromkeys(queries, 0.0) for name in measures}
+    judged = {q: qrels[q] for q in queries}
+    for metric in ir_measures.iter_calc(list(measures.values()), judged, tie_free):
+        out[name_of[metric.measure]][metric.query_id] = float(metric.value)
+    return out
+
+
 def ir_metrics(run: Run, qrels: Qrels, relevance_threshold: int = 1) -> dict[str, dict[str, float]]:
     """Per-query nDCG@10, AP, RR@10, R@10, P@10 (ir_measures): metric -> qid -> value.
 
@@ -110,15 +128,43 @@ def ir_metrics(run: Run, qrels: Qrels, relevance_threshold: int = 1) -> dict[str
         "R@10": ir_measures.R(rel=rel) @ 10,
         "P@10": ir_measures.P(rel=rel) @ 10,
     }
-    name_of = {measure: name for name, measure in measures.items()}
-    queries = [q for q in run if q in qrels]
-    # Score = minus rank: every provider then sees trec_eval's order and no ties.
-    tie_free = {q: {d: -float(i) for i, d in enumerate(ranking(run[q]))} for q in queries}
-    out = {name: dict.fromkeys(queries, 0.0) for name in measures}
-    judged = {q: qrels[q] for q in queries}
-    for metric in ir_measures.iter_calc(list(measures.values()), judged, tie_free):
-        out[name_of[metric.measure]][metric.query_id] = float(metric.value)
-    return out
+    return trec_per_query(run, qrels, measures)
+
+
+Rows = list[tuple[str, str, float, int]]  # per-query rows (metric, qid, value, n)
+
+
+def _trec_rows(run: Run, qrels: Qrels, name: str, measure: Any) -> Rows:
+    return [(name, q, v, 1) for q, v in trec_per_query(run, qrels, {name: measure})[name].items()]
+
+
+def ndcg_rows(run: Run, qrels: Qrels, _c: Candidates, _s: MetricSettings, name: str, cutoff: int) -> Rows:
+    """nDCG@cutoff per query, graded gains (trec_eval's ``ndcg_cut``)."""
+    return _trec_rows(run, qrels, name, ir_measures.nDCG @ cutoff)
+
+
+def ap_rows(run: Run, qrels: Qrels, _c: Candidates, settings: MetricSettings, name: str, _v: None) -> Rows:
+    """Average precision per query at ``relevance_threshold``."""
+    return _trec_rows(run, qrels, name, ir_measures.AP(rel=settings.relevance_threshold))
+
+
+def rr_rows(run: Run, qrels: Qrels, _c: Candidates, settings: MetricSettings, name: str, cutoff: int) -> Rows:
+    """Reciprocal rank of the first relevant document within ``cutoff`` per query."""
+    return _trec_rows(run, qrels, name, ir_measures.RR(rel=settings.relevance_threshold) @ cutoff)
+
+
+def recall_rows(
+    run: Run, qrels: Qrels, _c: Candidates, settings: MetricSettings, name: str, cutoff: int
+) -> Rows:
+    """Recall at ``cutoff`` per query."""
+    return _trec_rows(run, qrels, name, ir_measures.R(rel=settings.relevance_threshold) @ cutoff)
+
+
+def precision_rows(
+    run: Run, qrels: Qrels, _c: Candidates, settings: MetricSettings, name: str, cutoff: int
+) -> Rows:
+    """Precision at ``cutoff`` per query."""
+    return _trec_rows(run, qrels, name, ir_measures.P(rel=settings.relevance_threshold) @ cutoff)
 
 
 def sample_contrastive_sets(
@@ -165,21 +211,22 @@ def contrastive_entropy(scores: Run, sets: list[ContrastiveSet]) -> np.ndarray:
     return (top[:, 0] + np.log(np.exp(logits - top).sum(axis=1))) - logits[:, 0]
 
 
-def rbp_per_query(
+def relative_probability_per_query(
     run: Run, qrels: Qrels, candidates: Candidates, k: int, relevance_threshold: int = 1
 ) -> dict[str, tuple[float, int]]:
-    """RBP@k per query: qid -> (share of its relevant candidates ranked within k, their count).
+    """RelP@k per query: qid -> (share of its relevant candidates ranked within k, their count).
 
-    "Relative-Based Scaling Law for Neural Language Models" (after Yin et al.) defines RBP@k for a
-    list with *one* correct item: the probability that the reranker places it within the top k of
-    the candidate list. With r > 1 relevant candidates we keep that definition per relevant
-    candidate: each one is ranked against the *non-relevant* candidates only (the other relevant
-    ones are removed from its list), i.e. its rank is 1 + the number of non-relevant candidates the
-    run scores above it. This is the one-correct-item case applied r times, so a perfect ranker
-    scores 1 for every k, as it does in that paper; ranking a relevant item against the other
-    relevant ones would cap a perfect ranker at min(k, r) / r (RBP@1 = 1/3 with three relevant
-    documents). Ties follow :func:`ranking`; a relevant candidate the run omits is a miss. Queries
-    without a relevant candidate are absent.
+    "Relative-Based Scaling Law for Neural Language Models" defines the relative-based
+    probability RelP@k (its "RBP@k", not rank-biased precision) for a list with *one* correct
+    item: the probability
+    that the reranker places it within the top k of the candidate list. With r > 1 relevant
+    candidates we keep that definition per relevant candidate: each one is ranked against the
+    *non-relevant* candidates only (the other relevant ones are removed from its list), i.e. its
+    rank is 1 + the number of non-relevant candidates the run scores above it. This is the
+    one-correct-item case applied r times, so a perfect ranker scores 1 for every k, as it does in
+    that paper; ranking a relevant item against the other relevant ones would cap a perfect ranker
+    at min(k, r) / r (RelP@1 = 1/3 with three relevant documents). Ties follow :func:`ranking`; a
+    relevant candidate the run omits is a miss. Queries without a relevant candidate are absent.
     """
     out = {}
     for qid, docs in candidates.items():
@@ -202,8 +249,9 @@ def rbp_per_query(
 def relative_probability(
     run: Run, qrels: Qrels, candidates: Candidates, k: int, relevance_threshold: int = 1
 ) -> tuple[float, int]:
-    """RBP@k over all (query, relevant candidate) instances (:func:`rbp_per_query`): share, instances."""
-    per_query = rbp_per_query(run, qrels, candidates, k, relevance_threshold)
+    """RelP@k over all (query, relevant candidate) instances (:func:`relative_probability_per_query`):
+    share, instances."""
+    per_query = relative_probability_per_query(run, qrels, candidates, k, relevance_threshold)
     instances = sum(n for _, n in per_query.values())
     hits = sum(share * n for share, n in per_query.values())
     return (hits / instances if instances else float("nan")), instances
@@ -238,47 +286,59 @@ def relative_gain(
     return (float(np.mean(ratios)) if ratios else float("nan")), len(ratios)
 
 
-#: Suffix of the count metric "CE@n_dropped": judged queries without any CE@n instance.
-DROPPED = "_dropped"
-IR_METRICS = ("nDCG@10", "AP", "RR@10", "R@10", "P@10")
+def contrastive_rows(
+    run: Run, qrels: Qrels, candidates: Candidates, settings: MetricSettings, name: str, n: int
+) -> Rows:
+    """CE@n per query (the mean over its instances, weighted by their count), then ``CE@n_dropped``:
+    every query of the run with a judgement >= ``relevance_threshold``, value 1 when it yields no
+    CE@n instance (no relevant candidate, or too few non-relevant ones), else 0."""
+    threshold = settings.relevance_threshold
+    judged = sorted(q for q in run if any(g >= threshold for g in qrels.get(q, {}).values()))
+    sets = sample_contrastive_sets(candidates, qrels, n, settings.seed, threshold)
+    by_query = pd.Series(contrastive_entropy(run, sets), index=[s.qid for s in sets], dtype=float)
+    grouped = by_query.groupby(level=0).agg(["mean", "count"])
+    rows = [(name, q, float(r["mean"]), int(r["count"])) for q, r in grouped.iterrows()]
+    return rows + [(f"{name}{DROPPED}", q, float(q not in grouped.index), 1) for q in judged]
+
+
+def relative_probability_rows(
+    run: Run, qrels: Qrels, candidates: Candidates, settings: MetricSettings, name: str, k: int
+) -> Rows:
+    """RelP@k per query (:func:`relative_probability_per_query`), weighted by its instances."""
+    per_query = relative_probability_per_query(run, qrels, candidates, k, settings.relevance_threshold)
+    return [(name, q, share, count) for q, (share, count) in per_query.items()]
+
+
+def relative_gain_rows(
+    run: Run, qrels: Qrels, candidates: Candidates, settings: MetricSettings, name: str, m: int
+) -> Rows:
+    """R/R*(m) per query (:func:`relative_gain_per_query`)."""
+    per_query = relative_gain_per_query(run, qrels, candidates, m, settings.relevance_threshold)
+    return [(name, q, v, 1) for q, v in per_query.items()]
 
 
 def metric_names(settings: MetricSettings) -> list[str]:
-    """Every metric :func:`evaluate_per_query` computes, in table order."""
-    ce = [name for n in settings.ce_sizes for name in (f"CE@{n}", f"CE@{n}{DROPPED}")]
-    return [*IR_METRICS, *ce, *(f"RBP@{k}" for k in settings.rbp_k), *(f"RRstar@{m}" for m in settings.rr_m)]
+    """Every metric :func:`evaluate_per_query` computes, in table order
+    (:mod:`~rerank_scaling.registries.measures`)."""
+    return metric_registry.metric_names(settings)
 
 
 def evaluate_per_query(
     run: Run, qrels: Qrels, candidates: Candidates, settings: MetricSettings
 ) -> pd.DataFrame:
-    """Every metric per query, as rows (metric, qid, value, n).
+    """Every registered metric (:mod:`~rerank_scaling.registries.measures`) per query, as rows
+    (metric, qid, value, n).
 
     ``value`` is the query's score and ``n`` its weight in the table's mean: 1 for the trec
-    measures and R/R*, the query's instances (relevant candidates) for CE and RBP, whose table value
-    is the mean over instances. ``CE@n_dropped`` lists every query of the run that has a judgement
-    >= ``relevance_threshold``, value 1 when it yields no CE@n instance (no relevant candidate, or
-    too few non-relevant ones) and 0 otherwise: its table value is the count of dropped queries.
+    measures and R/R*, the query's instances (relevant candidates) for CE and RelP, whose table value
+    is the mean over instances. ``CE@n_dropped`` (:func:`contrastive_rows`): its table value is the
+    count of dropped queries.
     """
-    threshold = settings.relevance_threshold
-    rows: list[tuple[str, str, float, int]] = []
-    for name, per_query in ir_metrics(run, qrels, threshold).items():
-        rows += [(name, q, v, 1) for q, v in per_query.items()]
-    judged = sorted(q for q in run if any(g >= threshold for g in qrels.get(q, {}).values()))
-    for n in settings.ce_sizes:
-        sets = sample_contrastive_sets(candidates, qrels, n, settings.seed, threshold)
-        by_query = pd.Series(contrastive_entropy(run, sets), index=[s.qid for s in sets], dtype=float)
-        grouped = by_query.groupby(level=0).agg(["mean", "count"])
-        rows += [(f"CE@{n}", q, float(r["mean"]), int(r["count"])) for q, r in grouped.iterrows()]
-        rows += [(f"CE@{n}{DROPPED}", q, float(q not in grouped.index), 1) for q in judged]
-    for k in settings.rbp_k:
-        per_query = rbp_per_query(run, qrels, candidates, k, threshold)
-        rows += [(f"RBP@{k}", q, share, count) for q, (share, count) in per_query.items()]
-    for m in settings.rr_m:
-        rows += [
-            (f"RRstar@{m}", q, v, 1)
-            for q, v in relative_gain_per_query(run, qrels, candidates, m, threshold).items()
-        ]
+    rows: Rows = []
+    for measure in metric_registry.MEASURES.values():
+        function = measure.function()
+        for value in measure.values(settings):
+            rows += function(run, qrels, candidates, settings, measure.name_at(value), value)
     return pd.DataFrame(rows, columns=["metric", "qid", "value", "n"])
 
 
@@ -299,5 +359,5 @@ def aggregate(per_query: pd.DataFrame, names: list[str]) -> pd.DataFrame:
 
 def evaluate(run: Run, qrels: Qrels, candidates: Candidates, settings: MetricSettings) -> pd.DataFrame:
     """Every metric as rows (metric, value, n): value is the mean over n queries (instances for
-    CE/RBP; for ``CE@n_dropped`` the count of dropped queries among n judged ones)."""
+    CE/RelP; for ``CE@n_dropped`` the count of dropped queries among n judged ones)."""
     return aggregate(evaluate_per_query(run, qrels, candidates, settings), metric_names(settings))

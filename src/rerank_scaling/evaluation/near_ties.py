@@ -1,10 +1,10 @@
 """Near-tie fp32 rescoring: bf16 scores whose rank metrics are fp32's.
 
 Every metric of :mod:`.metrics` except CE@k reads only the *order* of each query's candidates
-(nDCG, AP, RR, R, P, RBP@k and R/R*(m) rank with ``metrics.ranking``); CE@k is continuous in the
+(nDCG, AP, RR, R, P, RelP@k and R/R*(m) rank with ``metrics.ranking``); CE@k is continuous in the
 scores. Scoring with bf16 weights moves each score a little but, where two candidates of one query
 are nearly tied, flips their order: without rescoring (``benchmarks/results/eval_precision_amx.md``
-as of c3d8059) one query of 50 moved a top-heavy metric (RRstar@2, RBP@10) by up to 0.39 of its
+as of c3d8059) one query of 50 moved a top-heavy metric (RRstar@2, RBP@10, now RelP@10) by up to 0.39 of its
 standard error, while CE@k moved by at most 0.02. Rescoring the near ties of different relevance
 grades in fp32 removes the flips that change a metric.
 
@@ -16,7 +16,7 @@ grade* (:func:`near_ties`; unjudged is grade 0), and use the fp32 score of every
 (calibration included). Without grades (a library caller with no qrels), every pair within ``2e``.
 
 **Why only different grades.** Every rank metric here reads the ranking only through the sequence
-of grades down it (nDCG's gains, the binary measures' grade >= threshold, RBP's and R/R*'s counts:
+of grades down it (nDCG's gains, the binary measures' grade >= threshold, RelP's and R/R*'s counts:
 :mod:`.metrics`' module docstring): two candidates of the same grade may trade places without
 changing any of them. On the default (one relevant candidate per query, 20 candidates) this is what
 makes the rule cheap: rescoring *every* near tie scored 60-90% of a split's pairs in fp32 and left

@@ -31,8 +31,8 @@ from rerank_scaling.forecast.advise import OUTCOMES, Candidate, Group, advise
 from rerank_scaling.forecast.advise_table import ADVICE_COLUMNS, default_candidates, one_group
 from rerank_scaling.laws.fit_settings import GROUP_KEYS, FitSettings
 from rerank_scaling.planning.cost_model import PowerLaw
+from rerank_scaling.registries.size_axes import size_column
 from rerank_scaling.settings import parse_json_arg, settings_from_dict
-from rerank_scaling.size_axis import size_column
 
 log = logging.getLogger(__name__)
 COST_UNIT = "device-hours"

@@ -24,7 +24,7 @@ from rerank_scaling.forecast.advise_plan import MOST_CANDIDATES, PLAN_COLUMNS, a
 from rerank_scaling.forecast.run import checked_runs, table_settings
 from rerank_scaling.forecast.table import TableError, read_table
 from rerank_scaling.laws.protocols import last_checkpoints, prepare, seed_spread
-from rerank_scaling.records import MetricSpec
+from rerank_scaling.registries.measures import MetricSpec
 
 CANDIDATE_COLUMNS = ("model", "size", "cost")
 #: advice.csv's columns, in order (the first five are the ranking's; the rest say why).
@@ -118,7 +118,7 @@ def advice_problem(
     candidates: list[Candidate] | str | Path | None,
     run_sigma: float | None,
     metric: MetricSpec | None,
-    bootstrap: int,
+    bootstrap: int | None,
     seed: int,
 ) -> tuple[Group, list[Candidate]]:
     """The table's metric group and the candidates (a list, a file or the defaults), checked."""
@@ -142,7 +142,7 @@ def advise_runs(
     candidates: list[Candidate] | str | Path | None = None,
     run_sigma: float | None = None,
     metric: MetricSpec | None = None,
-    bootstrap: int = 500,
+    bootstrap: int | None = None,
     seed: int = 0,
     outcomes: int = OUTCOMES,
     budget: float | None = None,

@@ -17,7 +17,7 @@ from rerank_scaling.forecast.advise import OUTCOMES
 from rerank_scaling.forecast.advise_table import advise_runs, write_advice
 from rerank_scaling.forecast.run import forecast_runs
 from rerank_scaling.forecast.table import REQUIRED, TableError, known_metric
-from rerank_scaling.records import MetricSpec, metric_spec
+from rerank_scaling.registries.measures import MetricSpec, metric_spec
 from rerank_scaling.report.answer_advice import next_sentence, plan_sentence
 
 
@@ -62,7 +62,9 @@ def metric_options(command: argparse.ArgumentParser) -> None:
     direction.add_argument("--lower-is-better", action="store_true", help="the metric is a loss")
     direction.add_argument("--higher-is-better", action="store_true", help="the metric is a score")
     command.add_argument("--range", type=float, nargs=2, metavar=("LO", "HI"), help="the metric's range")
-    command.add_argument("--bootstrap", type=int, default=500, help="run-bootstrap resamples per law")
+    command.add_argument(
+        "--bootstrap", type=int, help="run-bootstrap resamples per law (default: fitting.bootstrap's)"
+    )
     command.add_argument("--seed", type=int, default=0)
 
 
@@ -78,8 +80,11 @@ def check_options(args: argparse.Namespace, targets: list[float], target_option:
             raise OptionError(
                 f"{target_option} {size:g}: a size is a positive parameter count; give e.g. 1e9"
             )
-    if args.bootstrap < 1:
-        raise OptionError(f"--bootstrap {args.bootstrap}: give a positive number of resamples (e.g. 500)")
+    if args.bootstrap is not None and args.bootstrap < 1:
+        raise OptionError(
+            f"--bootstrap {args.bootstrap}: give a positive number of resamples (or leave it out for "
+            "fitting.bootstrap's default)"
+        )
     if args.run_sigma is not None and not (math.isfinite(args.run_sigma) and args.run_sigma >= 0):
         raise OptionError(
             f"--run-sigma {args.run_sigma:g}: a standard deviation is 0 or more; give the sd of a final "

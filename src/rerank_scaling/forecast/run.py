@@ -33,7 +33,7 @@ from rerank_scaling.laws import backtests, registry
 from rerank_scaling.laws.fit_settings import GROUP_KEYS, FitSettings
 from rerank_scaling.laws.protocols import prepare
 from rerank_scaling.laws.runner import run_protocols
-from rerank_scaling.records import MetricSpec, metric_spec, register_metric
+from rerank_scaling.registries.measures import MetricSpec, metric_spec, register_metric
 from rerank_scaling.report.answer import Question, forecast_lines
 
 FORECAST_COLUMNS = [
@@ -99,14 +99,16 @@ def forecast_runs(
     target_sizes: tuple[float, ...] = (),
     run_sigma: float | None = None,
     metric: MetricSpec | None = None,
-    bootstrap: int = 500,
+    bootstrap: int | None = None,
     seed: int = 0,
     uncertainty: str = "run",
 ) -> Forecast:
     """Forecasts from a table of runs (module docstring); ``metric`` declares a metric the table's
-    ``metric`` column (or its absence: "value") names that :func:`records.metric_spec` does not know
-    (its direction required: ``direction`` 0 is an error naming the options);
-    ``uncertainty`` is ``fitting.uncertainty`` (``iid``: the seed paper's residual bootstrap)."""
+    ``metric`` column (or its absence: "value") names that
+    :func:`rerank_scaling.registries.measures.metric_spec` does not know (its direction required:
+    ``direction`` 0 is an error naming the options);
+    ``uncertainty`` is ``fitting.uncertainty`` (``iid``: the seed paper's residual bootstrap);
+    ``bootstrap`` None: ``fitting.bootstrap``'s default (the schema's, its one home)."""
     checked = checked_runs(runs, run_sigma, metric)
     settings = table_settings(checked.metrics, bootstrap, seed, run_sigma, uncertainty)
     table = with_targets(checked.metrics, tuple(target_sizes))
@@ -132,17 +134,23 @@ def checked_runs(
 
 
 def table_settings(
-    metrics: pd.DataFrame, bootstrap: int, seed: int, run_sigma: float | None, uncertainty: str = "run"
+    metrics: pd.DataFrame,
+    bootstrap: int | None,
+    seed: int,
+    run_sigma: float | None,
+    uncertainty: str = "run",
 ) -> FitSettings:
-    """The fit settings a table of runs gets: its final values (``last_k`` = ``holdout_last`` = 1)."""
+    """The fit settings a table of runs gets: its final values (``last_k`` = ``holdout_last`` = 1);
+    ``bootstrap`` None: the schema's ``fitting.bootstrap``."""
+    chosen = {} if bootstrap is None else {"bootstrap": bootstrap}
     return FitSettings.of(
         metrics=tuple(metrics["metric"].unique()),
         last_k=1,
         holdout_last=1,
-        bootstrap=bootstrap,
         seed=seed,
         run_sigma=run_sigma,
         uncertainty=uncertainty,
+        **chosen,
     )
 
 
@@ -190,7 +198,7 @@ def write(result: Forecast, points: pd.DataFrame, out: Path, size_axis: str) -> 
 def write_answer(result: Forecast, points: pd.DataFrame, out: Path, size_axis: str) -> None:
     """forecasts.csv and answer.md; ``points`` are the fitted points
     (:func:`~rerank_scaling.laws.protocols.prepare`), ``size_axis`` a key of
-    :data:`rerank_scaling.report.answer.SIZE_AXES` naming their N."""
+    :func:`rerank_scaling.report.answer.axis_label` naming their N."""
     out.mkdir(parents=True, exist_ok=True)
     write_text(out / "forecasts.csv", result.forecasts.to_csv(index=False))
     write_text(out / "answer.md", "\n".join(answer_lines(result, points, size_axis)))

@@ -14,7 +14,6 @@ Errors name the file, the column and the CSV line (header = line 1) and say the 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from rerank_scaling.laws.fit_settings import GROUP_KEYS
+from rerank_scaling.registries import measures as metric_registry
 
 REQUIRED = ("model", "size", "value")
 OPTIONAL = ("step", "tokens", "seed", "metric", "split", "objective", "role", "queries")
@@ -29,10 +29,6 @@ ROLES = ("fit", "held_out")
 HEADER_FIX = f"write a header line ({','.join(REQUIRED)}) and a row per run"
 #: The columns that name one observation: a run (model, seed) at a checkpoint of one metric group.
 OBSERVATION = ["metric", "objective", "split", "model", "seed", "step"]
-#: Metric names whose direction and range the pipeline knows: every name the evaluation writes
-#: (evaluation.metrics.metric_names; tests/forecast/test_cli.py checks each matches), at any cutoff.
-#: Not imported from there: the fit stage's environment has no ir_measures.
-KNOWN_METRIC = re.compile(r"AP|(nDCG|R|P|RR|RBP|RRstar)@\d+|CE@\d+(_dropped)?")
 #: What the engine's group keys hold when the table does not say (one group per metric otherwise).
 DEFAULTS = {"family": "table", "objective": "all", "attention": "full", "split": "all"}
 
@@ -66,8 +62,14 @@ def read_table(path: str | Path) -> pd.DataFrame:
 
 
 def known_metric(name: str) -> bool:
-    """Whether ``name`` is a metric whose direction :func:`records.metric_spec` knows (not a default)."""
-    return bool(KNOWN_METRIC.fullmatch(name))
+    """Whether ``name`` is a metric whose direction
+    :func:`~rerank_scaling.registries.measures.metric_spec` knows (not a default): a name a
+    registered metric writes (light: the fit stage's environment has no ir_measures), at any
+    parameter value."""
+    try:
+        return metric_registry.parse(name) is not None
+    except ValueError:  # a registered metric below its parameter's minimum (CE@1): metric_spec says so
+        return True
 
 
 def _line(index: int) -> int:

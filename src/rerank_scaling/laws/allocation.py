@@ -24,6 +24,7 @@ import json
 import numpy as np
 import pandas as pd
 
+from rerank_scaling.laws import registry
 from rerank_scaling.laws.fit_settings import GROUP_KEYS
 from rerank_scaling.laws.forms import SCALES
 
@@ -52,7 +53,7 @@ def allocation_exponents(gamma: float, delta: float) -> tuple[float, float]:
 
 
 def _fit_points(fit: pd.Series, forecasts: pd.DataFrame) -> pd.DataFrame:
-    mask = (forecasts["law"] == "additive") & (forecasts["split_label"] == fit["split_label"])
+    mask = (forecasts["law"] == registry.ADDITIVE) & (forecasts["split_label"] == fit["split_label"])
     for key in GROUP_KEYS:
         mask &= forecasts[key] == fit[key]
     return forecasts[mask]
@@ -62,7 +63,7 @@ def allocation_table(fits: pd.DataFrame, forecasts: pd.DataFrame, step_axis: str
     """Per additive joint fit and checkpoint: exponents, N / N*(C) (C = N * D, D on ``step_axis``:
     the column ``step`` or ``examples`` of the forecasts, as the law was fitted), status and reason."""
     rows = []
-    joint = fits[(fits["law"] == "additive") & fits["protocol"].astype(str).str.startswith("joint")]
+    joint = fits[(fits["law"] == registry.ADDITIVE) & fits["protocol"].astype(str).str.startswith("joint")]
     for _, fit in joint.iterrows():
         points = _fit_points(fit, forecasts) if len(forecasts) else pd.DataFrame()
         keys = [*GROUP_KEYS, "model", "step", "examples", "size"]

@@ -71,8 +71,8 @@ def backtest_group(
 
     bounds = registry.bounds_for(keys["metric"], ceiling_of(settings, keys))
     candidates = (
-        ("model", registry.law("power_N", keys["metric"], bounds)),
-        ("joint_code", registry.law("additive", keys["metric"], bounds)),
+        ("model", registry.law(registry.POWER_N, keys["metric"], bounds)),
+        ("joint_code", registry.law(registry.ADDITIVE, keys["metric"], bounds)),
     )
     ceiling = ceiling_of(settings, keys)
     frames = []

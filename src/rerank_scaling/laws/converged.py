@@ -19,14 +19,12 @@ from typing import Any
 import pandas as pd
 
 from rerank_scaling.laws.forms import Law
-
-#: The prefix every BNSL law name carries (:func:`rerank_scaling.laws.forms.bnsl_law`).
-BNSL_PREFIX = "bnsl"
+from rerank_scaling.laws.registry import is_bnsl
 
 
 def over_converged_flops(law: Law) -> bool:
     """Whether ``law`` is fitted on one converged point per size (the BNSL over FLOPs)."""
-    return law.name.startswith(BNSL_PREFIX) and law.variables == ("C",)
+    return is_bnsl(law.name) and law.variables == ("C",)
 
 
 def converged_split(

@@ -65,16 +65,16 @@ from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.laws.fit_statistics import Intervals, forecast_errors
 from rerank_scaling.laws.forecast_status import StatusRule
 from rerank_scaling.laws.protocols import SplitFit, fit_split, forecast_rows
-from rerank_scaling.records import metric_spec
+from rerank_scaling.registries.measures import metric_spec
 
-NAME = "ensemble"
+NAME = registry.ENSEMBLE
 
 
 def members(metric: str) -> tuple[str, ...]:
     """The forms the ensemble mixes for ``metric`` (registry names)."""
     if metric_spec(metric).direction > 0:
-        return ("log_linear_N", "power_N", "power_N_ceiling")
-    return ("log_linear_N", "power_N", "fang_N")
+        return (registry.LOG_LINEAR_N, registry.POWER_N, registry.POWER_N_CEILING)
+    return (registry.LOG_LINEAR_N, registry.POWER_N, registry.FANG_N)
 
 
 def forecast_draws(intervals: Intervals, support: tuple[float, float] | None = None) -> np.ndarray:

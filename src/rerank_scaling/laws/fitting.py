@@ -69,7 +69,7 @@ def fit_law(
     ):
         return FitResult(law.name, "failed", "non-finite observations or non-positive variables", n=n)
     if law.log_target and not ((y > 0) & (y < 1)).all():
-        return FitResult(law.name, "failed", "the relative-based law needs 0 < RBP < 1", n=n)
+        return FitResult(law.name, "failed", "the relative-based law needs 0 < RelP < 1", n=n)
     if loss == "huber_log" and (y <= 0).any():
         return FitResult(law.name, "failed", "huber_log needs positive observations", n=n)
     residual = _residuals(law, x, y, loss)

@@ -41,6 +41,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from rerank_scaling.laws.registry import ENSEMBLE
+
 STATUSES = (
     "usable", "too_wide", "beyond_validated_range", "curvature_disagrees", "break_sensitive",
     "form_sensitive",
@@ -89,8 +91,8 @@ def last_segment(backtests: pd.DataFrame, sizes: pd.Series) -> str:
     if final.empty:
         return ""
     top = final[final["forecast_size"].map(sizes) == max(sizes[m] for m in final["forecast_size"])]
-    if (top["law"] == "ensemble").any():
-        top = top[top["law"] == "ensemble"]
+    if (top["law"] == ENSEMBLE).any():
+        top = top[top["law"] == ENSEMBLE]
     missed = top[~top["covered@0.95"].astype(bool)]
     if missed.empty:
         return ""

@@ -19,8 +19,8 @@ Forms ("Scaling Laws for Cross-Encoder Reranking", the core paper):
 * power law with its asymptote fixed at a ceiling (e.g. the oracle value of BM25's candidates):
       M = ceiling - sign * b * x^(-c)
 * relative-based law ("Relative-Based Scaling Law for Neural Language Models"):
-      -log RBP_k = (N0/N)^alpha, fitted as
-      log(-log RBP_k) = alpha * log N0 - alpha * log N   (``log_target``)
+      -log RelP_k = (N0/N)^alpha, fitted as
+      log(-log RelP_k) = alpha * log N0 - alpha * log N   (``log_target``)
 
 Bounds. The asymptote ``a`` (and Fang et al.'s floor ``delta``) is bounded by the metric's range
 (:func:`metric_range`: rank metrics in [0, 1] -- lowered to the reranking ceiling by
@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rerank_scaling.records import metric_spec
+from rerank_scaling.registries.measures import metric_spec
 
 Variables = dict[str, np.ndarray]
 Range = tuple[float, float]
@@ -48,8 +48,9 @@ UNBOUNDED: Range = (-np.inf, np.inf)
 
 
 def metric_range(metric: str) -> Range:
-    """Values ``metric``'s expected value can take (:func:`rerank_scaling.records.metric_spec`, the
-    one definition): [0, 1] for rank metrics, [0, ln k] for contrastive entropy CE@k."""
+    """Values ``metric``'s expected value can take
+    (:func:`~rerank_scaling.registries.measures.metric_spec`, the one definition): [0, 1] for
+    rank metrics, [0, ln k] for contrastive entropy CE@k."""
     return metric_spec(metric).range
 
 
@@ -254,11 +255,11 @@ def bnsl_law(breaks: int, sign: int, asymptote: Range = UNBOUNDED) -> Law:
 
 
 def relative_law() -> Law:
-    """Relative-based law (Relative-Based Scaling Law for Neural Language Models): -log RBP_k = (N0/N)^alpha,
-    linear in log space."""
+    """Relative-based law ("Relative-Based Scaling Law for Neural Language Models"):
+    -log RelP_k = (N0/N)^alpha, linear in log space."""
     return Law(
         "relative",
-        "-log RBP = (N0/N)^{alpha}",
+        "-log RelP = (N0/N)^{alpha}",
         ("N",),
         ("N0", "alpha"),
         (1e-9, 0.0),

@@ -127,7 +127,9 @@ def goodness_of_fit(fits: pd.DataFrame) -> pd.DataFrame:
 def exponents(fits: pd.DataFrame) -> pd.DataFrame:
     """Fitted exponents of the power laws (c for single-variable laws, alpha/beta for the joint law)."""
     rows = []
-    chosen = fits[fits["law"].isin(["power_N", "power_S", "additive"]) & fits["params"].notna()]
+    chosen = fits[
+        fits["law"].isin([registry.POWER_N, registry.POWER_S, registry.ADDITIVE]) & fits["params"].notna()
+    ]
     for _, fit in chosen.iterrows():
         p = json.loads(fit["params"])
         rows.append(
@@ -174,12 +176,12 @@ def all_tables(
     calibration: pd.DataFrame,
 ) -> dict[str, pd.DataFrame]:
     """Every table of the fit stage by name (the names of ``laws.fit_settings.TABLES``)."""
-    model = errors_per_held_out_size(fits, forecasts, ("model",), ("power_N", "fang_N"))
-    joint = errors_per_held_out_size(fits, forecasts, ("joint_code", "joint_text"), ("additive",))
+    model = errors_per_held_out_size(fits, forecasts, ("model",), (registry.POWER_N, registry.FANG_N))
+    joint = errors_per_held_out_size(fits, forecasts, ("joint_code", "joint_text"), (registry.ADDITIVE,))
     multiplicative = errors_per_held_out_size(
-        fits, forecasts, ("joint_code", "joint_text"), ("multiplicative",)
+        fits, forecasts, ("joint_code", "joint_text"), (registry.MULTIPLICATIVE,)
     )
-    data = errors_per_held_out_size(fits, forecasts, ("data",), ("power_S", "fang_S"))
+    data = errors_per_held_out_size(fits, forecasts, ("data",), (registry.POWER_S, registry.FANG_S))
     main = [t for t in (model, data, joint, multiplicative) if len(t)]
     return {
         "forecast_errors": pd.concat(main, ignore_index=True) if main else pd.DataFrame(),

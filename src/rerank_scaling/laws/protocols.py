@@ -56,7 +56,7 @@ from rerank_scaling.laws.fit_statistics import (
 from rerank_scaling.laws.fitting import FitResult, fit_law
 from rerank_scaling.laws.forecast_status import StatusRule, judge
 from rerank_scaling.laws.identifiability import degenerate_reasons, too_few_levels
-from rerank_scaling.size_axis import size_column
+from rerank_scaling.registries.size_axes import size_column
 
 log = logging.getLogger(__name__)
 

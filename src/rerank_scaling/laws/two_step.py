@@ -33,15 +33,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rerank_scaling.laws import registry
 from rerank_scaling.laws.ensemble import fit_members, usable_members, widened_draws
 from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.laws.fit_statistics import forecast_errors
 from rerank_scaling.laws.fitting import FitResult
 from rerank_scaling.laws.forecast_status import StatusRule
 from rerank_scaling.laws.protocols import SplitFit, forecast_rows, splits_for
-from rerank_scaling.records import metric_spec
+from rerank_scaling.registries.measures import metric_spec
 
-NAME = "two_step"
+NAME = registry.TWO_STEP
 #: Fewest fitted runs for the map's bootstrap (two parameters, and a resample of runs needs spread).
 MIN_RUNS = 3
 

@@ -208,7 +208,9 @@ def size_points(
     for spec in models:
         profile = profiled.get(spec["name"])
         if profile is not None:
-            size = profile.non_embedding_params if size_column == "non_embedding_params" else profile.params
+            size = getattr(
+                profile, size_column
+            )  # the axis's column is a CostProfile field (registries.size_axes)
             points.append(
                 SizePoint(
                     spec["name"],

@@ -27,7 +27,7 @@ from rerank_scaling.laws.fit_settings import GROUP_KEYS, FitSettings
 from rerank_scaling.laws.fitting import predict_batch
 from rerank_scaling.laws.forms import SCALES, Law
 from rerank_scaling.laws.protocols import prepare, splits_for
-from rerank_scaling.records import metric_direction
+from rerank_scaling.registries.measures import metric_direction
 
 
 @dataclass(frozen=True)
@@ -131,7 +131,7 @@ class MetricForecast:
 
 #: Joint forms whose draws a decision mixes (:class:`FormMixture`): laws in (N, S) only. The BNSL
 #: over FLOPs is left out: every candidate spending a whole budget has the same C, so it ties them all.
-DECISION_FORMS = ("additive", "multiplicative", "fang_joint")
+DECISION_FORMS = registry.DECISION_FORMS
 
 
 @dataclass(frozen=True)

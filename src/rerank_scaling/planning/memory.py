@@ -231,7 +231,8 @@ def plan_memory(
     what: str = "the run",
 ) -> MemoryPlan:
     """The module docstring's rule for a batch of ``rows`` rows (pointwise pairs, or groups of
-    ``sequences_per_row`` documents); :class:`MemoryRefused` when nothing fits."""
+    ``sequences_per_row`` documents: :func:`rerank_scaling.registries.objectives.rows_per_step`);
+    :class:`MemoryRefused` when nothing fits."""
     budget = usable_bytes(gpu_memory_gb)
     checkpointing = checkpointing_mode(checkpointing)
 
@@ -281,11 +282,3 @@ def plan_memory(
         f"micro-batch (the weights, gradients and AdamW state alone take {state / GB:.1f} GB), more than "
         f"the {budget / GB:.1f} GB usable on a {gpu_memory_gb:g} GB GPU (gpu_memory_gb); {fix}"
     )
-
-
-def rows_per_step(
-    objective: str, pointwise_batch: int, groups_per_batch: int, group_size: int
-) -> tuple[int, int]:
-    """(rows per optimizer step, sequences per row) of an objective: pointwise pairs, or groups of
-    ``group_size`` documents (1 positive + ``examples.group_negatives``)."""
-    return (pointwise_batch, 1) if objective == "pointwise" else (groups_per_batch, group_size)

@@ -14,9 +14,11 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
+from rerank_scaling.laws.registry import ADDITIVE  # noqa: E402
 from rerank_scaling.planning.plan_rows import Plan  # noqa: E402
 from rerank_scaling.plotting import select_rows  # noqa: E402
-from rerank_scaling.records import metric_direction  # noqa: E402
+from rerank_scaling.registries.measures import metric_direction  # noqa: E402
+from rerank_scaling.registries.size_axes import axis_of_column  # noqa: E402
 
 sns.set_theme(context="paper", style="whitegrid", font_scale=1.1)
 
@@ -63,8 +65,7 @@ def _configured(ax: plt.Axes, configured: dict[str, float], sizes: np.ndarray) -
 
 
 def _axis_label(plan: Plan) -> str:
-    kind = "non-embedding" if plan.size_label == "non_embedding_params" else "total"
-    return f"model size N ({kind} parameters)"
+    return f"model size N ({axis_of_column(plan.size_label).label})"
 
 
 def _clip_unaffordable_tails(axes: list[plt.Axes], curves: pd.DataFrame, metric: str) -> None:
@@ -158,7 +159,7 @@ def roi_figure(plan: Plan, table: pd.DataFrame, metric: str, split: str) -> plt.
         rows = select_rows(table, kind="roi", metric=metric, split=split, **keys)
         for index, (law, row) in enumerate(rows.set_index("law").iterrows()):
             colour = f"C{index}"
-            label = "additive law M(N, S)" if law == "additive" else f"BNSL over FLOPs ({law})"
+            label = "additive law M(N, S)" if law == ADDITIVE else f"BNSL over FLOPs ({law})"
             frontier = select_rows(frontiers, law=law)
             if len(frontier):
                 top.plot(frontier["size"], frontier["predicted"], color=colour, linewidth=1, label=label)

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from rerank_scaling.laws.fit_settings import GROUP_KEYS, FitSettings
+from rerank_scaling.laws.registry import ADDITIVE, bnsl_name, is_bnsl
 from rerank_scaling.planning.annotation_prices import data_price
 from rerank_scaling.planning.budget import budget_curve, optimal_allocation
 from rerank_scaling.planning.cost_model import COST_FIELDS, CostModel, cost_model, size_points
@@ -35,7 +36,7 @@ from rerank_scaling.planning.forecast import (
 from rerank_scaling.planning.measured_profiles import CostProfile
 from rerank_scaling.planning.plan_settings import PlanSettings
 from rerank_scaling.planning.roi import reference_metric, roi_choice, roi_frontier
-from rerank_scaling.size_axis import model_size, size_column
+from rerank_scaling.registries.size_axes import model_size, size_column
 
 BUDGET_MULTIPLES = (0.25, 1.0, 4.0, 16.0)
 NO_VALUE = (
@@ -105,7 +106,7 @@ def make_plan(
         )
     empty = Plan(rows, pd.DataFrame(), pd.DataFrame(), settings, np.array([]), {}, column)
     if not points:
-        rows.append(_missing("budget", {}, "additive", "failed", "no model size could be profiled or found"))
+        rows.append(_missing("budget", {}, ADDITIVE, "failed", "no model size could be profiled or found"))
         return empty
     configured = {p.name: p.size for p in points}
     lo, hi = settings.size_range or (min(configured.values()) / 4, max(configured.values()) * 32)
@@ -124,9 +125,9 @@ def make_plan(
     groups = joint[GROUP_KEYS].drop_duplicates().to_dict("records")
     if not groups:
         none = "no joint-protocol fit in fits.parquet"
-        rows.append(_missing("budget", {}, "additive", "missing", none))
+        rows.append(_missing("budget", {}, ADDITIVE, "missing", none))
         rows += [
-            undecided({"law": "additive", "question": "budget", "budget": b}, none) for b in settings.budgets
+            undecided({"law": ADDITIVE, "question": "budget", "budget": b}, none) for b in settings.budgets
         ]
     curves, frontiers = [], []
     for keys in groups:
@@ -143,13 +144,13 @@ def make_plan(
             pairs,
         )
         cost = replace(cost, z_data=data_price(settings, metrics, keys["annotations"], keys["objective"]))
-        additive = group[group["law"] == "additive"]
-        unusable = unusable_fit(additive, "additive")
+        additive = group[group["law"] == ADDITIVE]
+        unusable = unusable_fit(additive, ADDITIVE)
         reference = reference_metric(metrics, keys["metric"], keys["split"], settings.value_reference)
         if unusable is not None:
-            rows.append(_missing("budget", keys, "additive", *unusable))
+            rows.append(_missing("budget", keys, ADDITIVE, *unusable))
             for budget in settings.budgets:
-                base = {**keys, "law": "additive", "question": "budget", "budget": budget}
+                base = {**keys, "law": ADDITIVE, "question": "budget", "budget": budget}
                 rows.append(undecided(base, f"no usable additive joint fit ({unusable[1]})"))
         else:
             group_points = fitted.get(tuple(keys.values()))
@@ -159,7 +160,7 @@ def make_plan(
             mixed = f"draws of {' + '.join(forms.names)}" if len(forms.names) > 1 else ""
             decided = "; ".join(filter(None, [note, mixed]))
             for budget in settings.budgets:
-                base = {**keys, "law": "additive", "currency": settings.currency}
+                base = {**keys, "law": ADDITIVE, "currency": settings.currency}
                 rows += budget_decision(base, forms, cost, budget, configured, settings, reference, decided)
             for inference in (True, False):
                 for budget in settings.budgets:
@@ -167,7 +168,7 @@ def make_plan(
                     row = {
                         "kind": "budget",
                         **keys,
-                        "law": "additive",
+                        "law": ADDITIVE,
                         "status": allocation.status,
                         "reason": "; ".join(filter(None, [allocation.reason, note])),
                         "budget": budget,
@@ -225,9 +226,9 @@ def _roi_rows(
     and the BNSL over FLOPs (eq. 4)."""
     rows = []
     d = float(settings.training_examples)
-    names = ["additive"] + sorted(n for n in group["law"].unique() if str(n).startswith("bnsl"))
+    names = [ADDITIVE] + sorted(n for n in group["law"].unique() if is_bnsl(str(n)))
     if len(names) == 1:
-        names.append(f"bnsl{fitting.bnsl_breaks}")
+        names.append(bnsl_name(fitting.bnsl_breaks))
     value_per_point = settings.value_per_metric_point
     for name in names:
         fit = group[group["law"] == name]

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from rerank_scaling.registries import size_axes
+
 #: What each forecast status means for the reader (the statuses of laws.forecast_status.STATUSES).
 STATUS_WORDS = {
     "usable": "usable",
@@ -36,11 +38,8 @@ STATUS_WORDS = {
     "break_sensitive": "a break past the fitted sizes would fall outside",
     "form_sensitive": "depends on the law's form",
 }
-SIZE_AXES = {
-    "non_embedding": "non-embedding parameters",
-    "total": "total parameters",
-    "size": "the table's size column",  # rerank-scaling forecast on a user's table
-}
+#: The size axis of ``rerank-scaling forecast`` on a user's table (not a ``fitting.size_axis``).
+TABLE_AXIS = "size"
 NO_FORECAST = (
     "No forecast: the grid has no held-out or target size, or no law fitted to the other sizes forecast one."
 )
@@ -63,7 +62,7 @@ class Question:
 
     metric: str
     split: str
-    size_axis: str  # a key of SIZE_AXES
+    size_axis: str  # fitting.size_axis (registries.size_axes), or TABLE_AXIS
     fitted: tuple[tuple[str, float], ...]
     forecast: tuple[tuple[str, float], ...]
 
@@ -72,11 +71,16 @@ def _sizes(pairs: tuple[tuple[str, float], ...]) -> str:
     return ", ".join(f"{model} ({size / 1e6:.3g}M)" for model, size in pairs) or "none"
 
 
+def axis_label(axis: str) -> str:
+    """How the answer names size axis ``axis``."""
+    return "the table's size column" if axis == TABLE_AXIS else size_axes.size_axis(axis).label
+
+
 def question_sentence(question: Question) -> str:
     """The question in one sentence, with the size axis named."""
     return (
         f"Fitted on {_sizes(question.fitted)}; forecast: {_sizes(question.forecast)} "
-        f"(N = {SIZE_AXES[question.size_axis]}); metric {question.metric} on the {question.split} split."
+        f"(N = {axis_label(question.size_axis)}); metric {question.metric} on the {question.split} split."
     )
 
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from rerank_scaling.registries.size_axes import size_column
 from rerank_scaling.report.answer import Question
 from rerank_scaling.report.held_out_check import planning_protocol
-from rerank_scaling.size_axis import SIZE_COLUMNS
 
 POINT_OPTIMUM = "point optimum of the central fit; no probability (planning/decisions.csv not written)"
 
@@ -33,12 +33,12 @@ class AnswerInputs:
 def question(metrics: pd.DataFrame, metric: str, split: str, size_axis: str) -> Question:
     """Fitted and held-out sizes of the trained runs, on the fit's size axis, smallest first."""
     runs = metrics[(metrics["family"] != "bm25") & (metrics["role"] != "baseline")]
-    sizes = runs.groupby(["model", "role"], as_index=False)[SIZE_COLUMNS[size_axis]].first()
-    sizes = sizes.sort_values(SIZE_COLUMNS[size_axis])
+    sizes = runs.groupby(["model", "role"], as_index=False)[size_column(size_axis)].first()
+    sizes = sizes.sort_values(size_column(size_axis))
 
     def pairs(role: str) -> tuple[tuple[str, float], ...]:
         part = sizes[sizes["role"] == role]
-        return tuple(zip(part["model"], part[SIZE_COLUMNS[size_axis]].astype(float), strict=True))
+        return tuple(zip(part["model"], part[size_column(size_axis)].astype(float), strict=True))
 
     return Question(metric, split, size_axis, pairs("fit"), pairs("held_out"))
 
@@ -66,7 +66,7 @@ def with_sizes(forecasts: pd.DataFrame, metrics: pd.DataFrame, size_axis: str) -
     """The forecast rows with each model's N (column ``size``) on the fit's size axis."""
     if forecasts.empty:
         return forecasts
-    sizes = metrics[metrics["family"] != "bm25"].groupby("model")[SIZE_COLUMNS[size_axis]].first()
+    sizes = metrics[metrics["family"] != "bm25"].groupby("model")[size_column(size_axis)].first()
     return forecasts.assign(size=forecasts["model"].map(sizes))
 
 

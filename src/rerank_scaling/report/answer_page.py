@@ -25,12 +25,12 @@ import pandas as pd
 from rerank_scaling.atomic import write_text
 from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.plotting import save_figure
+from rerank_scaling.registries.size_axes import size_column
 from rerank_scaling.report import answer, answer_advice
 from rerank_scaling.report.answer_figure import forecast_figure
 from rerank_scaling.report.answer_headline import headline_html, headline_lines
 from rerank_scaling.report.answer_inputs import AnswerInputs, load
 from rerank_scaling.settings import parse_json_arg, settings_from_dict
-from rerank_scaling.size_axis import SIZE_COLUMNS
 
 FIGURE_CAPTION = (
     "Read: does each held-out size's cross fall inside its law's band, and where it lies against BM25 "
@@ -172,9 +172,7 @@ def main(argv: list[str] | None = None) -> None:
     metrics = pd.read_parquet(args.metrics)
     inputs = load(metrics, Path(args.laws), Path(args.planning), metric, args.split, size_axis)
     forecasts = pd.read_parquet(Path(args.laws) / "forecasts.parquet")
-    figure = forecast_figure(
-        metrics, forecasts, inputs.forecasts, metric, args.split, SIZE_COLUMNS[size_axis]
-    )
+    figure = forecast_figure(metrics, forecasts, inputs.forecasts, metric, args.split, size_column(size_axis))
     save_figure(figure, out / "figures" / "answer")
     counts = json.loads(Path(args.example_counts).read_text()) if args.example_counts else {}
     warnings = counts.get("warnings", [])

@@ -23,6 +23,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: 
 from rerank_scaling.laws import forms as laws  # noqa: E402
 from rerank_scaling.laws import registry  # noqa: E402
 from rerank_scaling.plotting import select_rows  # noqa: E402 (also: the backend and the theme)
+from rerank_scaling.registries import size_axes  # noqa: E402
 from rerank_scaling.report.data_points import (  # noqa: E402
     SOURCE_MARKERS,
     checkpoint_curve,
@@ -93,16 +94,20 @@ def _panels(panels: list[Panel]) -> tuple[plt.Figure, list[plt.Axes]]:
 
 
 def size_column(metrics: pd.DataFrame, forecasts: pd.DataFrame) -> str:
-    """The metrics column the fits used as N (``fitting.size_axis``), read off the forecasts' sizes."""
-    if len(forecasts) and "size" in forecasts.columns and "params" in metrics.columns:
+    """The metrics column the fits used as N (``fitting.size_axis``), read off the forecasts' sizes:
+    the first other registered axis (:mod:`rerank_scaling.registries.size_axes`) whose column holds the
+    forecast's size, else the default axis's."""
+    default, *others = size_axes.SIZE_AXES.values()
+    if len(forecasts) and "size" in forecasts.columns:
         row = forecasts.iloc[0]
         match = metrics[metrics["model"] == row["model"]]
-        if len(match) and np.isclose(match["params"].iloc[0], row["size"]):
-            return "params"
-    return "non_embedding_params"
+        for axis in others:
+            if len(match) and axis.column in match and np.isclose(match[axis.column].iloc[0], row["size"]):
+                return axis.column
+    return default.column
 
 
-def size_axis(ax: plt.Axes, column: str = "non_embedding_params") -> None:
+def size_axis(ax: plt.Axes, column: str = size_axes.NON_EMBEDDING.column) -> None:
     """Log N axis labelled in millions at 1-2-5 steps (default log labels collide at this range)."""
     ax.set_xscale("log")
     ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
@@ -136,7 +141,7 @@ def model_scaling(
         objective, attention = panel
         where = {"objective": objective, "attention": attention, "metric": metric, "split": split}
         rows = select_rows(runs, objective=objective, attention=attention)
-        fit = fitted(fits, **where, law="power_N", protocol="model")
+        fit = fitted(fits, **where, law=registry.POWER_N, protocol="model")
         fit_sizes = rows.loc[rows["role"] == "fit", "model"].nunique()
         last_k = max(1, int(fit["n_fit"].iloc[0]) // fit_sizes) if len(fit) and fit_sizes else 1
         recent = _last_checkpoints(rows, last_k)
@@ -148,7 +153,10 @@ def model_scaling(
         if len(fit):
             status = fit["status"].iloc[0]
             flag = "" if status == "ok" else f" ({status})"
-            law, params = _law("power_N", metric), np.array(list(json.loads(fit["params"].iloc[0]).values()))
+            law, params = (
+                _law(registry.POWER_N, metric),
+                np.array(list(json.loads(fit["params"].iloc[0]).values())),
+            )
             grid = np.geomspace(means[size].min() / 1.5, means[size].max() * 2)
             ax.plot(
                 grid,
@@ -156,7 +164,7 @@ def model_scaling(
                 **({"color": "C2"} | line_style(status)),
                 label=f"power law fit{flag}",
             )
-            every = select_rows(forecasts, **where, law="power_N", protocol="model")
+            every = select_rows(forecasts, **where, law=registry.POWER_N, protocol="model")
             final = every[every["final"]] if "final" in every.columns else every
             band = final.groupby("size", as_index=False)[["low", "high"]].mean().sort_values("size")
             ax.fill_between(
@@ -218,10 +226,10 @@ def data_scaling(metrics: pd.DataFrame, fits: pd.DataFrame, metric: str, split: 
                     ax.plot(end["step"], end["value"], color=palette[model], marker=marker, mfc="none",
                             linestyle="--", linewidth=0.8)  # fmt: skip
                 scope = {**where, "annotations": source} if "annotations" in fits.columns else where
-                fit = fitted(fits, **scope, law="power_S", split_label=f"data:{model}")
+                fit = fitted(fits, **scope, law=registry.POWER_S, split_label=f"data:{model}")
                 points = pd.concat([part, end])
                 if len(fit) and len(points):
-                    law = _law("power_S", metric)
+                    law = _law(registry.POWER_S, metric)
                     params = np.array(list(json.loads(fit["params"].iloc[0]).values()))
                     grid = np.geomspace(points["step"].min(), points["step"].max(), 100)
                     ax.plot(
@@ -251,12 +259,15 @@ def joint_surface(
     for ax, panel in zip(axes, panels, strict=True):
         objective, attention = panel
         where = {"objective": objective, "attention": attention, "metric": metric, "split": split}
-        fit = fitted(fits, **where, law="additive")
-        points = select_rows(forecasts, **where, law="additive")
+        fit = fitted(fits, **where, law=registry.ADDITIVE)
+        points = select_rows(forecasts, **where, law=registry.ADDITIVE)
         if len(fit) and "split_label" in points.columns:
             points = points[points["split_label"] == fit["split_label"].iloc[0]]
         if len(fit) and len(points):
-            law, params = _law("additive", metric), np.array(list(json.loads(fit["params"].iloc[0]).values()))
+            law, params = (
+                _law(registry.ADDITIVE, metric),
+                np.array(list(json.loads(fit["params"].iloc[0]).values())),
+            )
             n = np.geomspace(points["size"].min() / 1.2, points["size"].max() * 1.2, 80)
             s = np.geomspace(points["step"].min(), points["step"].max(), 80)
             nn, ss = np.meshgrid(n, s)

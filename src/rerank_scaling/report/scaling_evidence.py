@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from rerank_scaling.records import metric_direction
+from rerank_scaling.registries.measures import metric_direction
 from rerank_scaling.report.paired import paired_standard_error
 
 Term = tuple[str, int]  # (run, checkpoint)

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from rerank_scaling.registries.size_axes import axis_of_column
 from rerank_scaling.report.answer import forecast_lines
 from rerank_scaling.report.answer_headline import headline_lines
 from rerank_scaling.report.answer_inputs import decisions, question, shown_forecasts, with_sizes
 from rerank_scaling.report.figures import size_column
 from rerank_scaling.report.held_out_check import NO_CHECK, run_check
 from rerank_scaling.report.scaling_evidence import final_rows, final_standard_errors, scaling_evidence
-from rerank_scaling.size_axis import SIZE_COLUMNS
 
 EVIDENCE_METRIC = "nDCG@10"
 VERDICT_WORDS = {"yes": "exceeds its noise", "no": "within its noise", "unknown": "unknown (no yardstick)"}
@@ -123,7 +123,7 @@ def answer_lines(metrics: pd.DataFrame, laws_dir: Path, planning_dir: Path | Non
     and the forecasts (:func:`rerank_scaling.report.answer.forecast_lines`), then where the verdicts are."""
     path = laws_dir / "forecasts.parquet"
     forecasts = pd.read_parquet(path) if path.exists() else pd.DataFrame()
-    axis = {column: axis for axis, column in SIZE_COLUMNS.items()}[size_column(metrics, forecasts)]
+    axis = axis_of_column(size_column(metrics, forecasts)).name
     rows = metrics[metrics["metric"] == EVIDENCE_METRIC]
     fitted = forecasts[forecasts["metric"] == EVIDENCE_METRIC] if len(forecasts) else forecasts
     splits = sorted(fitted["split"].unique()) if len(fitted) else sorted(rows["split"].unique())[:1]

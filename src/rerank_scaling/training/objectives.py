@@ -8,6 +8,8 @@ Objectives (sentence-transformers cross-encoder losses):
   softmax(labels), so 0/1 labels give a soft target; labels are multiplied by
   ``listnet_label_scale`` to make the target nearly one-hot.
 
+What each objective trains on and with which loss: :mod:`rerank_scaling.registries.objectives`.
+
 The examples are the run's nested subset of the training queries
 (:mod:`rerank_scaling.data.subsets`); :mod:`.trainer` trains on them.
 """
@@ -19,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from rerank_scaling.data.subsets import annotated_pairs, subset_examples
+from rerank_scaling.registries import objectives as objective_registry
 
 
 def load_examples(
@@ -29,28 +32,25 @@ def load_examples(
     number of annotated (query, relevant passage) pairs behind it."""
     from datasets import Dataset
 
-    if objective == "pointwise":
-        frame = subset_examples(pd.read_parquet(pointwise), fraction, seed)
-        pairs = annotated_pairs(frame)
-        frame = frame[["query", "document", "label"]]
-    elif objective in ("pairwise", "listwise"):
+    spec = objective_registry.objective(objective)
+    if spec.examples.grouped:
         frame = subset_examples(pd.read_parquet(groups), fraction, seed)
         pairs = annotated_pairs(frame)
         frame = frame[["query", "documents", "labels"]].copy()
-        if objective == "listwise":
+        if spec.label_scaled:
             frame["labels"] = [[label * label_scale for label in labels] for labels in frame["labels"]]
     else:
-        raise ValueError(f"training.objectives: unknown objective {objective!r}")
+        frame = subset_examples(pd.read_parquet(pointwise), fraction, seed)
+        pairs = annotated_pairs(frame)
+        frame = frame[["query", "document", "label"]]
     if frame.empty:
         raise ValueError(f"no training examples for {objective}: check the examples settings")
     return Dataset.from_pandas(frame, preserve_index=False), pairs
 
 
 def make_loss(objective: str, model: Any) -> Any:
+    """The objective's sentence-transformers cross-encoder loss on ``model``
+    (:attr:`rerank_scaling.registries.objectives.Objective.loss`)."""
     from sentence_transformers.cross_encoder import losses
 
-    if objective == "pointwise":
-        return losses.BinaryCrossEntropyLoss(model)
-    if objective == "pairwise":
-        return losses.RankNetLoss(model)
-    return losses.ListNetLoss(model)
+    return getattr(losses, objective_registry.objective(objective).loss)(model)

@@ -1,11 +1,11 @@
-"""The config's ``training`` section as settings, and a run's step count: torch-free, so the workflow's
+"""The config's ``training`` section as settings: torch-free, so the workflow's
 parse (job resources, config checks) reads them without importing the trainer's torch stack.
 
 The section holds three kinds of key: which runs exist (:data:`GRID_KEYS`, read by
 :class:`rerank_scaling.grid.Grid`; a run's id carries its own), how one run trains
 (:class:`TrainSettings`), and what sizes its job (``RESOURCE_KEYS``). The part that sets how many
-optimizer steps a run has is :class:`rerank_scaling.steps.StepSettings`, on the ground floor: the
-data jobs check it too. Defaults: the schema's.
+optimizer steps a run has is :class:`rerank_scaling.registries.objectives.StepSettings`, below
+the data floor: the data jobs check it too. Defaults: the schema's.
 """
 
 from __future__ import annotations

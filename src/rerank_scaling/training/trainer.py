@@ -53,9 +53,11 @@ from rerank_scaling.hub.pins import model_commit
 from rerank_scaling.planning.gpu_fit import checked_plan
 from rerank_scaling.planning.memory import MemoryPlan, MemoryShape, plan_memory
 from rerank_scaling.precision import fp32_score_layer, resolve_precision
+from rerank_scaling.registries.objectives import batch as objective_batch
+from rerank_scaling.registries.objectives import objective as objective_spec
+from rerank_scaling.registries.objectives import total_steps
 from rerank_scaling.settings import without
 from rerank_scaling.stage_code import running_code_digest
-from rerank_scaling.steps import total_steps
 from rerank_scaling.training.batching import LengthBucketBatchSampler, row_lengths
 from rerank_scaling.training.checkpoint_store import (
     PROGRESS,
@@ -104,7 +106,7 @@ def run_memory_plan(
         if batch % plan.micro_batches:
             raise ValueError(f"{run}: batch {batch} cannot be cut into {plan.micro_batches} micro-batches")
         return plan
-    per_row = 1 if objective == "pointwise" else max(len(d) for d in dataset["documents"])
+    per_row = max(len(d) for d in dataset["documents"]) if objective_spec(objective).examples.grouped else 1
     plan = plan_memory(
         MemoryShape.from_hf_config(model_config.to_dict()),
         batch,
@@ -210,7 +212,7 @@ def train_run(
     dataset, pairs = load_examples(
         objective, pointwise, groups, settings.listnet_label_scale, data_fraction, seed
     )
-    batch = settings.pointwise_batch_size if objective == "pointwise" else settings.group_queries_per_batch
+    _, batch = objective_batch(settings, objective)
     plan = run_memory_plan(memory, model.model.config, dataset, objective, batch, settings, half, run)
     plan = checked_plan(
         plan, device, run_memory_plan, (model.model.config, dataset, objective, batch, settings, half, run)

@@ -5,7 +5,7 @@ concern (:mod:`.data_checks`, :mod:`.training_checks`, :mod:`.resource_checks`,
 Each check returns a list of problems, each naming the config field and the fix; they run at
 parse time (rules/common.smk, through :func:`rerank_scaling.workflow.load.validate_config`), on the config
 with the schema's defaults, before any job. Checks that need the data (the number of training
-examples) run where the data appear: :func:`rerank_scaling.steps.training_steps_problems` is
+examples) run where the data appear: :func:`rerank_scaling.registries.objectives.training_steps_problems` is
 called again by the examples job with the real counts.
 """
 

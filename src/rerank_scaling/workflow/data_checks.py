@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from rerank_scaling.registries import objectives
 from rerank_scaling.settings import Problems, problem
 
 
@@ -91,18 +92,28 @@ def depth_problems(config: dict[str, Any]) -> Problems:
     return problems
 
 
-def estimated_rows(config: dict[str, Any]) -> dict[str, int] | None:
-    """Upper bound of the training rows per objective, where the config alone tells (builtin data)."""
+def estimated_queries(config: dict[str, Any]) -> int | None:
+    """Upper bound of the training queries (one positive each: an ICT query's own passage), where
+    the config alone tells (builtin data)."""
     dataset = config["dataset"]
     if dataset["source"] != "builtin" or "builtin" not in dataset:  # no section: dataset_problems
         return None
     queries = dataset["builtin"]["train_queries"]
-    examples = config["examples"]
-    if examples["max_queries"] is not None:
-        queries = min(queries, examples["max_queries"])
-    negatives = examples["pointwise_negatives"]
-    # one positive per ICT query: its own passage
-    return {"pointwise": queries * (1 + negatives), "pairwise": queries, "listwise": queries}
+    if config["examples"]["max_queries"] is not None:
+        queries = min(queries, config["examples"]["max_queries"])
+    return queries
+
+
+def estimated_rows(config: dict[str, Any]) -> dict[str, int] | None:
+    """Upper bound of the training rows per objective (:func:`estimated_queries` x the objective's
+    rows per positive), where the config alone tells."""
+    queries = estimated_queries(config)
+    if queries is None:
+        return None
+    return {
+        name: queries * objectives.rows_per_positive(name, config["examples"])
+        for name in objectives.OBJECTIVES
+    }
 
 
 def annotation_problems(config: dict[str, Any]) -> Problems:

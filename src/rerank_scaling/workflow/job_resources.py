@@ -254,28 +254,19 @@ class JobSizes:
 
     def train_sequences(self, objective: str) -> float | None:
         """Sequences one training run of ``objective`` passes forward and backward: steps x rows per
-        step x sequences per row (:func:`rerank_scaling.planning.memory.rows_per_step`)."""
+        step x sequences per row (:mod:`rerank_scaling.registries.objectives`)."""
         from rerank_scaling.data.training_examples import ExampleSettings
-        from rerank_scaling.planning.memory import rows_per_step
+        from rerank_scaling.registries import objectives
         from rerank_scaling.settings import settings_from_dict, settings_of
         from rerank_scaling.training.train_settings import TrainSettings
 
         training = settings_of(TrainSettings, self.config["training"])
         examples = settings_from_dict(ExampleSettings, self.config["examples"])
-        batch, per_row = rows_per_step(
-            objective,
-            training.pointwise_batch_size,
-            training.group_queries_per_batch,
-            1 + examples.group_negatives,
-        )
-        if training.max_steps is not None:
-            steps = training.max_steps
-        elif self.workload.train_positives is None:
+        batch, per_row = objectives.rows_per_step(objective, training, examples)
+        if training.max_steps is None and self.workload.train_positives is None:
             return None
-        else:
-            # one pointwise row per (positive or negative) pair, one group per positive
-            pairs = 1 + examples.pointwise_negatives if objective == "pointwise" else 1
-            steps = math.ceil(math.ceil(self.workload.train_positives * pairs / batch) * training.epochs)
+        rows = (self.workload.train_positives or 0) * objectives.rows_per_positive(objective, examples)
+        steps = objectives.total_steps(training, rows, batch, 1.0)
         return float(steps * batch * per_row)
 
     def train_runtime(self, run_id: str, attempt: int = 1) -> int:

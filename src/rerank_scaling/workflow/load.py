@@ -29,6 +29,11 @@ STRICT_TYPES = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
 StrictValidator = jsonschema.validators.extend(jsonschema.Draft202012Validator, type_checker=STRICT_TYPES)
 
 
+#: A schema object's map of keys it no longer takes to their new names (an annotation the validator
+#: ignores): the error names the new key.
+RENAMED = "x-renamed"
+
+
 class ConfigError(ValueError):
     """A configuration value is wrong; the message names the field and the fix."""
 
@@ -44,6 +49,14 @@ def _describe(error: jsonschema.ValidationError) -> str:
     field = _field(error.absolute_path)
     if error.validator == "additionalProperties":
         allowed = sorted(error.schema.get("properties", {}))
+        renamed = error.schema.get(RENAMED, {})
+        moved = [
+            f"'{_field([*error.absolute_path, old])}' was renamed to '{_field([*error.absolute_path, new])}'"
+            for old, new in renamed.items()
+            if old in error.instance
+        ]
+        if moved:
+            return f"config field {'; '.join(moved)}: rename it in your config"
         return f"config field '{field}': {error.message}. Allowed keys here: {', '.join(allowed)}"
     if error.validator == "required":
         return f"config field '{field}': {error.message}; add it (see config.yaml for an example)"

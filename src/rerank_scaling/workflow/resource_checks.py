@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rerank_scaling.registries import objectives
 from rerank_scaling.settings import Problems, problem, settings_from_dict, settings_of
 
 
@@ -35,7 +36,6 @@ def config_memory_plans(config: dict[str, Any]) -> dict[tuple[str, str], Any]:
         checkpointing_mode,
         model_shape,
         plan_memory,
-        rows_per_step,
     )
     from rerank_scaling.training.train_settings import TrainSettings
 
@@ -52,12 +52,7 @@ def config_memory_plans(config: dict[str, Any]) -> dict[tuple[str, str], Any]:
             elif shape is None:
                 plans[name] = MemoryPlan(False, 0, None, f"{spec['name']}: shape unknown until prefetched")
             else:
-                rows, per_row = rows_per_step(
-                    objective,
-                    training.pointwise_batch_size,
-                    training.group_queries_per_batch,
-                    1 + examples.group_negatives,
-                )
+                rows, per_row = objectives.rows_per_step(objective, training, examples)
                 try:
                     plans[name] = plan_memory(
                         shape,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rerank_scaling.registries import measures
 from rerank_scaling.settings import Problems, problem
 
 
@@ -30,14 +31,18 @@ def fitting_problems(config: dict[str, Any]) -> Problems:
     problems = []
     fitting = config["fitting"]
     produced = evaluation_metrics(config["evaluation"])
+    from_settings = ", ".join(
+        f"{m.NAME}@{m.param.name} from evaluation.{m.param.settings_key}"
+        for m in measures.MEASURES.values()
+        if m.param and m.param.settings_key
+    )
     for i, metric in enumerate(fitting["metrics"]):
         if metric not in produced:
             problems.append(
                 problem(
                     f"fitting.metrics[{i}]",
                     f"{metric!r} is not a metric the evaluation produces; with these evaluation settings "
-                    f"it writes {produced} (CE@n from evaluation.ce_sizes, RBP@k from evaluation.rbp_k, "
-                    "RRstar@m from evaluation.rr_m)",
+                    f"it writes {produced} ({from_settings})",
                 )
             )
     eval_splits = config["dataset"]["eval_splits"]

@@ -13,11 +13,11 @@ from rerank_scaling.grid import Grid, RunSpec
 from rerank_scaling.hub.pins import PIN_FILE, pinned_models, read_pins
 from rerank_scaling.laws.fit_settings import TABLES as LAW_TABLES
 from rerank_scaling.planning.gpu_fit import PLANNED_GPU_ENV, planned_gpu_json
+from rerank_scaling.registries.objectives import StepSettings
 from rerank_scaling.report.figure_names import PER_METRIC as FIGURE_KINDS
 from rerank_scaling.report.figure_names import slug
 from rerank_scaling.settings import without
 from rerank_scaling.stage_code import record_stage_digest
-from rerank_scaling.steps import StepSettings
 from rerank_scaling.training.checkpoint_store import check_published
 from rerank_scaling.training.train_settings import GRID_KEYS, TrainSettings
 

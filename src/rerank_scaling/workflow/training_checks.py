@@ -1,18 +1,19 @@
 """Cross-field checks of ``models`` and ``training``: names, paths and ladders, attention support,
 and room for ``training.checkpoints`` in every run (full data and each data fraction). Each returns
-problems naming the field and the fix; :func:`rerank_scaling.steps.training_steps_problems` runs again in
-the examples job, with the real row counts."""
+problems naming the field and the fix;
+:func:`~rerank_scaling.registries.objectives.training_steps_problems` runs again in the examples
+job, with the real row counts."""
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 from typing import Any
 
+from rerank_scaling.registries import objectives
+from rerank_scaling.registries.objectives import StepSettings, training_steps_problems
 from rerank_scaling.settings import Problems, problem, settings_of
-from rerank_scaling.steps import StepSettings, training_steps_problems
-from rerank_scaling.workflow.data_checks import estimated_rows
+from rerank_scaling.workflow.data_checks import estimated_queries, estimated_rows
 
 
 def training_problems(config: dict[str, Any]) -> Problems:
@@ -23,24 +24,23 @@ def training_problems(config: dict[str, Any]) -> Problems:
 
 def _fraction_steps(config: dict[str, Any], fraction: float) -> dict[str, int]:
     """Optimizer steps per objective of a run on ``fraction`` of the training queries: exact with
-    ``training.max_steps`` (steps.total_steps), an upper bound for builtin data, else unknown
+    ``training.max_steps`` (objectives.total_steps), an upper bound for builtin data, else unknown
     (the train job checks the real count, naming the fraction)."""
     from rerank_scaling.data.subsets import subset_size
 
     training = settings_of(StepSettings, config["training"])
     if training.max_steps is not None:
-        steps = max(1, math.ceil(training.max_steps * fraction - 1e-9))
+        steps = objectives.fixed_steps(training.max_steps, fraction)
         return dict.fromkeys(training.objectives, steps)
-    rows = estimated_rows(config)
-    if not rows:
+    rows, queries = estimated_rows(config), estimated_queries(config)
+    if not rows or not queries:
         return {}
-    queries = rows["listwise"]  # builtin: one group per query
     kept = subset_size(queries, fraction)
     steps = {}
     for objective in training.objectives:
         _, batch = training.batch(objective)
         fraction_rows = rows[objective] // queries * kept
-        steps[objective] = math.ceil(math.ceil(fraction_rows / batch) * training.epochs)
+        steps[objective] = objectives.epoch_steps(fraction_rows, batch, training.epochs)
     return steps
 
 

@@ -20,16 +20,16 @@ from rerank_scaling.planning.measured_profiles import CostProfile
 from rerank_scaling.planning.plan_rows import make_plan
 from rerank_scaling.planning.plan_settings import PlanSettings
 from rerank_scaling.records import METRIC_COLUMNS
+from rerank_scaling.registries.size_axes import SIZE_AXES, model_size, size_column
 from rerank_scaling.settings import with_defaults
-from rerank_scaling.size_axis import SIZE_COLUMNS, model_size, size_column
 
-SCHEMA = Path(__file__).resolve().parents[1] / "src" / "rerank_scaling" / "schemas" / "config.schema.yaml"
+SCHEMA = Path(__file__).resolve().parents[2] / "src" / "rerank_scaling" / "schemas" / "config.schema.yaml"
 
 
 def test_every_axis_the_schema_allows_reads_a_column_every_size_record_has():
     fitting = yaml.safe_load(SCHEMA.read_text())["properties"]["fitting"]["properties"]
-    assert fitting["size_axis"]["enum"] == list(SIZE_COLUMNS)
-    for axis in SIZE_COLUMNS:
+    assert fitting["size_axis"]["enum"] == list(SIZE_AXES)
+    for axis in SIZE_AXES:
         column = size_column(axis)
         assert column in METRIC_COLUMNS
         assert column in {f.name for f in dataclasses.fields(ModelStats)}
@@ -69,7 +69,7 @@ def profile(name: str, params: int, non_embedding: int) -> CostProfile:
     )
 
 
-@pytest.mark.parametrize("axis", list(SIZE_COLUMNS))
+@pytest.mark.parametrize("axis", list(SIZE_AXES))
 def test_the_laws_and_the_plan_read_the_same_size_on_each_axis(axis):
     metrics = synthetic_metrics_table(noise=0.0)
     assert (metrics["params"] != metrics["non_embedding_params"]).all()  # the axes differ here
