@@ -28,10 +28,11 @@ pytestmark = pytest.mark.slow
 RUN = "L1__pointwise__full__s13"
 RESULTS = Path("results") / "tiny"
 TARGET = str(RESULTS / "metrics" / "all.parquet")
-# The loss edit the hostile-user probe made (a weighted BCE), and its metric edit (nDCG's cutoff).
-LOSS = ("training/objectives.py", "BinaryCrossEntropyLoss(model)")
-WEIGHTED = 'BinaryCrossEntropyLoss(model, pos_weight=__import__("torch").tensor(5.0))'
-METRIC = ("evaluation/metrics.py", "ir_measures.nDCG @ 10")
+# The loss edit the hostile-user probe made (a weighted BCE: the one-run workflow trains pointwise,
+# whose registered loss is BinaryCrossEntropyLoss), and its metric edit (nDCG's cutoff).
+LOSS = ("training/objectives.py", "objective_registry.objective(objective).loss)(model)")
+WEIGHTED = 'objective_registry.objective(objective).loss)(model, pos_weight=__import__("torch").tensor(5.0))'
+METRIC = ("evaluation/metrics.py", "ir_measures.nDCG @ cutoff")
 CUT_AT_5 = "ir_measures.nDCG @ 5"
 
 
