@@ -13,6 +13,15 @@ caches (``work/``: the training's resume state, and caches whose content the com
 already hold), ``workflow_time.json`` and any column whose name says it is a time
 (:data:`TIMING_COLUMN`). Exit status 1 when a file differs
 or is on one side only.
+
+Row order is not a result: two tables holding the same rows in another order are reported as
+"same rows, other order" and count as identical (a renamed metric sorts elsewhere). A change made on
+purpose between the two commits is declared, never hidden: ``--rename OLD=NEW`` replaces the text
+OLD by NEW in every column name and text cell of both sides before comparing (e.g.
+``--rename RBP@=RelP@`` for the RelP@k rename), and the output lists each declared rename.
+Planning and advice price runs from the device profiles measured during the run
+(``results/profiles``); runs compared for identical planning tables must share those profiles
+(copy one run's ``results/profiles`` into the other's and re-run ``plan`` with ``--forcerun``).
 """
 
 from __future__ import annotations
@@ -66,18 +75,67 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def compare_file(a: Path, b: Path) -> tuple[str | None, list[str]]:
-    """(why ``a`` and ``b`` differ or None, the timing columns ignored)."""
-    if a.name == "model.safetensors":
-        return (None if sha256(a) == sha256(b) else "sha256 differs"), []
-    left, right = read_table(a), read_table(b)
-    ignored = sorted(set(timing_columns(left)) | set(timing_columns(right)))
-    left, right = left.drop(columns=ignored, errors="ignore"), right.drop(columns=ignored, errors="ignore")
+def parse_rename(text: str) -> tuple[str, str]:
+    """``OLD=NEW`` of ``--rename``."""
+    old, sep, new = text.partition("=")
+    if not sep or not old:
+        raise argparse.ArgumentTypeError(f"--rename {text!r}: expected OLD=NEW, e.g. RBP@=RelP@")
+    return old, new
+
+
+def renamed(table: pd.DataFrame, renames: list[tuple[str, str]]) -> pd.DataFrame:
+    """``table`` with every declared rename applied to its column names and text cells."""
+    if not renames:
+        return table
+
+    def apply(value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        for old, new in renames:
+            value = value.replace(old, new)
+        return value
+
+    table = table.rename(columns=apply)
+    for column in table.columns:
+        if pd.api.types.is_object_dtype(table[column]) or pd.api.types.is_string_dtype(table[column]):
+            table[column] = table[column].map(apply)
+    return table
+
+
+def sorted_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``table`` in one canonical order (every column, as text, then by value)."""
+    if table.empty or len(table.columns) == 0:
+        return table
+    keys = table.astype(str)
+    order = keys.sort_values(by=list(keys.columns), kind="stable").index
+    return table.loc[order].reset_index(drop=True)
+
+
+def frame_difference(left: pd.DataFrame, right: pd.DataFrame) -> str | None:
     try:
         pd.testing.assert_frame_equal(left, right, check_exact=True)
     except AssertionError as error:
-        return " ".join(str(error).split())[:400], ignored
-    return None, ignored
+        return " ".join(str(error).split())[:400]
+    return None
+
+
+def compare_file(
+    a: Path, b: Path, renames: list[tuple[str, str]] | None = None
+) -> tuple[str | None, list[str], bool]:
+    """(why ``a`` and ``b`` differ or None, the timing columns ignored, whether only the row
+    order differs)."""
+    if a.name == "model.safetensors":
+        return (None if sha256(a) == sha256(b) else "sha256 differs"), [], False
+    left, right = renamed(read_table(a), renames or []), renamed(read_table(b), renames or [])
+    ignored = sorted(set(timing_columns(left)) | set(timing_columns(right)))
+    left, right = left.drop(columns=ignored, errors="ignore"), right.drop(columns=ignored, errors="ignore")
+    why = frame_difference(left, right)
+    if why is None:
+        return None, ignored, False
+    same_columns = list(left.columns) == list(right.columns)
+    if same_columns and frame_difference(sorted_rows(left), sorted_rows(right)) is None:
+        return None, ignored, True
+    return why, ignored, False
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,13 +144,24 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("a", type=Path, help="a results folder, e.g. results/default")
     parser.add_argument("b", type=Path, help="the folder to compare it with")
+    parser.add_argument(
+        "--rename",
+        type=parse_rename,
+        action="append",
+        default=[],
+        metavar="OLD=NEW",
+        help="a deliberate rename between the two commits, applied to both sides (repeatable)",
+    )
     args = parser.parse_args(argv)
     files_a, files_b = compared_files(args.a), compared_files(args.b)
     problems, ignored_columns, counts = [], {}, {"tables": 0, "model.safetensors": 0}
+    reordered = []
     for name in sorted(files_a ^ files_b):
         problems.append(f"only in {args.a if name in files_a else args.b}: {name}")
     for name in sorted(files_a & files_b):
-        why, ignored = compare_file(args.a / name, args.b / name)
+        why, ignored, other_order = compare_file(args.a / name, args.b / name, args.rename)
+        if other_order:
+            reordered.append(name)
         counts["model.safetensors" if name.endswith("model.safetensors") else "tables"] += 1
         if ignored:
             ignored_columns[name] = ignored
@@ -105,6 +174,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"ignored (timing, scratch): folders {list(IGNORED_DIRS)}, files {list(IGNORED_FILES)}")
     for name, columns in sorted(ignored_columns.items()):
         print(f"ignored (timing) columns of {name}: {columns}")
+    for old, new in args.rename:
+        print(f"declared rename: {old!r} -> {new!r}")
+    for name in reordered:
+        print(f"same rows, other order: {name}")
     for problem in problems:
         print(problem)
     print("identical" if not problems else f"{len(problems)} difference(s)")
