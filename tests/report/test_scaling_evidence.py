@@ -12,10 +12,12 @@ from rerank_scaling.records import PER_QUERY_COLUMNS
 from rerank_scaling.report.paired import paired_difference_se, paired_standard_error
 from rerank_scaling.report.scaling_evidence import (
     QueryTable,
+    both,
     final_standard_errors,
     scaling_evidence,
     verdict,
 )
+from rerank_scaling.report.summary import claims
 
 
 def with_second_seed(table: pd.DataFrame, model: str, shift: float) -> pd.DataFrame:
@@ -143,6 +145,20 @@ def test_a_seed_spread_larger_than_the_size_gap_is_not_scaling():
     assert row["size_gap"] > 1.96 * row["size_gap_se"] and row["seed_spread"] == pytest.approx(0.5)
     assert row["size_gap_verdict"] == "no" and row["real_scaling"] == "no"
     assert row["largest_beats_bm25"] == "no"
+
+
+def test_a_reranker_clearly_below_bm25_is_worse_not_within_the_noise():
+    metrics = dev_ndcg(synthetic_metrics_table(noise=0.0))
+    top = metrics.loc[metrics["checkpoint"] == metrics["checkpoint"].max(), "value"].max()
+    metrics = with_bm25(metrics, top + 0.2)  # BM25 well above every run
+    per_query = per_query_table(metrics, 100, 0.05)
+    row = scaling_evidence(metrics, per_query, "nDCG@10", "dev").set_index("objective").loc["listwise"]
+    assert row["largest_minus_bm25"] < -1.96 * row["largest_minus_bm25_se"]
+    assert row["largest_beats_bm25"] == "worse"
+    assert "below, beyond its noise" in claims(scaling_evidence(metrics, per_query, "nDCG@10", "dev"))[0]
+    # the two sides of one two-sided test, and the band between them
+    assert [verdict(d, 0.01) for d in (0.03, 0.0, -0.03)] == ["yes", "no", "worse"]
+    assert both("yes", "worse") == "no" and both("worse", "unknown") == "no"
 
 
 def test_without_a_noise_estimate_the_verdict_is_unknown_never_true():

@@ -10,8 +10,8 @@ the largest fitted one, no miss is within it (the law, fitted to sizes that impr
 step apart), so ``miss_within_gap`` is False whatever the miss. The gap itself is only visible when
 it exceeds its noise: ``gap_se`` is the paired standard error of the gap (the two sizes' runs compared
 query by query on the same queries, :mod:`rerank_scaling.report.paired`; each size's seeds averaged),
-``gap_verdict`` says whether the gap exceeds 1.96 of it, and ``se_below_third_of_gap`` whether it is
-below a third of the gap (the precision at which the gap can be read).
+``gap_verdict`` says whether the gap exceeds 1.96 of it (``worse``: below minus that), and
+``se_below_third_of_gap`` whether it is below a third of the gap (the precision at which the gap can be read).
 """
 
 from __future__ import annotations

@@ -21,10 +21,12 @@ Every comparison carries its noise yardsticks, and its verdict is read against t
 
 A verdict is ``yes`` when the difference, in the metric's own direction (losses such as CE: lower
 is better), exceeds ``z`` standard errors (z = 1.96: a two-sided 5% test) and the seed spread where
-there is one; ``no`` when it does not; ``unknown`` when there is no per-query yardstick (no
-per-query table, or fewer than :data:`~.paired.MIN_QUERIES` queries) -- never ``yes`` without one.
-``real_scaling`` is ``yes`` when both the training gain and the size gap are, ``no`` when either is
-``no``, else ``unknown``.
+there is one; ``worse`` when it lies below minus that yardstick (the other side of the same
+two-sided test: the larger run, or the reranker, is worse beyond the noise); ``no`` when it lies
+within; ``unknown`` when there is no per-query yardstick (no per-query table, or fewer than
+:data:`~.paired.MIN_QUERIES` queries) -- never ``yes`` or ``worse`` without one. ``real_scaling`` is
+``yes`` when both the training gain and the size gap are, ``no`` when either is not (``no`` or
+``worse``), else ``unknown``.
 """
 
 from __future__ import annotations
@@ -76,16 +78,20 @@ class QueryTable:
 def verdict(
     difference: float, standard_error: float, seed_spread: float = float("nan"), z: float = 1.96
 ) -> str:
-    """``yes`` / ``no`` / ``unknown``: does ``difference`` (larger is better) exceed its yardstick?"""
+    """``yes`` / ``worse`` / ``no`` / ``unknown``: does ``difference`` (larger is better) exceed its
+    yardstick, fall below minus it, or lie within?"""
     if not np.isfinite(difference) or not np.isfinite(standard_error):
         return "unknown"
     noise = max(z * standard_error, seed_spread if np.isfinite(seed_spread) else 0.0)
-    return "yes" if difference > noise else "no"
+    if difference > noise:
+        return "yes"
+    return "worse" if difference < -noise else "no"
 
 
 def both(first: str, second: str) -> str:
-    """Conjunction of two verdicts: ``no`` if either is, ``yes`` if both are, else ``unknown``."""
-    if "no" in (first, second):
+    """Conjunction of two verdicts: ``no`` if either is not (``no`` or ``worse``), ``yes`` if both
+    are, else ``unknown``."""
+    if {"no", "worse"} & {first, second}:
         return "no"
     return "yes" if first == second == "yes" else "unknown"
 

@@ -25,7 +25,12 @@ from rerank_scaling.report.held_out_check import NO_CHECK, run_check
 from rerank_scaling.report.scaling_evidence import final_rows, final_standard_errors, scaling_evidence
 
 EVIDENCE_METRIC = "nDCG@10"
-VERDICT_WORDS = {"yes": "exceeds its noise", "no": "within its noise", "unknown": "unknown (no yardstick)"}
+VERDICT_WORDS = {
+    "yes": "exceeds its noise",
+    "no": "within its noise",
+    "worse": "below, beyond its noise",
+    "unknown": "unknown (no yardstick)",
+}
 
 
 def _fmt(value: float) -> str:
@@ -110,8 +115,8 @@ def held_out_lines(metrics: pd.DataFrame, laws_dir: Path, per_query: pd.DataFram
         f"Recommended: `{joint}` (fitting.joint_protocol, the law planning uses); the model law for "
         "comparison. miss = |forecast - observed|; gap = held-out final - largest fitted final; gap_se: "
         "its paired standard error (the SE of the mean per-query difference over the same queries); "
-        "gap_verdict: yes when the gap exceeds 1.96 gap_se; queries_for_third_of_gap: the queries at "
-        "which gap_se would be gap / 3.",
+        "gap_verdict: yes when the gap exceeds 1.96 gap_se, worse when it lies below -1.96 gap_se; "
+        "queries_for_third_of_gap: the queries at which gap_se would be gap / 3.",
         "",
         check.round(4).to_markdown(index=False),
     ]
