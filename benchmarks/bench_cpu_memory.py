@@ -17,8 +17,9 @@ queries. A prediction further than ``--tolerance`` (25%) from the measured peak 
 On each ``training_examples`` collection the other CPU jobs that grow with the data run too, each
 its own command: ``annotation_examples`` (on the examples just written), ``prepare_corpus`` and
 ``prepare_qrels`` (``prepare_data --part``, a local source), ``split_texts`` and ``evaluate_bm25``
-(the train split's run standing in for an evaluated split's); their :class:`LinearCost` models are
-fitted on the calibration collections and checked on the 5% and 10% ones in the same way.
+(the train split's run standing in for an evaluated split's), fitted on the calibration collections
+and checked on the 5% and 10% ones in the same way. Every job's model is a :class:`LinearCost` in
+the counts :data:`COST_TERMS` names.
 """
 
 from __future__ import annotations
@@ -47,11 +48,9 @@ from rerank_scaling.precision import cpu_name
 from rerank_scaling.settings import settings_of, without
 from rerank_scaling.workflow.cpu_memory import (
     CorpusCounts,
-    ExamplesCoefficients,
     ExamplesCounts,
     ExampleTableCounts,
     LinearCost,
-    MergeCoefficients,
     MergeCounts,
     RunLinesCounts,
     SplitTextsCounts,
@@ -199,8 +198,13 @@ def collection_jobs(work: Path, root: Path, counts: dict, shape: ExamplesCounts)
     return rows
 
 
-#: What each LinearCost model's memory and time are linear in (fields of its counts).
+#: What each rule's LinearCost model's memory and time are linear in (attributes of its counts).
 COST_TERMS = {
+    "training_examples": (
+        ("queries", "pool_entries", "texts", "example_documents"),
+        ("run_lines", "passages"),
+    ),
+    "merge_metrics": (("held_rows",), ("total_rows",)),
     "annotation_examples": (("example_documents",), ("example_documents",)),
     "prepare_corpus": (("passages",), ("passages",)),
     "prepare_qrels": (("passages",), ("passages",)),
@@ -246,22 +250,6 @@ def fit(rows: list[dict], features, target: str) -> np.ndarray:
     scale = design.max(axis=0)
     solution, _ = nnls(design / scale, np.array([row[target] for row in rows]))
     return solution / scale
-
-
-def examples_coefficients(rows: list[dict]) -> ExamplesCoefficients:
-    memory = fit(
-        rows,
-        lambda c: [1, c.queries / 1e6, c.pool_entries / 1e6, c.texts / 1e6, c.example_documents / 1e6],
-        "peak_mb",
-    )
-    time_fit = fit(rows, lambda c: [1, c.run_lines, c.passages], "seconds")
-    return ExamplesCoefficients(*(float(f"{v:.4g}") for v in (*memory, *time_fit)))
-
-
-def merge_coefficients(rows: list[dict]) -> MergeCoefficients:
-    memory = fit(rows, lambda c: [1, (c.largest_file_rows + c.largest_run_rows) / 1e6], "peak_mb")
-    time_fit = fit(rows, lambda c: [1, c.total_rows], "seconds")
-    return MergeCoefficients(*(float(f"{v:.4g}") for v in (*memory, *time_fit)))
 
 
 def table(title: str, rows: list[tuple[str, str, dict]], model, tolerance: float) -> tuple[str, bool]:
@@ -311,28 +299,21 @@ def main() -> None:
     def of_rule(rule: str, runs: list) -> list:
         return [(name, role, rows[rule]) for name, role, rows in runs]
 
-    fitted_examples = of_rule("training_examples", fitted_collections)
-    checked_examples = of_rule("training_examples", checked_collections)
-    examples = examples_coefficients([row for _, _, row in fitted_examples])
-    merge = merge_coefficients([row for _, _, row in fitted_merge])
-    examples_text, examples_ok = table(
-        "training_examples", fitted_examples + checked_examples, examples, args.tolerance
-    )
-    merge_text, merge_ok = table("merge_metrics", fitted_merge + checked_merge, merge, args.tolerance)
+    runs = {  # rule -> (fitted, held out): merge_metrics on its grids, the others on the collections
+        rule: (fitted_merge, checked_merge)
+        if rule == "merge_metrics"
+        else (of_rule(rule, fitted_collections), of_rule(rule, checked_collections))
+        for rule in COST_TERMS
+    }
     costs, cost_texts, costs_ok = {}, [], True
-    for rule in COST_TERMS:
-        costs[rule] = linear_cost(rule, [row for _, _, row in of_rule(rule, fitted_collections)])
-        rule_text, rule_ok = table(
-            rule,
-            of_rule(rule, fitted_collections) + of_rule(rule, checked_collections),
-            costs[rule],
-            args.tolerance,
-        )
+    for rule, (fitted, checked) in runs.items():
+        costs[rule] = linear_cost(rule, [row for _, _, row in fitted])
+        rule_text, rule_ok = table(rule, fitted + checked, costs[rule], args.tolerance)
         cost_texts.append(rule_text)
         costs_ok &= rule_ok
     coefficients = {
-        "examples": dataclasses.asdict(examples),
-        "merge": dataclasses.asdict(merge),
+        "examples": dataclasses.asdict(costs.pop("training_examples")),
+        "merge": dataclasses.asdict(costs.pop("merge_metrics")),
         "costs": {rule: dataclasses.asdict(cost) for rule, cost in costs.items()},
     }
     text = (
@@ -342,12 +323,13 @@ def main() -> None:
         f"average {load:.1f} before, {os.getloadavg()[0]:.1f} after. Held-out runs must be within "
         f"{args.tolerance:.0%} of the model fitted on the others"
         f"{' (quick run: checks at 1/10 the scales)' if args.quick else ''}.\n\n"
-        f"{examples_text}\n{merge_text}\n" + "\n".join(cost_texts) + "\n"
+        + "\n".join(cost_texts)
+        + "\n"
         "Coefficients (rerank_scaling.workflow.cpu_memory.EXAMPLES, MERGE and CPU_COSTS hold these):\n\n"
         f"```json\n{json.dumps(coefficients, indent=2)}\n```\n"
     )
     emit(text, args.out)
-    if not (examples_ok and merge_ok and costs_ok):
+    if not costs_ok:
         raise SystemExit(f"a held-out prediction is more than {args.tolerance:.0%} off the measured peak")
 
 

@@ -58,6 +58,22 @@ def test_ir_measures_by_hand():
         assert all(m[name][q] == 0.0 for name in m)
 
 
+@pytest.mark.parametrize("threshold", [1, 2])
+def test_ir_metrics_are_the_rows_the_evaluation_writes(threshold):
+    """ir_metrics is the evaluation's own path (the registered row functions): the same metrics, the
+    same per-query values as evaluate_per_query's rows of the measures over the run alone."""
+    settings = MetricSettings.of(
+        relevance_threshold=threshold, ce_sizes=(2,), relative_prob_k=(1,), rr_m=(2,)
+    )
+    scored = {q: docs for q, docs in CANDIDATES.items() if q != "q4"}  # q4's candidates have no score
+    rows = evaluate_per_query(RUN, QRELS, scored, settings)
+    ours = ir_metrics(RUN, QRELS, relevance_threshold=threshold)
+    assert list(ours) == ["nDCG@10", "AP", "RR@10", "R@10", "P@10"]
+    for name, values in ours.items():
+        part = rows[rows["metric"] == name]
+        assert dict(zip(part["qid"], part["value"], strict=True)) == values, name
+
+
 def test_relevance_threshold_applies_to_binary_measures_only():
     strict = ir_metrics(RUN, QRELS, relevance_threshold=2)
     assert strict["RR@10"]["q1"] == pytest.approx(1 / 3)

@@ -15,6 +15,7 @@ from rerank_scaling.training.checkpoint_store import (
     CheckpointDamaged,
     RunStore,
     check_published,
+    file_records,
     verify_published,
 )
 
@@ -64,6 +65,24 @@ def test_published_checkpoints_are_copies_of_the_exports_and_come_back_after_del
     assert store.republish_missing([1, 2]) == [1]
     assert (published / "model.safetensors").read_bytes() == bytes([2]) * 8
     assert store.republish_missing([1, 2]) == []
+
+
+def test_an_export_records_its_files_from_the_state_s_records_hashed_once(tmp_path):
+    """The trainer hashes a state's files once: the export's sidecar takes its model files' records
+    (the same as hashing the copies), the state's progress all of them."""
+    store = RunStore(tmp_path / "work", tmp_path / "ckpts")
+    store.prepare({"run": "a"})
+    state = _state(store, 2, complete=False)
+    (state / "tokenizer").mkdir()
+    (state / "tokenizer" / "vocab.txt").write_text("a b c")
+    records = file_records(state)
+    assert set(records) == {"model.safetensors", "optimizer.pt", "tokenizer/vocab.txt"}
+    store.export(state, 1, {"step": 2}, records)
+    exported = store.exports_dir / "ckpt-01"
+    assert json.loads((exported / SIDECAR).read_text())[FILES] == file_records(exported)
+    assert set(file_records(exported)) == {"model.safetensors", "tokenizer/vocab.txt"}
+    store.complete_state(state, {"step": 2}, records)
+    assert json.loads((state / PROGRESS).read_text())[FILES] == file_records(state) == records
 
 
 def test_a_damaged_checkpoint_is_an_error_naming_the_file_and_the_repair(tmp_path):

@@ -14,6 +14,7 @@ from conftest import LADDER, TINY_TRAINING, train_command
 
 from rerank_scaling.families.models import build_cross_encoder, model_stats
 from rerank_scaling.families.paths import resolve_path
+from rerank_scaling.training.checkpoint_store import FILES, file_records, verify_published
 from rerank_scaling.training.schedule import checkpoint_steps
 
 
@@ -44,6 +45,10 @@ def test_training_writes_loadable_checkpoints_with_sidecars(objective, examples,
     cars = sidecars(tmp_path)
     assert [c["step"] for c in cars] == [2, 4, 6, 8]
     assert all(c["run"] == run and c["objective"] == objective for c in cars)
+    for index, car in enumerate(cars, 1):  # each file's record (hashed once, in the trainer state) holds
+        published = tmp_path / "ckpts" / f"ckpt-{index:02d}"
+        verify_published(published, car)
+        assert car[FILES] == file_records(published) and "model.safetensors" in car[FILES]
     tokens = [c["tokens"] for c in cars]
     assert tokens == sorted(tokens) and tokens[0] > 0
     assert cars[-1]["flops"] == pytest.approx(6 * cars[-1]["non_embedding_params"] * cars[-1]["tokens"])

@@ -14,7 +14,7 @@ Conventions, stated once and used by every function here:
   reranker and not the first stage's recall.
 * Ties. Equal scores are ordered by docid *descending* (trec_eval's ``qsort`` comparator, which
   pytrec_eval inherits). ir_measures hands RR@k to its MS MARCO provider, which breaks ties by docid
-  *ascending*, so :func:`ir_metrics` resolves ties once with :func:`ranking` and passes
+  *ascending*, so :func:`trec_per_query` resolves ties once with :func:`ranking` and passes
   rank-derived, tie-free scores to ir_measures; RelP and R/R* rank with :func:`ranking` too.
 * Relevance. Binary measures (AP, RR, R, P, RelP, CE positives, the R/R* query filter) count
   grades >= ``relevance_threshold``; nDCG and R/R* use the grades themselves as gains (negative
@@ -114,21 +114,22 @@ def trec_per_query(run: Run, qrels: Qrels, measures: dict[str, Any]) -> dict[str
 
 
 def ir_metrics(run: Run, qrels: Qrels, relevance_threshold: int = 1) -> dict[str, dict[str, float]]:
-    """Per-query nDCG@10, AP, RR@10, R@10, P@10 (ir_measures): metric -> qid -> value.
+    """Per-query values of the measures of the ranked run alone (nDCG@10, AP, RR@10, R@10, P@10:
+    :func:`~rerank_scaling.registries.measures.run_measures`), computed by their registered row
+    functions (:func:`ndcg_rows`, :func:`ap_rows`, ...: the evaluation's own code): metric -> qid -> value.
 
     nDCG@10 = DCG@10 / IDCG@10 with DCG = sum_i grade_i / log2(i + 1) (Järvelin & Kekäläinen 2002,
     trec_eval's ``ndcg_cut``); AP, RR@10 (1 / rank of the first relevant in the top 10, else 0),
     R@10 and P@10 use ``rel=relevance_threshold``. Queries and ties: see the module docstring.
     """
-    rel = relevance_threshold
-    measures = {
-        "nDCG@10": ir_measures.nDCG @ 10,
-        "AP": ir_measures.AP(rel=rel),
-        "RR@10": ir_measures.RR(rel=rel) @ 10,
-        "R@10": ir_measures.R(rel=rel) @ 10,
-        "P@10": ir_measures.P(rel=rel) @ 10,
-    }
-    return trec_per_query(run, qrels, measures)
+    settings = MetricSettings.of(relevance_threshold=relevance_threshold)
+    out: dict[str, dict[str, float]] = {}
+    for measure in metric_registry.run_measures():
+        function = measure.function()
+        for value in measure.values(settings):
+            name = measure.name_at(value)
+            out[name] = {q: v for _, q, v, _ in function(run, qrels, {}, settings, name, value)}
+    return out
 
 
 Rows = list[tuple[str, str, float, int]]  # per-query rows (metric, qid, value, n)

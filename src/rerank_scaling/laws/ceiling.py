@@ -8,8 +8,9 @@ is the upper bound of a saturating law's asymptote (:func:`rerank_scaling.laws.r
 and the fixed asymptote of the ensemble's ceiling form (:mod:`.ensemble`).
 
 The oracle's values follow the evaluation's definitions (``tests/laws/test_ceiling.py`` checks them
-against :func:`~rerank_scaling.evaluation.metrics.ir_metrics` on the oracle order; computed here
-without ir_measures, which the fitting environment lacks), over the same queries: every judged
+against :func:`~rerank_scaling.evaluation.metrics.ir_metrics`, the evaluation's registered row
+functions, on the oracle order; computed here without ir_measures, which the fitting environment
+lacks), over the same queries: every judged
 query of the split, or the evaluation's seeded ``max_queries`` subset; a query without candidates
 scores 0, as in the evaluation.
 """

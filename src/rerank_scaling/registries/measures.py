@@ -53,7 +53,9 @@ class Measure:
     ``function(run, qrels, candidates, settings, name, value)`` and returning per-query rows
     ``(metric, qid, value, n)`` (``n``: the query's weight in the table's mean); ``log_range``:
     the expected value lies in [0, ln value] (a loss over ``value`` candidates), else [0, 1];
-    ``counts``: suffixes of count companions the function also writes (:data:`DROPPED`)."""
+    ``counts``: suffixes of count companions the function also writes (:data:`DROPPED`);
+    ``over_candidates``: defined over the first stage's candidates (a reranker measure: CE, RelP,
+    R/R*), not over the ranked run alone by trec_eval's rules (:func:`run_measures`)."""
 
     NAME: str
     compute: str
@@ -62,6 +64,7 @@ class Measure:
     log_range: bool = False
     counts: tuple[str, ...] = ()
     description: str = ""
+    over_candidates: bool = False
 
     def values(self, settings: Any) -> tuple[int | None, ...]:
         """The parameter values the evaluation computes under ``settings`` (``MetricSettings``)."""
@@ -113,6 +116,7 @@ CE = register(
         log_range=True,
         counts=(DROPPED,),
         description="contrastive entropy over 1 positive + n - 1 negatives",
+        over_candidates=True,
     )
 )
 RELP = register(
@@ -121,11 +125,23 @@ RELP = register(
         f"{_METRICS}:relative_probability_rows",
         Param("k", "relative_prob_k"),
         description='relative probability ("Relative-Based Scaling Law for Neural Language Models")',
+        over_candidates=True,
     )
 )
 RRSTAR = register(
-    Measure("RRstar", f"{_METRICS}:relative_gain_rows", Param("m", "rr_m"), description="R/R*(m)")
+    Measure(
+        "RRstar",
+        f"{_METRICS}:relative_gain_rows",
+        Param("m", "rr_m"),
+        description="R/R*(m)",
+        over_candidates=True,
+    )
 )
+
+
+def run_measures() -> tuple[Measure, ...]:
+    """The registered measures of the ranked run alone (trec_eval's: nDCG, AP, RR, R, P), in table order."""
+    return tuple(m for m in MEASURES.values() if not m.over_candidates)
 
 
 @dataclass(frozen=True)

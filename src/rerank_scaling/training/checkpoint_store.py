@@ -209,23 +209,40 @@ class RunStore:
                 log.warning("%s: discarding the trainer state %s", damage, latest)
                 shutil.rmtree(latest)
 
-    def complete_state(self, state: Path, progress: dict[str, Any]) -> None:
+    def complete_state(
+        self, state: Path, progress: dict[str, Any], records: dict[str, dict[str, Any]] | None = None
+    ) -> None:
         """Mark ``state`` complete (its progress, with its files' records, written last), then drop
-        the older states."""
-        write_json(state / PROGRESS, {**progress, FILES: file_records(state)})
+        the older states. ``records``: :func:`file_records` of ``state`` when the caller has them
+        (:meth:`export` took them too), else hashed here."""
+        write_json(state / PROGRESS, {**progress, FILES: file_records(state) if records is None else records})
         for older in self.states():
             if older != state:
                 shutil.rmtree(older)
 
-    def export(self, state: Path, index: int, sidecar: dict[str, Any]) -> None:
-        """Copy the model files of ``state`` (no optimizer state) to ``exports/ckpt-XX`` atomically."""
+    def export(
+        self,
+        state: Path,
+        index: int,
+        sidecar: dict[str, Any],
+        records: dict[str, dict[str, Any]] | None = None,
+    ) -> None:
+        """Copy the model files of ``state`` (no optimizer state) to ``exports/ckpt-XX`` atomically;
+        its sidecar records each file's SHA-256 and size. ``records``: :func:`file_records` of
+        ``state``, whose model files' records are the copies' (each file hashed once per checkpoint:
+        the record is the trained file's, so a copy that differs fails it), else the copies hashed here."""
         with atomic_directory(self.exports_dir / checkpoint_name(index)) as staging:
             for source in state.iterdir():
                 if source.name in TRAINER_STATE_FILES:
                     continue
                 copy = shutil.copytree if source.is_dir() else shutil.copy2
                 copy(source, staging / source.name)
-            write_json(staging / SIDECAR, {**sidecar, FILES: file_records(staging)})
+            if records is None:
+                records = file_records(staging)
+            kept = {
+                name: r for name, r in records.items() if name.split("/", 1)[0] not in TRAINER_STATE_FILES
+            }
+            write_json(staging / SIDECAR, {**sidecar, FILES: kept})
             fault_point("export", index)
 
     def publish(self, index: int) -> dict[str, Any]:

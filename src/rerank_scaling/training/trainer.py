@@ -66,6 +66,7 @@ from rerank_scaling.training.checkpoint_store import (
     checkpoint_name,
     fault_point,
     file_digest,
+    file_records,
 )
 from rerank_scaling.training.objectives import load_examples, make_loss
 from rerank_scaling.training.schedule import checkpoint_steps
@@ -319,9 +320,10 @@ def train_run(
                 return
             # The order keeps every kill recoverable (see checkpoint_store's invariants).
             fault_point("state", index)
-            store.export(saved, index, progress)
+            records = file_records(saved)  # hashed once: the export's model files are copies of these
+            store.export(saved, index, progress, records)
             fault_point("exported", index)
-            store.complete_state(saved, progress)
+            store.complete_state(saved, progress, records)
             fault_point("completed", index)
             store.publish(index)
             log.info("checkpoint %d/%d at step %d (loss %.4f)", index, len(save_at), step, clock["loss"])

@@ -22,7 +22,7 @@ the model's predictions at 5% and 10% of the paper's data against the measured p
   ``evaluation.rerank_depth`` names, and scans the corpus once.
 * ``evaluate_bm25`` reads every evaluated split's run and judgements (their lines).
 
-Each job's model is a :class:`LinearCost` over the fields of its counts; :data:`CPU_COSTS` holds them
+Each job's model is a :class:`LinearCost` over the fields of its counts; :data:`CPU_MODELS` holds them
 by rule.
 """
 
@@ -35,6 +35,30 @@ from typing import Any, Protocol
 from rerank_scaling.workflow.workload import Workload
 
 MB = 1e6
+
+
+class Counts(Protocol):
+    """What a CPU job holds and reads: dataclass fields (or properties) by name (:class:`LinearCost`)."""
+
+    __dataclass_fields__: dict
+
+
+@dataclass(frozen=True)
+class LinearCost:
+    """A job's measured cost, linear in its counts (attributes of a counts dataclass, by name):
+    MB = ``base_mb`` + sum of ``bytes_per[name]`` x count; seconds = ``start_seconds`` + sum of
+    ``seconds_per[name]`` x count."""
+
+    base_mb: float
+    bytes_per: dict[str, float]
+    start_seconds: float
+    seconds_per: dict[str, float]
+
+    def peak_mb(self, counts: Counts) -> float:
+        return self.base_mb + sum(b * getattr(counts, name) for name, b in self.bytes_per.items()) / MB
+
+    def seconds(self, counts: Counts) -> float:
+        return self.start_seconds + sum(s * getattr(counts, name) for name, s in self.seconds_per.items())
 
 
 @dataclass(frozen=True)
@@ -79,37 +103,6 @@ def expected_distinct(population: int, draws: int) -> float:
 
 
 @dataclass(frozen=True)
-class ExamplesCoefficients:
-    """Measured: MB = base + bytes per query, pool entry, text and example document; seconds =
-    start + per run line + per passage."""
-
-    base_mb: float
-    bytes_per_query: float
-    bytes_per_pool_entry: float
-    bytes_per_text: float
-    bytes_per_example_document: float
-    start_seconds: float
-    seconds_per_run_line: float
-    seconds_per_passage: float
-
-    def peak_mb(self, counts: ExamplesCounts) -> float:
-        variable = (
-            self.bytes_per_query * counts.queries
-            + self.bytes_per_pool_entry * counts.pool_entries
-            + self.bytes_per_text * counts.texts
-            + self.bytes_per_example_document * counts.example_documents
-        )
-        return self.base_mb + variable / MB
-
-    def seconds(self, counts: ExamplesCounts) -> float:
-        return (
-            self.start_seconds
-            + self.seconds_per_run_line * counts.run_lines
-            + self.seconds_per_passage * counts.passages
-        )
-
-
-@dataclass(frozen=True)
 class MergeCounts:
     """What a ``merge_metrics`` job holds and reads (rows of the per-query tables)."""
 
@@ -117,21 +110,10 @@ class MergeCounts:
     largest_run_rows: int  # the most rows one run keeps
     total_rows: int  # every input's rows (each read once, its run and checkpoint columns twice)
 
-
-@dataclass(frozen=True)
-class MergeCoefficients:
-    """Measured: MB = base + bytes per held row; seconds = start + per row read."""
-
-    base_mb: float
-    bytes_per_row: float
-    start_seconds: float
-    seconds_per_row: float
-
-    def peak_mb(self, counts: MergeCounts) -> float:
-        return self.base_mb + self.bytes_per_row * (counts.largest_file_rows + counts.largest_run_rows) / MB
-
-    def seconds(self, counts: MergeCounts) -> float:
-        return self.start_seconds + self.seconds_per_row * counts.total_rows
+    @property
+    def held_rows(self) -> int:
+        """The rows held at once: the largest input file and the most one run keeps."""
+        return self.largest_file_rows + self.largest_run_rows
 
 
 def examples_counts(
@@ -184,30 +166,6 @@ def merge_counts(
         "checkpoint_split": max(queries[split] for split in splits) * metrics,
     }[config["evaluation"]["unit"]]
     return MergeCounts(largest, 2 * per_checkpoint, (runs * checkpoints + 1) * per_checkpoint)
-
-
-class Counts(Protocol):
-    """What a CPU job holds and reads: dataclass fields by name (:class:`LinearCost`)."""
-
-    __dataclass_fields__: dict
-
-
-@dataclass(frozen=True)
-class LinearCost:
-    """A job's measured cost, linear in its counts (fields of a counts dataclass, by name):
-    MB = ``base_mb`` + sum of ``bytes_per[name]`` x count; seconds = ``start_seconds`` + sum of
-    ``seconds_per[name]`` x count."""
-
-    base_mb: float
-    bytes_per: dict[str, float]
-    start_seconds: float
-    seconds_per: dict[str, float]
-
-    def peak_mb(self, counts: Counts) -> float:
-        return self.base_mb + sum(b * getattr(counts, name) for name, b in self.bytes_per.items()) / MB
-
-    def seconds(self, counts: Counts) -> float:
-        return self.start_seconds + sum(s * getattr(counts, name) for name, s in self.seconds_per.items())
 
 
 @dataclass(frozen=True)
@@ -273,23 +231,19 @@ def run_lines_counts(config: dict[str, Any], workload: Workload) -> RunLinesCoun
     return RunLinesCounts(sum(workload.eval_queries[s] for s in splits) * int(config["retrieval"]["depth"]))
 
 
-#: The measured coefficients (``benchmarks/results/cpu_memory.md``'s JSON block; a test checks
-#: they are that file's).
-EXAMPLES = ExamplesCoefficients(
+#: The measured models of ``training_examples`` and ``merge_metrics`` (``benchmarks/results/cpu_memory.md``'s
+#: JSON block, ``examples`` and ``merge``; a test checks they are that file's).
+EXAMPLES = LinearCost(
     base_mb=152.8,
-    bytes_per_query=0.0,
-    bytes_per_pool_entry=0.0,
-    bytes_per_text=1150.0,
-    bytes_per_example_document=381.3,
+    bytes_per={"queries": 0.0, "pool_entries": 0.0, "texts": 1150.0, "example_documents": 381.3},
     start_seconds=5.191,
-    seconds_per_run_line=1.709e-05,
-    seconds_per_passage=2.673e-05,
+    seconds_per={"run_lines": 1.709e-05, "passages": 2.673e-05},
 )
-MERGE = MergeCoefficients(
+MERGE = LinearCost(
     base_mb=156.5,
-    bytes_per_row=639.4,
+    bytes_per={"held_rows": 639.4},
     start_seconds=4.18,
-    seconds_per_row=5.343e-06,
+    seconds_per={"total_rows": 5.343e-06},
 )
 #: The LinearCost models of the other data-sized CPU jobs, by rule (the same JSON block's ``costs``).
 CPU_COSTS: dict[str, LinearCost] = {
@@ -327,7 +281,7 @@ CPU_COSTS: dict[str, LinearCost] = {
 
 #: Every data-sized CPU rule's model, by rule
 #: (:meth:`rerank_scaling.workflow.job_resources.JobSizes.cpu_job`).
-CPU_MODELS: dict[str, ExamplesCoefficients | MergeCoefficients | LinearCost] = {
+CPU_MODELS: dict[str, LinearCost] = {
     "training_examples": EXAMPLES,
     "merge_metrics": MERGE,
     **CPU_COSTS,

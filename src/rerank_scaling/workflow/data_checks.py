@@ -60,16 +60,8 @@ def dataset_problems(config: dict[str, Any]) -> Problems:
 def depth_problems(config: dict[str, Any]) -> Problems:
     """BM25 retrieves ``retrieval.depth`` candidates: nothing may ask for more."""
     depth = config["retrieval"]["depth"]
-    problems = []
     rerank = config["evaluation"]["rerank_depth"]
-    if rerank > depth:
-        problems.append(
-            problem(
-                "evaluation.rerank_depth",
-                f"{rerank} is more than retrieval.depth {depth}, the candidates BM25 retrieves; "
-                f"raise retrieval.depth to at least {rerank} or lower evaluation.rerank_depth",
-            )
-        )
+    problems = _beyond_depth("evaluation.rerank_depth", rerank, depth, "the candidates BM25 retrieves")
     for i, size in enumerate(config["evaluation"]["ce_sizes"]):
         if size > rerank:
             problems.append(
@@ -81,15 +73,22 @@ def depth_problems(config: dict[str, Any]) -> Problems:
                 )
             )
     negative = config["examples"]["negative_depth"]
-    if negative > depth:
-        problems.append(
-            problem(
-                "examples.negative_depth",
-                f"{negative} is more than retrieval.depth {depth}, the BM25 ranking negatives are drawn "
-                f"from; raise retrieval.depth to at least {negative} or lower examples.negative_depth",
-            )
+    return problems + _beyond_depth(
+        "examples.negative_depth", negative, depth, "the BM25 ranking negatives are drawn from"
+    )
+
+
+def _beyond_depth(field: str, value: int, depth: int, what: str) -> Problems:
+    """A problem when ``field`` (``value``) asks for more than ``retrieval.depth``, which is ``what``."""
+    if value <= depth:
+        return []
+    return [
+        problem(
+            field,
+            f"{value} is more than retrieval.depth {depth}, {what}; "
+            f"raise retrieval.depth to at least {value} or lower {field}",
         )
-    return problems
+    ]
 
 
 def estimated_queries(config: dict[str, Any]) -> int | None:

@@ -386,37 +386,32 @@ class JobSizes:
         self, rule: str, counts_of: Callable[[str], Counts | None], wildcard: str = "split"
     ) -> dict[str, Any]:
         """:meth:`cpu_job` of a rule whose counts depend on a wildcard (a split's ``split_texts``, an
-        annotation file's examples): ``counts_of(value of the wildcard)``."""
-        fallback_mb, fallback_minutes = CPU_FALLBACK[rule]
+        annotation file's examples): ``counts_of(value of the wildcard)``, at each call."""
 
-        def mem(wildcards: Any, attempt: int) -> int:
-            counts = counts_of(getattr(wildcards, wildcard))
-            if counts is None:
-                return self.mem_mb(fallback_mb, attempt)
-            return self.mem_mb(CPU_MEMORY_MARGIN * CPU_MODELS[rule].peak_mb(counts), attempt)
+        def resource(key: str) -> Callable[[Any, int], int]:
+            def value(wildcards: Any, attempt: int) -> int:
+                job = self.cpu_job(rule, counts_of(getattr(wildcards, wildcard)))
+                return _attempt_function(self, key, job[key])(wildcards, attempt)
 
-        def runtime(wildcards: Any, attempt: int) -> int:
-            counts = counts_of(getattr(wildcards, wildcard))
-            if counts is None:
-                return self.runtime(fallback_minutes, attempt)
-            return self.margin_minutes(CPU_MODELS[rule].seconds(counts), attempt)
+            return value
 
-        return {"mem_mb": mem, "runtime": runtime}
+        return {"mem_mb": resource("mem_mb"), "runtime": resource("runtime")}
 
 
 def resources_for(sizes: JobSizes, rule: str, **values: Any) -> dict[str, Any]:
     """A rule's resources: its placement plus ``values``: mem_mb and runtime as numbers (MB,
     minutes), which grow with the attempt and are clamped here, or as functions of (wildcards,
     attempt) that do so themselves (the JobSizes methods' ``attempt``)."""
-    grown = {
-        key: (
-            _growing(sizes.mem_mb if key == "mem_mb" else sizes.runtime, value)
-            if key in ("mem_mb", "runtime") and isinstance(value, int | float)
-            else value
-        )
-        for key, value in values.items()
-    }
+    grown = {key: _attempt_function(sizes, key, value) for key, value in values.items()}
     return {**sizes.placement(rule), **grown}
+
+
+def _attempt_function(sizes: JobSizes, key: str, value: Any) -> Any:
+    """``value`` of resource ``key``; mem_mb and runtime as numbers become functions of (wildcards,
+    attempt) that grow with the attempt, clamped (:meth:`JobSizes.mem_mb`, :meth:`JobSizes.runtime`)."""
+    if key in ("mem_mb", "runtime") and isinstance(value, int | float):
+        return _growing(sizes.mem_mb if key == "mem_mb" else sizes.runtime, value)
+    return value
 
 
 def _growing(limit: Any, value: float) -> Any:
