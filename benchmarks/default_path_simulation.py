@@ -74,33 +74,58 @@ def simulate(replicates: int, bootstrap: int = 200, seed: int = 0, ensemble: boo
     """Per replicate: the point forecast, the 95% interval and the observed held-out value, of the
     bounded power law alone or (``ensemble``) of the model-form ensemble (:mod:`rerank_scaling.laws.ensemble`)
     with the bound as its ceiling."""
+    if ensemble:
+        return simulate_both(replicates, bootstrap, seed)[1]
     rng = np.random.default_rng(seed)
     settings = FitSettings.of(bootstrap=bootstrap, last_k=1, uncertainty="run")
     rows = []
     for index in range(replicates):
         sample = replicate(rng)
-        args = (sample.fit_rows, sample.held_rows, settings, index, sample.spread)
-        if ensemble:
-            fitted = fit_members("nDCG@10", *args)
-            usable = usable_members(fitted)
-            draws, _ = widened_draws(usable, "nDCG@10", sample.fit_rows, *args[2:])
-            centre, low, high = widened_mixture(usable, draws)
-            done = fitted["power_N"]
-        else:
-            done = fit_split(LAW, *args)
-            low, high = done.intervals.forecast_interval(0.95)
-            centre = done.intervals.centre
-        held = done.rows["held_out"].to_numpy()
+        done = fit_split(LAW, sample.fit_rows, sample.held_rows, settings, index, sample.spread)
         rows.append(
-            {
-                "forecast": float(centre[held][0]),
-                "low": float(low[held][0]),
-                "high": float(high[held][0]),
-                "observed": float(sample.held_rows["value"].iloc[0]),
-                "status": done.status,
-            }
+            _forecast_row(sample, done, done.intervals.centre, *done.intervals.forecast_interval(0.95))
         )
     return judged(pd.DataFrame(rows))
+
+
+def simulate_both(replicates: int, bootstrap: int = 200, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`simulate` of the bounded power law alone and of the ensemble, on the same ladders, from one
+    pass: the ensemble's ``power_N`` member is :func:`fit_split` of :data:`LAW` (the same law, data, seed
+    and bootstrap), so the law alone costs nothing more. Equal to the two calls of :func:`simulate`
+    (tests/laws/test_default_path_calibration.py checks it)."""
+    rng = np.random.default_rng(seed)
+    settings = FitSettings.of(bootstrap=bootstrap, last_k=1, uncertainty="run")
+    alone, mixed = [], []
+    for index in range(replicates):
+        sample = replicate(rng)
+        args = (sample.fit_rows, sample.held_rows, settings, index, sample.spread)
+        fitted = fit_members("nDCG@10", *args)
+        usable = usable_members(fitted)
+        draws, _ = widened_draws(usable, "nDCG@10", sample.fit_rows, *args[2:])
+        done = fitted["power_N"]
+        alone.append(_law_alone_row(sample, done))
+        mixed.append(_forecast_row(sample, done, *widened_mixture(usable, draws)))
+    return judged(pd.DataFrame(alone)), judged(pd.DataFrame(mixed))
+
+
+def _law_alone_row(sample: Replicate, done) -> dict:
+    """The bounded law's own forecast and 95% interval (NaN where its bootstrap gave no interval, which
+    the ensemble's mixture can survive; :func:`simulate` of the law alone fails there)."""
+    if done.intervals is None:
+        return _forecast_row(sample, done, *np.full((3, len(done.rows)), np.nan))
+    return _forecast_row(sample, done, done.intervals.centre, *done.intervals.forecast_interval(0.95))
+
+
+def _forecast_row(sample: Replicate, done, centre: np.ndarray, low: np.ndarray, high: np.ndarray) -> dict:
+    """One replicate's held-out forecast, interval, observation and fit status."""
+    held = done.rows["held_out"].to_numpy()
+    return {
+        "forecast": float(centre[held][0]),
+        "low": float(low[held][0]),
+        "high": float(high[held][0]),
+        "observed": float(sample.held_rows["value"].iloc[0]),
+        "status": done.status,
+    }
 
 
 def judged(frame: pd.DataFrame) -> pd.DataFrame:

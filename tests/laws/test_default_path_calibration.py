@@ -12,8 +12,9 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import pandas as pd
 import pytest
-from default_path_simulation import LAW, oracle_width, replicate, simulate
+from default_path_simulation import LAW, oracle_width, replicate, simulate, simulate_both
 
 from rerank_scaling.laws import fit_statistics, protocols
 from rerank_scaling.laws.fitting import fit_law, refit_multistart
@@ -24,23 +25,41 @@ def _judge(frame) -> tuple[float, float]:
 
 
 @pytest.fixture(scope="module")
-def bounded_law_ladders():
-    """The bounded power law alone on 200 replicates (seed 1): judged by one test, and the baseline
-    that the ensemble's test compares with on the same ladders."""
-    return simulate(200, bootstrap=200, seed=1)
+def default_path_ladders():
+    """The bounded power law alone and the ensemble on the same 200 replicates (seed 1), from one pass
+    (the law alone is the ensemble's power_N member: :func:`test_one_pass_gives_the_law_alone`). The
+    law alone is judged by one test and is the baseline that the ensemble's test compares with."""
+    single, ensemble = simulate_both(200, bootstrap=200, seed=1)
+    assert single["low"].notna().all(), "every replicate's bounded law gives an interval"
+    return single, ensemble
+
+
+@pytest.fixture(scope="module")
+def quick_ladders():
+    """The same on 40 replicates (seed 2) for the quick suite's two tests."""
+    single, ensemble = simulate_both(40, bootstrap=100, seed=2)
+    assert single["low"].notna().all(), "every replicate's bounded law gives an interval"
+    return single, ensemble
+
+
+def test_one_pass_gives_the_law_alone():
+    """simulate_both's law-alone table is simulate's (fit_split of LAW), value for value."""
+    pd.testing.assert_frame_equal(
+        simulate_both(6, bootstrap=40, seed=5)[0], simulate(6, bootstrap=40, seed=5)
+    )
 
 
 @pytest.mark.slow
-def test_default_path_intervals_cover_at_nominal_and_are_not_too_wide(bounded_law_ladders):
+def test_default_path_intervals_cover_at_nominal_and_are_not_too_wide(default_path_ladders):
     """200 replicates: binomial SE of the coverage ~0.015 at 0.95."""
-    coverage, width_ratio = _judge(bounded_law_ladders)
+    coverage, width_ratio = _judge(default_path_ladders[0])
     assert 0.90 <= coverage <= 0.985, coverage
     assert width_ratio <= 1.5, width_ratio
 
 
-def test_default_path_intervals_quick():
+def test_default_path_intervals_quick(quick_ladders):
     """The same on 40 replicates (quick suite): looser bounds for the smaller sample."""
-    coverage, width_ratio = _judge(simulate(40, bootstrap=100, seed=2))
+    coverage, width_ratio = _judge(quick_ladders[0])
     assert coverage >= 0.8, coverage
     assert width_ratio <= 2.0, width_ratio
 
@@ -82,22 +101,21 @@ def _lean(frame) -> str:
     return f"above {int(frame['above'].sum())}, below {int(frame['below'].sum())}"
 
 
-def test_default_path_ensemble_quick():
+def test_default_path_ensemble_quick(quick_ladders):
     """The model-form ensemble (laws/ensemble.py) on 40 replicates: coverage AND width."""
-    frame = simulate(40, bootstrap=100, seed=2, ensemble=True)
+    frame = quick_ladders[1]
     coverage, width_ratio = _judge(frame)
     assert coverage >= 0.85, (coverage, _lean(frame))
     assert width_ratio <= 2.0, width_ratio
 
 
 @pytest.mark.slow
-def test_default_path_ensemble_covers_and_leans_less_than_the_bounded_law(bounded_law_ladders):
+def test_default_path_ensemble_covers_and_leans_less_than_the_bounded_law(default_path_ladders):
     """200 replicates, the same ladders for both (benchmarks/results/default_path.md, same settings:
     the bounded power law alone 184/200 = 0.920 with misses 14 above / 2 below, bias -0.0084; the
     ensemble with its discrepancy term and its members' median as the point forecast 188/200 =
     0.940, 7 above / 5 below, bias 0.0014, at 1.184x the oracle's median width)."""
-    single = bounded_law_ladders
-    frame = simulate(200, bootstrap=200, seed=1, ensemble=True)
+    single, frame = default_path_ladders
     coverage, width_ratio = _judge(frame)
     assert 0.90 <= coverage <= 0.985, (coverage, _lean(frame))
     assert width_ratio <= 1.5, width_ratio
