@@ -72,6 +72,7 @@ rule report_answer:
         code=stage_code_digest("report.answer_page"),
         advice=rules.advise_next.output.advice,
         metrics=rules.merge_metrics.output.parquet,
+        per_query=rules.merge_metrics.output.per_query,
         forecasts=rules.fit_laws.output.forecasts,
         tables=rules.fit_laws.output.tables,
         plan=f"{RESULTS}/planning/plan.parquet",  # rule plan (plan.smk, included after this file)
@@ -99,4 +100,5 @@ rule report_answer:
     shell:
         "rerank_python -m rerank_scaling.report.answer_page --metrics {input.metrics} --laws {params.laws}"
         " --planning {params.planning} --fitting {params.fitting:q} --split {params.split}"
-        " --out-dir {params.out} --example-counts {input.example_counts} > {log} 2>&1"
+        " --out-dir {params.out} --example-counts {input.example_counts} --per-query {input.per_query}"
+        " > {log} 2>&1"

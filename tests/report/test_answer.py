@@ -9,6 +9,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -256,3 +257,46 @@ def test_summary_states_the_answer_first(tmp_path):
     assert len(section) == 2 and section[0].startswith("- **listwise**: L4 (8M) is forecast at 0.4100")
     assert section[0].endswith("What to train: train L4 (P(best) 0.91).")
     assert text.index("## The answer") < text.index("## The question") < text.index("## Claims")
+
+
+def with_held_out_gaps(root: Path) -> Path:
+    """``root`` with per-query tables in which listwise's held-out L4 (0.40) lies below L3 (0.50)
+    beyond its paired SE and pointwise's L4 (0.30) above L3 (0.2925) within it."""
+    metrics = pd.read_parquet(root / "metrics" / "all.parquet").assign(seed=1, queries=50)
+    metrics["checkpoint"] = metrics["step"] // 10
+    finals = {("listwise", "L3"): 0.50, ("pointwise", "L3"): 0.2925}
+    for (objective, model), value in finals.items():
+        rows = (metrics["objective"] == objective) & (metrics["model"] == model) & (metrics["step"] == 20)
+        metrics.loc[rows, "value"] = value
+    metrics.to_parquet(root / "metrics" / "all.parquet")
+    rng = np.random.default_rng(0)
+    difficulty = rng.normal(0.0, 0.2, 50)
+    per_query = []
+    for run in metrics.loc[metrics["family"] != "bm25", "run"].unique():
+        final = metrics[(metrics["run"] == run) & (metrics["step"] == 20)].iloc[0]
+        held_out = {"listwise": 0.40, "pointwise": 0.30}[final["objective"]]  # Table 8's observed
+        centre = held_out if final["model"] == "L4" else final["value"]
+        noise = rng.normal(0.0, 0.02, 50)
+        values = centre + difficulty + noise - (difficulty + noise).mean()  # mean exactly ``centre``
+        per_query += [
+            {"run": run, "checkpoint": 2, "split": "dev", "metric": "nDCG@10", "qid": f"q{q}",
+             "value": v, "n": 1}
+            for q, v in enumerate(values)
+        ]  # fmt: skip
+    pd.DataFrame(per_query).to_parquet(root / "metrics" / "per_query.parquet")
+    return root
+
+
+def test_the_answer_says_plainly_when_the_held_out_size_scored_below_the_largest_fitted(tmp_path):
+    """With the per-query table, each sentence compares the held-out size with the largest fitted
+    size, query by query: listwise L4 (0.40) below L3 (0.50) beyond its paired SE; pointwise L4
+    (0.30) against L3 (0.2925) within it."""
+    root = with_held_out_gaps(write_results(tmp_path / "run", decisions=True))
+    markdown, page = build(root, "--per-query", str(root / "metrics" / "per_query.parquet"))
+    section = markdown.split("## The answer\n\n")[1].split("\n\n")[0].splitlines()
+    below = "It scored below the largest fitted size, L3 (0.5000), by 0.1000 (paired SE 0.00"
+    assert f"observed 0.4000, inside the interval. {below}" in section[0]
+    assert section[0].endswith("below, beyond its noise. What to train: train L4 (P(best) 0.91).")
+    assert "It scored above the largest fitted size, L3 (0.2925), by 0.0075 (paired SE 0.00" in section[1]
+    assert "within its noise. What to train" in section[1]
+    assert html.escape("It scored below the largest fitted size, L3 (0.5000)") in page

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import painted
-from test_answer import build, write_results
+from test_answer import build, with_held_out_gaps, write_results
 from test_answer_advice import with_advice
 
 from rerank_scaling.report.browser import (
@@ -36,6 +36,11 @@ def test_answer_html_opens_from_disk_with_table_and_figure(tmp_path):
         dom.index('id="answer-headline"') < dom.index('id="answer-question"') < dom.index("answer-forecasts")
     )
     assert "What to train: train L4 (P(best) 0.91)" in dom
+    # with the per-query table the sentence says plainly that the held-out size scored below
+    build(with_held_out_gaps(root), "--per-query", str(root / "metrics" / "per_query.parquet"))
+    dom = rendered_dom(root / "answer.html")
+    assert "It scored below the largest fitted size, L3 (0.5000), by 0.1000" in dom
+    assert "below, beyond its noise. What to train: train L4" in dom
     shot = screenshot(root / "answer.html", tmp_path / "answer.png", width=1400, height=1800)
     assert painted(shot) > 0.05
 

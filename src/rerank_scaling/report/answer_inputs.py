@@ -17,7 +17,7 @@ import pandas as pd
 
 from rerank_scaling.registries.size_axes import size_column
 from rerank_scaling.report.answer import Question
-from rerank_scaling.report.held_out_check import planning_protocol
+from rerank_scaling.report.held_out_check import planning_protocol, run_check
 
 POINT_OPTIMUM = "point optimum of the central fit; no probability (planning/decisions.csv not written)"
 
@@ -28,6 +28,7 @@ class AnswerInputs:
     forecasts: pd.DataFrame  # Table 8 rows shown, planning's law first
     decisions: pd.DataFrame | None
     advice: pd.DataFrame | None = None  # planning/advice.csv, best first
+    held_out: pd.DataFrame | None = None  # held_out_check rows: each held-out size vs the largest fitted
 
 
 def question(metrics: pd.DataFrame, metric: str, split: str, size_axis: str) -> Question:
@@ -111,9 +112,16 @@ def decisions(planning_dir: Path, metric: str, split: str) -> pd.DataFrame | Non
 
 
 def load(
-    metrics: pd.DataFrame, laws_dir: Path, planning_dir: Path, metric: str, split: str, size_axis: str
+    metrics: pd.DataFrame,
+    laws_dir: Path,
+    planning_dir: Path,
+    metric: str,
+    split: str,
+    size_axis: str,
+    per_query: pd.DataFrame | None = None,
 ) -> AnswerInputs:
-    """Everything the answer shows for one run."""
+    """Everything the answer shows for one run (``per_query``: the per-query table that gives the
+    held-out size's comparison with the largest fitted size its paired SE; None: no comparison)."""
     shown = with_sizes(shown_forecasts(laws_dir, metric, split), metrics, size_axis)
     advice = planning_dir / "advice.csv"
     return AnswerInputs(
@@ -121,4 +129,5 @@ def load(
         shown,
         decisions(planning_dir, metric, split),
         pd.read_csv(advice) if advice.exists() and advice.stat().st_size else None,
+        run_check(laws_dir, metrics, per_query, metric)[0] if per_query is not None else None,
     )

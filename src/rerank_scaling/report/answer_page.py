@@ -102,7 +102,7 @@ def section(inputs: AnswerInputs, figure_png: bytes, warnings: list[str] | None 
             f'<p class="answer-warning"><strong>Warning</strong>: {html.escape(w)}</p>'
             for w in warnings or []
         ),
-        headline_html(inputs.forecasts, inputs.decisions),
+        headline_html(inputs.forecasts, inputs.decisions, inputs.held_out),
         "<h2>The question</h2>",
         f'<p id="answer-question">{html.escape(answer.question_sentence(inputs.question))}</p>',
         "<h2>The forecasts</h2>",
@@ -141,7 +141,7 @@ def markdown(title: str, inputs: AnswerInputs, warnings: list[str] | None = None
     """answer.md: the data's warnings, one sentence per objective, the same answer, the figure
     linked, then the links."""
     lines = [f"# {title}", "", *(f"**Warning**: {warning}\n" for warning in warnings or [])]
-    lines += headline_lines(inputs.forecasts, inputs.decisions)
+    lines += headline_lines(inputs.forecasts, inputs.decisions, inputs.held_out)
     lines += answer.answer_lines(inputs.question, inputs.forecasts, inputs.decisions)
     if inputs.advice is not None:  # before the planning verdict, as on the page
         unit = str(inputs.advice["cost_unit"].iloc[0]) if "cost_unit" in inputs.advice else ""
@@ -165,12 +165,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--example-counts", default=None, help="examples/counts.json: its warnings come first"
     )
+    parser.add_argument(
+        "--per-query", default=None, help="metrics/per_query.parquet: the paired SE of the held-out gap"
+    )
     args = parser.parse_args(argv)
     out = Path(args.out_dir)
     fitting = settings_from_dict(FitSettings, parse_json_arg(args.fitting), "fitting")
     metric, size_axis = fitting.metrics[0], fitting.size_axis
     metrics = pd.read_parquet(args.metrics)
-    inputs = load(metrics, Path(args.laws), Path(args.planning), metric, args.split, size_axis)
+    per_query = pd.read_parquet(args.per_query) if args.per_query else None
+    inputs = load(metrics, Path(args.laws), Path(args.planning), metric, args.split, size_axis, per_query)
     forecasts = pd.read_parquet(Path(args.laws) / "forecasts.parquet")
     figure = forecast_figure(metrics, forecasts, inputs.forecasts, metric, args.split, size_column(size_axis))
     save_figure(figure, out / "figures" / "answer")

@@ -75,6 +75,16 @@ class QueryTable:
         return paired_standard_error(self.weighted, self.weights, terms)
 
 
+#: How the report words each verdict (summary.md's claims, the answer's comparison with the largest
+#: fitted size).
+VERDICT_WORDS = {
+    "yes": "exceeds its noise",
+    "no": "within its noise",
+    "worse": "below, beyond its noise",
+    "unknown": "unknown (no yardstick)",
+}
+
+
 def verdict(
     difference: float, standard_error: float, seed_spread: float = float("nan"), z: float = 1.96
 ) -> str:

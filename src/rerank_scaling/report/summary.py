@@ -22,15 +22,14 @@ from rerank_scaling.report.answer_headline import headline_lines
 from rerank_scaling.report.answer_inputs import decisions, question, shown_forecasts, with_sizes
 from rerank_scaling.report.figures import size_column
 from rerank_scaling.report.held_out_check import NO_CHECK, run_check
-from rerank_scaling.report.scaling_evidence import final_rows, final_standard_errors, scaling_evidence
+from rerank_scaling.report.scaling_evidence import (
+    VERDICT_WORDS,
+    final_rows,
+    final_standard_errors,
+    scaling_evidence,
+)
 
 EVIDENCE_METRIC = "nDCG@10"
-VERDICT_WORDS = {
-    "yes": "exceeds its noise",
-    "no": "within its noise",
-    "worse": "below, beyond its noise",
-    "unknown": "unknown (no yardstick)",
-}
 
 
 def _fmt(value: float) -> str:
@@ -122,7 +121,12 @@ def held_out_lines(metrics: pd.DataFrame, laws_dir: Path, per_query: pd.DataFram
     ]
 
 
-def answer_lines(metrics: pd.DataFrame, laws_dir: Path, planning_dir: Path | None = None) -> list[str]:
+def answer_lines(
+    metrics: pd.DataFrame,
+    laws_dir: Path,
+    planning_dir: Path | None = None,
+    per_query: pd.DataFrame | None = None,
+) -> list[str]:
     """The answer first: one sentence per objective on the first split (the plan's verdicts from
     ``planning_dir``), then per split with a held-out forecast of the evidence metric, the question
     and the forecasts (:func:`rerank_scaling.report.answer.forecast_lines`), then where the verdicts are."""
@@ -137,7 +141,8 @@ def answer_lines(metrics: pd.DataFrame, laws_dir: Path, planning_dir: Path | Non
         shown = with_sizes(shown_forecasts(laws_dir, EVIDENCE_METRIC, split), metrics, axis)
         if split == splits[0]:
             verdicts = decisions(planning_dir, EVIDENCE_METRIC, split) if planning_dir else None
-            lines += headline_lines(shown, verdicts)
+            check = run_check(laws_dir, metrics, per_query, EVIDENCE_METRIC)[0]
+            lines += headline_lines(shown, verdicts, check)
         lines += forecast_lines(question(metrics, EVIDENCE_METRIC, split, axis), shown)
     return [
         *lines,
@@ -184,7 +189,7 @@ def summary(
         "# rerank-scaling summary",
         "",
         *warning_lines(example_counts),
-        *answer_lines(metrics, laws_dir, planning_dir),
+        *answer_lines(metrics, laws_dir, planning_dir, per_query),
         "## Claims",
         "",
         *(claims(evidence) if len(evidence) else ["(no trained runs)"]),
