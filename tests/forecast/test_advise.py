@@ -192,7 +192,10 @@ def advisor_quotes() -> list[str]:
     ladders = report.split("## Simulation", 1)[1].split("\n\n", 2)[1].split(" ladders", 1)[0]
     replay = next(x for x in report.splitlines() if x.startswith("At the first budget:"))
     cpu = report.split("one process: CPU time ", 1)[1].split(" s,", 1)[0]
+    scored = report.split(" ladders of seed ", 1)[1].split(" ", 1)[0]
+    developed = report.split("developed on ladders of seed ", 1)[1].split(",", 1)[0]
     return [
+        f"developed on ladders of seed {developed}, frozen, then scored once on seed {scored}",
         f"On {ladders} simulated ladders the advisor's purchases leave a target interval {width[4]} times "
         f"as wide as buying the largest affordable size and {width[5]} times as wide as random "
         f"affordable runs, with an |error| {error[4]} and {error[5]} times theirs",
