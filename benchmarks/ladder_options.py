@@ -144,7 +144,11 @@ def cpu_minutes(run_dir: Path, train_runs: set[str]) -> tuple[float, float]:
 
 def wall_minutes(run_dir: Path) -> str:
     """The run's wall minutes (``workflow_time.json``): its fresh invocation plus a later one that
-    added sizes, or only the last one, marked, where the data came from an interrupted invocation."""
+    added sizes, or only the last one, marked, where the data came from an interrupted invocation.
+    A folder no Snakemake run wrote (benchmarks/distill_ladder.py: its jobs one at a time, on data
+    reused from another run folder): the sum of its jobs' wall minutes, marked."""
+    if not (run_dir / "workflow_time.json").exists():
+        return f"{sum(t.wall_s for t in job_times(run_dir)) / 60:.1f} (its jobs' sum)"
     times = json.loads((run_dir / "workflow_time.json").read_text())
     fresh, last = times.get("last_fresh_run"), times["last_run"]
     if not fresh:
@@ -178,7 +182,8 @@ def option_rows(overlay_path: Path, results: Path) -> list[dict[str, object]]:
     trained = final_rows(rows[rows["family"] != "bm25"])
     trained = trained[trained["seed"] == trained.groupby("model")["seed"].transform("min")]
     trained = trained[trained["model"].isin([m["name"] for m in overlay["models"]])]  # the overlay's ladder
-    finished = (run_dir / "metrics" / "all.parquet").exists()  # a partial invocation also writes a time
+    # a partial invocation also writes a time; a folder without one ran its jobs itself
+    finished = (run_dir / "metrics" / "all.parquet").exists() or not (run_dir / "workflow_time.json").exists()
     wall = wall_minutes(run_dir) if finished else "unfinished"
     oracle = f"{oracle_ndcg(run_dir, rerank_depth(overlay)):.3f}"
     out = []
