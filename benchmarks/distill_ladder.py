@@ -47,6 +47,8 @@ from ladder_options import merged_config
 
 from rerank_scaling.families.paths import resolve_path
 from rerank_scaling.grid import RunSpec
+from rerank_scaling.settings import without
+from rerank_scaling.training.train_settings import GRID_KEYS, TrainSettings
 
 #: What the option's run folder takes from the source run folder (read only there).
 COPIED = ("data", "bm25", "examples/pointwise.parquet", "eval/texts", "eval/tokens", "eval/bm25")
@@ -143,7 +145,8 @@ def train_and_evaluate(run_dir: Path, config: dict, model: dict) -> None:
                 "rerank_scaling.training.train",
                 f"--run={run}",
                 f"--model={json.dumps(model)}",
-                f"--training={json.dumps(training)}",
+                # as the rule passes it: not the grid keys (the run id) nor the job's resources
+                f"--training={json.dumps(without(training, GRID_KEYS, TrainSettings.RESOURCE_KEYS))}",
                 "--device=cpu",
                 "--threads=1",
                 f"--pointwise={run_dir / 'examples' / 'pointwise.parquet'}",
