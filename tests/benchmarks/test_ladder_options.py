@@ -160,3 +160,24 @@ def test_wheels_are_listed_with_the_weight_files_they_ship(tmp_path: Path) -> No
     assert rows["empty-0.1-py3-none-any.whl"]["weight files"] == "none"
     assert rows["model-0.1-py3-none-any.whl"]["weight files"] == "model/ckpt/model.safetensors"
     assert rows["model-0.1-py3-none-any.whl"]["weights (MB)"] == 1.0
+
+
+def test_an_overlay_whose_run_folder_is_gone_is_named_not_tabulated(tmp_path: Path) -> None:
+    _run_folder(tmp_path)
+    kept, deleted = tmp_path / "ladder_kept.yaml", tmp_path / "ladder_deleted.yaml"
+    kept.write_text(yaml.safe_dump({"run_name": "opt"}))
+    deleted.write_text(yaml.safe_dump({"run_name": "deleted-since"}))
+    assert ladder_options.run_folders([kept, deleted], tmp_path / "results") == ([kept], [deleted])
+
+
+def test_a_distillation_folder_says_its_teacher_and_mix(tmp_path: Path) -> None:
+    """Only a folder benchmarks/distill_ladder.py made (examples/teacher.json) gets a note."""
+    run_dir, _ = _run_folder(tmp_path)
+    plain, distilled = tmp_path / "ladder_plain.yaml", tmp_path / "ladder_distill_x.yaml"
+    plain.write_text(yaml.safe_dump({"run_name": "opt"}))
+    assert ladder_options.distill_notes([plain], tmp_path / "results") == []
+    (run_dir / "examples").mkdir()
+    (run_dir / "examples" / "teacher.json").write_text(json.dumps({"teacher": "T6", "label_weight": 0.1}))
+    distilled.write_text(yaml.safe_dump({"run_name": "opt"}))
+    (note,) = ladder_options.distill_notes([distilled], tmp_path / "results")[1:]
+    assert note.startswith("ladder_distill_x: ") and "(T6; label_weight 0.1 x the ICT label" in note
