@@ -19,9 +19,12 @@ section (read here only) says ``label_weight`` w: w x the ICT label is added to 
 alone).
 
 It reuses a finished run folder of the same collection (``--source``, read only): its data, BM25
-runs, examples, candidate texts and tokens, and BM25's evaluation are copied into the option's run
-folder ``results/<run_name>``; then per size ``python -m rerank_scaling.training.train`` and
-``python -m rerank_scaling.evaluation.evaluate run`` (final checkpoint, dev split), each under
+runs, candidate texts and tokens, and BM25's evaluation are copied into the option's run folder
+``results/<run_name>``; the pipeline's examples job (``python -m rerank_scaling.data.build_examples``)
+builds the examples from them with the overlay's ``examples`` keys (``human_groups.parquet``: the
+groups with their ICT labels, before the teacher scores them); then per size
+``python -m rerank_scaling.training.train`` and ``python -m rerank_scaling.evaluation.evaluate run``
+(final checkpoint, dev split), each under
 ``nice -n 10`` with 1 thread, as the Snakemake rules call them. Each job's wall and CPU seconds are
 written as a Snakemake benchmark file (``benchmarks/<stage>/<run>.tsv``, columns ``s`` and
 ``cpu_time``) so that ladder_options.py reads them as it reads a Snakemake run's.
@@ -51,7 +54,7 @@ from rerank_scaling.settings import without
 from rerank_scaling.training.train_settings import GRID_KEYS, TrainSettings
 
 #: What the option's run folder takes from the source run folder (read only there).
-COPIED = ("data", "bm25", "examples/pointwise.parquet", "eval/texts", "eval/tokens", "eval/bm25")
+COPIED = ("data", "bm25", "eval/texts", "eval/tokens", "eval/bm25")
 SPLIT = "dev"
 
 
@@ -103,7 +106,24 @@ def prepare(source: Path, run_dir: Path, overlay: dict, config: dict) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         copy = shutil.copytree if (source / part).is_dir() else shutil.copy2
         copy(source / part, target)
-    groups_file = run_dir / "examples" / "groups.parquet"
+    examples = run_dir / "examples"
+    if not (examples / "pointwise.parquet").exists():  # the examples job, on the overlay's examples keys
+        timed(
+            [
+                sys.executable,
+                "-m",
+                "rerank_scaling.data.build_examples",
+                f"--collection={run_dir / 'data' / 'collection'}",
+                "--split=train",
+                f"--run={run_dir / 'bm25' / 'runs' / 'train.trec'}",
+                f"--settings={json.dumps(config['examples'])}",
+                f"--pointwise={examples / 'pointwise.parquet'}",
+                f"--groups={examples / 'human_groups.parquet'}",
+            ],
+            run_dir / "benchmarks" / "examples" / "examples.tsv",
+            run_dir / "logs" / "examples" / "examples.log",
+        )
+    groups_file = examples / "groups.parquet"
     if not groups_file.exists():
         teacher = overlay["models"][-1]  # the deepest size's checkpoint, whole: the teacher
         label_weight = float(overlay.get("distill", {}).get("label_weight", 0.0))
@@ -112,7 +132,7 @@ def prepare(source: Path, run_dir: Path, overlay: dict, config: dict) -> None:
         torch.set_num_threads(1)
         start, cpu = time.perf_counter(), time.process_time()
         groups = teacher_groups(
-            pd.read_parquet(source / "examples" / "groups.parquet"),
+            pd.read_parquet(examples / "human_groups.parquet"),
             teacher["path"],
             int(teacher["layers"]),
             int(config["training"]["max_length"]),
