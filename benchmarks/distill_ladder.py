@@ -146,6 +146,7 @@ def prepare(source: Path, run_dir: Path, overlay: dict, config: dict) -> None:
                 {
                     "teacher": f"{teacher['path']}, {teacher['layers']} layers, mean pooling, cosine",
                     "label_weight": label_weight,
+                    "source": source.name,  # the run folder whose data and BM25 runs it reuses
                 }
             )
         )

@@ -135,9 +135,10 @@ def distill_notes(overlays: list[Path], results: Path) -> list[str]:
             lines.append(
                 f"{overlay.stem}: students trained on the listwise target of the teacher "
                 f"({made['teacher']}; label_weight {made['label_weight']:g} x the ICT label added to its "
-                "scores) by benchmarks/distill_ladder.py with the pipeline's training and evaluation entry "
-                "points, on the data, BM25 runs and examples of ladder_minilm_mean_len128 (reused, so its "
-                "run CPU-min is the teacher's scoring, the training and the dev evaluation only)."
+                "scores) by benchmarks/distill_ladder.py with the pipeline's examples, training and "
+                f"evaluation entry points, on the data and BM25 runs of run folder {made['source']} "
+                "(reused, so its run CPU-min is the teacher's scoring, the training and the dev "
+                "evaluation only)."
             )
     return ["", *lines] if lines else []
 

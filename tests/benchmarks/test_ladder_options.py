@@ -177,7 +177,8 @@ def test_a_distillation_folder_says_its_teacher_and_mix(tmp_path: Path) -> None:
     plain.write_text(yaml.safe_dump({"run_name": "opt"}))
     assert ladder_options.distill_notes([plain], tmp_path / "results") == []
     (run_dir / "examples").mkdir()
-    (run_dir / "examples" / "teacher.json").write_text(json.dumps({"teacher": "T6", "label_weight": 0.1}))
+    made = {"teacher": "T6", "label_weight": 0.1, "source": "src"}
+    (run_dir / "examples" / "teacher.json").write_text(json.dumps(made))
     distilled.write_text(yaml.safe_dump({"run_name": "opt"}))
     (note,) = ladder_options.distill_notes([distilled], tmp_path / "results")[1:]
     assert note.startswith("ladder_distill_x: ") and "(T6; label_weight 0.1 x the ICT label" in note
