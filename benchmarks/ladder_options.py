@@ -13,6 +13,11 @@ each: the checkpoint, the head, max_length, ...), run to its metrics first, then
         --bi-encoder benchmarks/configs/ladder_minilm_mean_len128.yaml \\
         --out benchmarks/results/ladder_options.md
 
+A distillation option (``benchmarks/configs/ladder_distill_*.yaml``) is run by
+benchmarks/distill_ladder.py instead of Snakemake (its folder has no ``workflow_time.json``: wall
+minutes are its jobs' sum) and tabulated the same way; an overlay whose run folder is gone is named
+in a note, its rows left to this table's git history.
+
 Per overlay it reads the run folder ``results/<run_name>`` (``--results``): ``metrics/all.parquet``
 (each size's final dev nDCG@10, :func:`scaling_evidence.final_rows`), ``metrics/per_query.parquet``
 (standard errors of differences paired over the same queries, report.paired,
