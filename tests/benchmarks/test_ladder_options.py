@@ -128,6 +128,28 @@ def test_an_unfinished_run_is_tabulated_from_the_sizes_evaluated_so_far(tmp_path
     assert first["run CPU-min / wall-min"].endswith("/ unfinished")
 
 
+def test_a_folder_its_own_jobs_wrote_is_tabulated_with_their_summed_wall_minutes(tmp_path: Path) -> None:
+    """benchmarks/distill_ladder.py: no Snakemake run (no workflow_time.json, no merged metrics),
+    each job's eval/<run>/ tables and benchmark file; wall minutes are the jobs' sum, marked."""
+    run_dir, values = _run_folder(tmp_path)
+    metrics = pd.read_parquet(run_dir / "metrics" / "all.parquet")
+    per_query = pd.read_parquet(run_dir / "metrics" / "per_query.parquet")
+    for run, rows in metrics.groupby("run"):
+        (run_dir / "eval" / run).mkdir(parents=True)
+        rows.to_parquet(run_dir / "eval" / run / "metrics.parquet")
+        per_query[per_query["run"] == run].to_parquet(run_dir / "eval" / run / "per_query.parquet")
+    for name in ("metrics/all.parquet", "metrics/per_query.parquet", "workflow_time.json"):
+        (run_dir / name).unlink()
+    overlay = tmp_path / "ladder_x.yaml"
+    models = [{"name": m, "role": "held_out" if m == "L6" else "fit"} for m in SIZES]
+    overlay.write_text(yaml.safe_dump({"run_name": "opt", "models": models}))
+    first = ladder_options.option_rows(overlay, tmp_path / "results")[0]
+    assert first["held out - largest fitted (paired SE)"].startswith(
+        f"{(values['L6'] - values['L4']).mean():+.3f}"
+    )
+    assert first["run CPU-min / wall-min"] == "2.5 / 5.0 (its jobs' sum)"  # five 60 s jobs
+
+
 def test_wheels_are_listed_with_the_weight_files_they_ship(tmp_path: Path) -> None:
     with zipfile.ZipFile(tmp_path / "empty-0.1-py3-none-any.whl", "w") as wheel:
         wheel.writestr("empty/__init__.py", "")
@@ -138,3 +160,25 @@ def test_wheels_are_listed_with_the_weight_files_they_ship(tmp_path: Path) -> No
     assert rows["empty-0.1-py3-none-any.whl"]["weight files"] == "none"
     assert rows["model-0.1-py3-none-any.whl"]["weight files"] == "model/ckpt/model.safetensors"
     assert rows["model-0.1-py3-none-any.whl"]["weights (MB)"] == 1.0
+
+
+def test_an_overlay_whose_run_folder_is_gone_is_named_not_tabulated(tmp_path: Path) -> None:
+    _run_folder(tmp_path)
+    kept, deleted = tmp_path / "ladder_kept.yaml", tmp_path / "ladder_deleted.yaml"
+    kept.write_text(yaml.safe_dump({"run_name": "opt"}))
+    deleted.write_text(yaml.safe_dump({"run_name": "deleted-since"}))
+    assert ladder_options.run_folders([kept, deleted], tmp_path / "results") == ([kept], [deleted])
+
+
+def test_a_distillation_folder_says_its_teacher_and_mix(tmp_path: Path) -> None:
+    """Only a folder benchmarks/distill_ladder.py made (examples/teacher.json) gets a note."""
+    run_dir, _ = _run_folder(tmp_path)
+    plain, distilled = tmp_path / "ladder_plain.yaml", tmp_path / "ladder_distill_x.yaml"
+    plain.write_text(yaml.safe_dump({"run_name": "opt"}))
+    assert ladder_options.distill_notes([plain], tmp_path / "results") == []
+    (run_dir / "examples").mkdir()
+    made = {"teacher": "T6", "label_weight": 0.1, "source": "src"}
+    (run_dir / "examples" / "teacher.json").write_text(json.dumps(made))
+    distilled.write_text(yaml.safe_dump({"run_name": "opt"}))
+    (note,) = ladder_options.distill_notes([distilled], tmp_path / "results")[1:]
+    assert note.startswith("ladder_distill_x: ") and "(T6; label_weight 0.1 x the ICT label" in note
