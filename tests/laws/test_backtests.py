@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from rerank_scaling.forecast.run import forecast_runs
 from rerank_scaling.laws import forms as laws
 from rerank_scaling.laws.allocation import allocation_table
 from rerank_scaling.laws.backtests import backtest_group, rolling_origins
@@ -15,6 +16,7 @@ from rerank_scaling.laws.identifiability import degenerate_reasons
 from rerank_scaling.laws.law_tables import n_over_n_star
 from rerank_scaling.laws.protocols import but_last_checkpoints, fit_split, prepare, splits_for
 from rerank_scaling.laws.synthetic import synthetic_metrics_table
+from rerank_scaling.registries.measures import MetricSpec
 from rerank_scaling.settings import settings_from_dict
 
 N = np.array([2.0, 4.0, 8.0, 16.0, 32.0, 64.0])
@@ -265,3 +267,25 @@ def test_the_backtested_ensemble_is_the_forecast_the_fit_stage_reports():
     assert (at_five["forecast"], at_five["low"], at_five["high"]) == pytest.approx(
         (reported["forecast"], reported["low"], reported["high"]), rel=1e-12
     )
+
+
+def test_a_model_name_holding_a_plus_is_backtested_and_validated_like_any_other():
+    """Backtests join the fitted models' names with "+" for reading (``fit_sizes``); the validated
+    ratio reads the largest fitted model from its own column, so names like "A1.0e+07" (a size or
+    compute budget written as a number) give the forecasts the same names give without "+"."""
+    sizes = np.array([1e7, 2e7, 4e7, 8e7, 1.6e8])
+    rng = np.random.default_rng(3)
+    values = 0.55 - 0.88 * (sizes / 1e6) ** -0.4 + rng.normal(0, 0.005, len(sizes))
+    plain = pd.DataFrame({"model": [f"M{i}" for i in range(5)], "size": sizes, "value": values})
+    # the same alphabetical order as M0-M4 (the bootstrap's draws follow the models' order)
+    plus = plain.assign(model=[f"{letter}{n:.1e}" for letter, n in zip("ABCDE", sizes, strict=True)])
+    assert plus["model"].str.contains(r"\+").all()
+    metric = MetricSpec("simulated_accuracy", +1, (0.0, 1.0))
+    found = [
+        forecast_runs(runs, target_sizes=(3.2e8,), metric=metric, bootstrap=20, seed=0).forecasts
+        for runs in (plain, plus)
+    ]
+    columns = ["law", "forecast", "low", "high", "forecast_status"]
+    # a covered rolling origin (2x) validated the 2x forecast: the ratio lookup ran on the names
+    assert (found[0]["forecast_status"] != "beyond_validated_range").any()
+    pd.testing.assert_frame_equal(found[0][columns], found[1][columns])

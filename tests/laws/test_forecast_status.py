@@ -124,6 +124,7 @@ def test_the_validated_ratio_comes_from_covered_rolling_origins():
     backtests = pd.DataFrame(
         {
             "fit_sizes": ["A+B", "A+B+C", "A+B+C"],
+            "fit_largest": ["B", "C", "C"],
             "forecast_size": ["C", "D", "D"],
             "final": [True, True, True],
             "forecast": [0.3, 0.4, 0.4],

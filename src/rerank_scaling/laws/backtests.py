@@ -84,7 +84,8 @@ def backtest_group(
             "origin": k,
             "naive_last": float(finals.sort_values("N")["value"].iloc[-1]),
             "log_linear": float(log_linear_forecast(finals, target, ("N",))[0]),
-            "fit_sizes": "+".join(fitted),
+            "fit_sizes": "+".join(fitted),  # for reading; a name may hold "+" itself
+            "fit_largest": fitted[-1],
             "uncertainty": settings.uncertainty,
         }
         for protocol, law in candidates:

@@ -74,9 +74,9 @@ def validated_ratio(backtests: pd.DataFrame, sizes: pd.Series) -> float:
         return 1.0
     final = backtests[backtests["final"] & backtests["forecast"].notna()]
     ratios = [1.0]
-    for (fit_sizes, target), part in final.groupby(["fit_sizes", "forecast_size"]):
+    for (largest, target), part in final.groupby(["fit_largest", "forecast_size"]):
         if part["covered@0.95"].all():
-            ratios.append(float(sizes[target] / max(sizes[m] for m in fit_sizes.split("+"))))
+            ratios.append(float(sizes[target] / sizes[largest]))
     return max(ratios)
 
 
