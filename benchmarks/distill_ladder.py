@@ -214,7 +214,7 @@ def main() -> None:
     parser.add_argument("--sizes", nargs="+", required=True, help="models[] names to train, in order")
     args = parser.parse_args()
     overlay = yaml.safe_load(args.overlay.read_text())
-    config = merged_config({k: v for k, v in overlay.items() if k != "distill"})
+    config = merged_config(overlay)
     run_dir = args.results / overlay["run_name"]
     prepare(args.source, run_dir, overlay, config)
     models = {m["name"]: m for m in overlay["models"]}

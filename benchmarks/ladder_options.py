@@ -93,10 +93,20 @@ def oracle_ndcg(run_dir: Path, depth: int) -> float:
     return sum(values.values()) / len(values)
 
 
+#: Top-level overlay keys a benchmark script reads and the pipeline never sees (the distillation
+#: recipe's ``distill`` of benchmarks/distill_ladder.py); :func:`pipeline_overlay` drops them.
+SCRIPT_ONLY_KEYS = ("distill",)
+
+
+def pipeline_overlay(overlay: dict) -> dict:
+    """The part of a benchmark overlay that is a configuration for the pipeline."""
+    return {key: value for key, value in overlay.items() if key not in SCRIPT_ONLY_KEYS}
+
+
 def merged_config(overlay: dict) -> dict:
-    """The overlay merged over config.yaml, as Snakemake merges ``--configfile``."""
+    """The overlay's pipeline part merged over config.yaml, as Snakemake merges ``--configfile``."""
     config = load_config(REPO / "config.yaml")
-    update_config(config, overlay)
+    update_config(config, pipeline_overlay(overlay))
     return config
 
 
