@@ -352,7 +352,7 @@ def test_held_out_check_compares_the_miss_with_the_gap_between_the_two_largest_s
 
 def test_no_held_out_size_gives_an_empty_check_and_a_summary_line(tmp_path):
     """A grid without a held-out size writes an empty Table 8; the summary says so instead of failing."""
-    from rerank_scaling.report.held_out_check import NO_CHECK, held_out_check
+    from rerank_scaling.report.held_out_check import NO_CHECK, held_out_check, run_check
     from rerank_scaling.report.summary import held_out_lines
 
     metrics = _final_rows({"A": 0.2}, {"A": 1}, queries=10)
@@ -360,4 +360,4 @@ def test_no_held_out_size_gives_an_empty_check_and_a_summary_line(tmp_path):
     (tmp_path / "tables").mkdir()
     # what law_tables.write_all writes for an empty table
     pd.DataFrame().to_csv(tmp_path / "tables" / "table08_final_checkpoint.csv", index=False)
-    assert held_out_lines(metrics, tmp_path, None) == [NO_CHECK]
+    assert held_out_lines(*run_check(tmp_path, metrics, None)) == [NO_CHECK]

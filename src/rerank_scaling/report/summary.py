@@ -104,10 +104,10 @@ def warning_lines(counts: dict | None) -> list[str]:
     return [*(f"- **Warning**: {warning}" for warning in found), ""] if found else []
 
 
-def held_out_lines(metrics: pd.DataFrame, laws_dir: Path, per_query: pd.DataFrame | None) -> list[str]:
+def held_out_lines(check: pd.DataFrame, joint: str | None) -> list[str]:
     """The held-out size's final checkpoint against the gap between the two largest sizes
-    (:mod:`rerank_scaling.report.held_out_check`), for the model law and the joint law planning uses."""
-    check, joint = run_check(laws_dir, metrics, per_query, EVIDENCE_METRIC)
+    (:func:`rerank_scaling.report.held_out_check.run_check`'s table and planning's joint protocol),
+    for the model law and the joint law planning uses."""
     if check.empty:
         return [NO_CHECK]
     return [
@@ -125,11 +125,13 @@ def answer_lines(
     metrics: pd.DataFrame,
     laws_dir: Path,
     planning_dir: Path | None = None,
-    per_query: pd.DataFrame | None = None,
+    check: pd.DataFrame | None = None,
 ) -> list[str]:
     """The answer first: one sentence per objective on the first split (the plan's verdicts from
-    ``planning_dir``), then per split with a held-out forecast of the evidence metric, the question
-    and the forecasts (:func:`rerank_scaling.report.answer.forecast_lines`), then where the verdicts are."""
+    ``planning_dir``; ``check``: :func:`.held_out_check.run_check`'s table, the sentences'
+    comparison with the largest fitted size), then per split with a held-out forecast of the
+    evidence metric, the question and the forecasts
+    (:func:`rerank_scaling.report.answer.forecast_lines`), then where the verdicts are."""
     path = laws_dir / "forecasts.parquet"
     forecasts = pd.read_parquet(path) if path.exists() else pd.DataFrame()
     axis = axis_of_column(size_column(metrics, forecasts)).name
@@ -141,7 +143,6 @@ def answer_lines(
         shown = with_sizes(shown_forecasts(laws_dir, EVIDENCE_METRIC, split), metrics, axis)
         if split == splits[0]:
             verdicts = decisions(planning_dir, EVIDENCE_METRIC, split) if planning_dir else None
-            check = run_check(laws_dir, metrics, per_query, EVIDENCE_METRIC)[0]
             lines += headline_lines(shown, verdicts, check)
         lines += forecast_lines(question(metrics, EVIDENCE_METRIC, split, axis), shown)
     return [
@@ -185,11 +186,12 @@ def summary(
         or [pd.DataFrame()],
         ignore_index=True,
     )
+    check, joint = run_check(laws_dir, metrics, per_query, EVIDENCE_METRIC)  # once: answer and table
     parts = [
         "# rerank-scaling summary",
         "",
         *warning_lines(example_counts),
-        *answer_lines(metrics, laws_dir, planning_dir, per_query),
+        *answer_lines(metrics, laws_dir, planning_dir, check),
         "## Claims",
         "",
         *(claims(evidence) if len(evidence) else ["(no trained runs)"]),
@@ -197,7 +199,7 @@ def summary(
         f"## Held-out size, final checkpoint: forecast miss vs the gap between the two largest sizes "
         f"({EVIDENCE_METRIC})",
         "",
-        *held_out_lines(metrics, laws_dir, per_query),
+        *held_out_lines(check, joint),
         "",
         f"## Scaling evidence ({EVIDENCE_METRIC}): training gain, size gap, BM25, each with its yardsticks",
         "",
