@@ -15,7 +15,7 @@ header, the README and the spread of the FLOP column, log10 C from 18.1 to 22.1,
   ensemble; the seed paper's single power law with an i.i.d. bootstrap; the log-linear reference).
   Digitised C is continuous, so rounding it (an earlier draft's "two significant digits") makes
   nearly every point its own budget and the minimum of one point is no frontier.
-* **(N, D) surface**: every point a run (its model: N at two significant digits), the additive
+* **(N, D) surface**: every point a run (its model and size: N at two significant digits), the additive
   joint law in (N, D) fitted to every point below the largest budget and forecasting the points
   from the largest budget up (the engine: run bootstrap; the seed paper: i.i.d. bootstrap; the
   log-linear reference in ln N and ln D). An observation the frontier also holds out is counted
@@ -98,10 +98,11 @@ def surface_unit(points: pd.DataFrame) -> Unit:
     token counts, as a size's runs at several multipliers are in Gadre et al.'s ladder); the points
     from the largest budget up held out."""
     largest = budgets(points).max()
+    size = points["N"].map(lambda n: float(f"{n:.2g}"))  # digitised N scatters around each model's
     runs = pd.DataFrame(
         {
-            "model": [name(float(f"{n:.2g}"), "N") for n in points["N"]],
-            "size": points["N"].to_numpy(),
+            "model": [name(n, "N") for n in size],
+            "size": size.to_numpy(),
             "value": points["loss"].to_numpy(),
             "tokens": points["D"].to_numpy(),
             "role": np.where(points["budget"] >= largest, "held_out", "fit"),
