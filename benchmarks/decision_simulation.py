@@ -11,9 +11,16 @@ refits); the decision is planning's (:func:`rerank_scaling.planning.decisions.de
 of ``forms``: the additive law's alone (the default), or, as planning decides, the equal mixture
 of every joint form it pools for a rank metric (:data:`PLANNING_FORMS`,
 :class:`rerank_scaling.planning.forecast.FormMixture`), a form whose fit fails left out.
+
+The hard cases (``bench_decisions.py --hard``): candidates beyond the fitted sizes and steps
+(:func:`beyond_range`), and truths that are not planning's primary form (:data:`TRUTHS`): the
+additive law whose gains in N flatten past L4, and one whose N term is linear in ln N (no
+saturation), both equal to the additive law from L1 to L4 up to its curvature.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -46,7 +53,37 @@ def random_truth(rng: np.random.Generator) -> np.ndarray:
     )
 
 
-def ladder(rng: np.random.Generator, truth: np.ndarray) -> tuple[pd.DataFrame, tuple[float, float]]:
+def _n_term(p: np.ndarray, n: np.ndarray) -> np.ndarray:
+    return p[1] * n ** (-p[2])
+
+
+def flatten_beyond_l4(p: np.ndarray, x: dict[str, np.ndarray]) -> np.ndarray:
+    """The additive law up to L4; past it the N term's gains shrink to a quarter."""
+    n, edge = np.asarray(x["N"], float), SIZES["L4"]
+    past = _n_term(p, np.full_like(n, edge)) - 0.25 * (_n_term(p, np.full_like(n, edge)) - _n_term(p, n))
+    term = np.where(n <= edge, _n_term(p, n), past)
+    return p[0] - term - p[3] * np.asarray(x["S"], float) ** (-p[4])
+
+
+def linear_in_log_n(p: np.ndarray, x: dict[str, np.ndarray]) -> np.ndarray:
+    """The N term linear in ln N with the additive law's gain from L1 to L4 (no saturation)."""
+    n, low, high = np.asarray(x["N"], float), SIZES["L1"], SIZES["L4"]
+    slope = (_n_term(p, np.array(low)) - _n_term(p, np.array(high))) / np.log(high / low)
+    term = _n_term(p, np.array(low)) - slope * np.log(n / low)
+    return p[0] - term - p[3] * np.asarray(x["S"], float) ** (-p[4])
+
+
+#: Truth generators, name -> (params, {"N", "S"}) -> value; "additive" is planning's primary form.
+TRUTHS: dict[str, Callable[[np.ndarray, dict[str, np.ndarray]], np.ndarray]] = {
+    "additive": LAW.predict,
+    "flatten past L4": flatten_beyond_l4,
+    "linear in ln N": linear_in_log_n,
+}
+
+
+def ladder(
+    rng: np.random.Generator, truth: np.ndarray, form: str = "additive"
+) -> tuple[pd.DataFrame, tuple[float, float]]:
     """Every checkpoint of the four fitted sizes: a per-run offset shared by its checkpoints and
     per-checkpoint noise, both growing with size; two seeds at L4; the seed spread of three L4 pairs."""
     rows = []
@@ -54,7 +91,7 @@ def ladder(rng: np.random.Generator, truth: np.ndarray) -> tuple[pd.DataFrame, t
         seeds = 2 if model == "L4" else 1
         offset = rng.normal(0, noise_sd(size, 0.012), seeds).mean()
         noise = rng.normal(0, noise_sd(size, 0.004), (seeds, len(STEPS))).mean(axis=0)
-        clean = LAW.predict(truth, {"N": np.full(len(STEPS), size), "S": STEPS})
+        clean = TRUTHS[form](truth, {"N": np.full(len(STEPS), size), "S": STEPS})
         for s, value in zip(STEPS, clean + offset + noise, strict=True):
             rows.append({"model": model, "N": size, "S": s, "seeds": seeds, "value": value})
     pairs = rng.normal(0, noise_sd(SIZES["L4"], 0.012), (3, 2))
@@ -83,12 +120,24 @@ def form_draws(
     return mixture.sample(x["N"] * laws.SCALES["N"], x["S"] * laws.SCALES["S"]), mixture.names
 
 
+def extrapolation(x: dict[str, np.ndarray]) -> np.ndarray:
+    """Each candidate's ratio to the fitted range (planning's ``extrapolation``): its size over the
+    largest fitted size or its steps over the last checkpoint's, whichever is larger; 1 inside."""
+    return np.maximum.reduce([x["N"] / max(SIZES.values()), x["S"] / STEPS[-1], np.ones(len(x["N"]))])
+
+
 def simulate(
-    replicates: int, candidates, seed: int, threshold: float = 0.8, forms: tuple[str, ...] = ("additive",)
+    replicates: int,
+    candidates,
+    seed: int,
+    threshold: float = 0.8,
+    forms: tuple[str, ...] = ("additive",),
+    truth_form: str = "additive",
 ) -> pd.DataFrame:
     """Per replicate: the verdict among ``candidates(truth) -> (labels, x)`` (None: draw another
-    truth) on the draws of ``forms`` (:func:`form_draws`), the true best, the true gap between the
-    best two and the true regret of the choice."""
+    truth) on the draws of ``forms`` (:func:`form_draws`) fitted to a ladder of ``truth_form``
+    (:data:`TRUTHS`), the true best, the true gap between the best two, the run noise's sd at the
+    true best's size and the true regret of the choice."""
     rng = np.random.default_rng(seed)
     rows = []
     while len(rows) < replicates:
@@ -97,10 +146,10 @@ def simulate(
         if asked is None:
             continue
         labels, x = asked
-        true = LAW.predict(truth, x)
-        table, spread = ladder(rng, truth)
+        true = TRUTHS[truth_form](truth, x)
+        table, spread = ladder(rng, truth, truth_form)
         draws, mixed = form_draws(table, spread, x, len(rows), forms)
-        decision = decide(labels, draws, np.ones(len(labels)), 1.0, +1, threshold)
+        decision = decide(labels, draws, extrapolation(x), 1.0, +1, threshold)
         chosen = labels.index(decision.candidate) if decision.candidate else None
         rows.append(
             {
@@ -109,8 +158,10 @@ def simulate(
                 "p_best": decision.p_best,
                 "best": labels[int(np.argmax(true))],
                 "gap": float(np.sort(true)[-1] - np.sort(true)[-2]),
+                "run_sd": noise_sd(float(x["N"][int(np.argmax(true))]), 0.012),
                 "regret": float(true.max() - true[chosen]) if chosen is not None else np.nan,
                 "draws": len(draws),
+                "chosen_beyond": chosen is not None and bool(extrapolation(x)[chosen] > 1),
                 "forms": "+".join(mixed),
             }
         )
@@ -132,3 +183,15 @@ def tied(truth: np.ndarray) -> tuple[list[str], dict[str, np.ndarray]] | None:
     if not STEPS[0] <= s_tied <= STEPS[-1]:
         return None
     return ["L2", "L4"], {"N": np.array([SIZES["L2"], SIZES["L4"]]), "S": np.array([1.5, s_tied])}
+
+
+#: Sizes past the fitted ones (millions of non-embedding parameters: 6 and 8 layers of MiniLM).
+BEYOND = {"L6": 6 * 1.77, "L8": 8 * 1.77}
+
+
+def beyond_range(truth: np.ndarray) -> tuple[list[str], dict[str, np.ndarray]]:
+    """L3, L4, L6 and L8 at one compute, L4's full epoch (N x S = 7.08 x 2.1): L3 trains past the
+    fitted steps, L6 and L8 are larger than any fitted size and train for fewer steps."""
+    labels = ["L3", "L4", *BEYOND]
+    n = np.array([SIZES["L3"], SIZES["L4"], *BEYOND.values()])
+    return labels, {"N": n, "S": SIZES["L4"] * STEPS[-1] / n}

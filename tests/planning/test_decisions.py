@@ -9,7 +9,16 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 import pytest
-from decision_simulation import equal_compute, simulate, tied
+from decision_simulation import (
+    BEYOND,
+    SIZES,
+    TRUTHS,
+    beyond_range,
+    equal_compute,
+    extrapolation,
+    simulate,
+    tied,
+)
 from scipy import stats
 
 from rerank_scaling.laws import forms as laws
@@ -154,6 +163,23 @@ def test_p_best_chooses_the_true_best_on_a_simulated_ladder():
 
 
 @pytest.mark.slow
+def test_the_hard_truths_agree_with_the_additive_law_where_fitted_and_part_past_it():
+    """The hard cases' truths (bench_decisions.py --hard) are the additive law at L1 and L4, so a
+    ladder cannot tell them apart by its ends; past L4 the flattened one gains less and the one
+    linear in ln N more; three of the four candidates lie beyond the fitted range."""
+    p = np.array([1.0, 0.7, 0.1, 0.15, 0.3])
+    ends = {"N": np.array([SIZES["L1"], SIZES["L4"]]), "S": np.array([2.1, 2.1])}
+    past = {"N": np.array(list(BEYOND.values())), "S": np.array([2.1, 2.1])}
+    additive = TRUTHS["additive"]
+    for truth in TRUTHS.values():
+        np.testing.assert_allclose(truth(p, ends), additive(p, ends), atol=1e-12)
+    assert (TRUTHS["flatten past L4"](p, past) < additive(p, past) - 0.01).all()
+    assert (TRUTHS["linear in ln N"](p, past) > additive(p, past)).all()
+    labels, x = beyond_range(p)
+    assert labels == ["L3", "L4", "L6", "L8"]
+    assert (extrapolation(x) > 1).tolist() == [True, False, True, True]
+
+
 def test_a_true_tie_is_mostly_not_trained_with_confidence():
     """Two candidates with exactly the same true metric. With bootstrap P(best) a ``train`` verdict
     needs the estimated gap to exceed ~0.84 of its standard error, which happens in ~40% of ladders
