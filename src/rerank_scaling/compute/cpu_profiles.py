@@ -36,14 +36,15 @@ class CpuProfile:
 
 #: The measured kinds. Xeon with AMX: bench_eval_precision.py found the largest error of a split at
 #: most 2.65 x its calibration sample's over 36 checkpoint-splits (eval_precision_amx.md, eager);
-#: bench_compile.py (compile_amx.md, a heavily loaded machine) the compile's break-even: evaluation
-#: 39 119 pairs (L1) and 199 340 (L6), the larger kept; training: L1's step was slower compiled
-#: (0.82x), so never.
+#: bench_compile.py on a quiet machine (compile_amx.md, load 0.56-1.07, a cold inductor cache): the
+#: compiled evaluation is 0.99x-1.22x eager over L1-L6 and never pays back at L6, the compiled
+#: training step 0.73x-0.83x (slower at every size), so neither compiles under ``auto``. (The same
+#: script at load 25 had put the evaluation's break-even at 199 340 pairs: noise.)
 PROFILES: dict[str, CpuProfile] = {
     "intel-amx": CpuProfile(
         kind="intel-amx",
         near_tie_factor=3.0,
-        eval_compile_pairs=200_000,
+        eval_compile_pairs=None,
         train_compile_steps=None,
         source="benchmarks/results/eval_precision_amx.md, benchmarks/results/compile_amx.md",
     ),
