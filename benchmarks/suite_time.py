@@ -115,7 +115,9 @@ def test_reports(folder: Path) -> dict[str, dict]:
         test["seconds"] += report["seconds"]
         test["worker"], test["end"] = report["worker"], report["end"]
         if report["outcome"] != "passed" and test["outcome"] == "passed":
-            test["outcome"] = "error" if report["when"] != "call" else report["outcome"]
+            # a skip (pytest.skip / skipif) is reported at setup; any other non-pass there is an error
+            setup_only = report["when"] != "call" and report["outcome"] != "skipped"
+            test["outcome"] = "error" if setup_only else report["outcome"]
     return tests
 
 
