@@ -32,8 +32,17 @@ include: "rules/report.smk"
 include: "rules/plan.smk"
 
 
+onstart:
+    start_job_server()
+
+
 onsuccess:
+    stop_job_server()
     timing.record(RESULTS, WORKFLOW_CLOCK, log, workflow.resource_settings.cores)
+
+
+onerror:
+    stop_job_server()
 
 
 rule all:

@@ -1,0 +1,274 @@
+"""A job server: import the heavy libraries once, fork each local job from that warm process.
+
+Every training and evaluation job of the DAG starts a Python process that spends ~8 s importing
+torch, transformers and sentence_transformers before any work (``python -X importtime``); in the
+default DAG and the test suite's small workflows that is a large share of every job. ``serve``
+imports those third-party libraries once (never ``rerank_scaling`` itself, so an edited stage's code
+is imported fresh by each job, as the stage-code digests assume) and forks a child per request;
+``run`` is the job's side: it hands the server its argv, working directory, environment and its
+stdin/stdout/stderr (``SCM_RIGHTS``), relays SIGTERM/SIGINT/SIGHUP to the child, and exits with the
+child's status (re-raising the child's terminating signal). Without a server, inside a SLURM job (a
+forked child would live outside the job's cgroup and accounting) or for anything but ``-m module``,
+``run`` execs the interpreter as before.
+
+The Snakefile starts one per local run (:func:`start`, in ``onstart``; not for dry runs, SLURM or
+conda/apptainer deployments, whose jobs run another interpreter) and stops it when the run ends
+(:func:`stop`); the rules' ``rerank_python`` and ``rerank_python_exec`` go through :func:`run` while
+``$RERANK_SCALING_JOB_SERVER`` names its socket. The server dies with Snakemake (``PR_SET_PDEATHSIG``)
+and, on SIGTERM, terminates its jobs first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import selectors
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+SERVER_VARIABLE = "RERANK_SCALING_JOB_SERVER"
+#: What the server imports once (third-party only: the project's own code is imported per job).
+PRELOAD = ("torch", "transformers", "sentence_transformers", "pandas", "pyarrow.parquet", "scipy.optimize")
+RELAYED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+PARENT_VARIABLE = "RERANK_SCALING_JOB_PARENT"
+
+
+def _message(sock: socket.socket) -> dict | None:
+    """One newline-terminated JSON message (None at end of stream)."""
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = sock.recv(4096)
+        if not chunk:
+            return None
+        data += chunk
+    return json.loads(data)
+
+
+def _send(sock: socket.socket, message: dict) -> None:
+    sock.sendall(json.dumps(message).encode() + b"\n")
+
+
+def _child(request: dict, fds: list[int], base_path: list[str]) -> None:
+    """Become the job: its stdio, directory, environment, sys.path and argv; run its module."""
+    for sig in (*RELAYED, signal.SIGCHLD):
+        signal.signal(sig, signal.SIG_DFL)
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+    for fd in fds:
+        if fd > 2:
+            os.close(fd)
+    for name in [m for m in sys.modules if m == "rerank_scaling" or m.startswith("rerank_scaling.")]:
+        del sys.modules[name]  # the job imports its own checkout's code, fresh
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.environ[PARENT_VARIABLE] = str(os.getppid())  # the job's parent is now this server
+    extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    sys.path[:] = [request["cwd"], *extra, *base_path]
+    sys.argv = [request["module"], *request["args"]]
+    code = 0
+    try:
+        runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+    except SystemExit as done:
+        code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+        if done.code is not None and not isinstance(done.code, int):
+            print(done.code, file=sys.stderr)
+    except KeyboardInterrupt:
+        code = 128 + signal.SIGINT
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
+def serve(path: str) -> None:
+    """Import :data:`PRELOAD`, then fork one child per connection until SIGTERM."""
+    import importlib
+
+    _die_with_parent()
+    children: set[int] = set()
+
+    def terminate(_sig: int, _frame: object) -> None:
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, terminate)
+    for name in PRELOAD:
+        importlib.import_module(name)
+    own = {p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p} | {os.getcwd(), ""}
+    base_path = [p for p in sys.path if p not in own]
+    if os.path.exists(path):
+        os.unlink(path)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(64)
+    selector = selectors.DefaultSelector()
+    selector.register(server, selectors.EVENT_READ, ("accept",))
+    print(f"job server {os.getpid()} on {path}", flush=True)
+    while True:
+        for key, _ in selector.select():
+            kind = key.data[0]
+            if kind == "accept":
+                conn, _ = server.accept()
+                message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
+                request = json.loads(message)
+                pid = os.fork()
+                if pid == 0:
+                    server.close()
+                    conn.close()
+                    _child(request, fds, base_path)
+                children.add(pid)
+                for fd in fds:
+                    os.close(fd)
+                _send(conn, {"pid": pid})
+                pidfd = os.pidfd_open(pid)
+                selector.register(conn, selectors.EVENT_READ, ("client", pid, pidfd))
+                selector.register(pidfd, selectors.EVENT_READ, ("exit", pid, conn))
+            elif kind == "client":
+                _, pid, pidfd = key.data
+                conn = key.fileobj
+                message = _message(conn)
+                if message is None:  # the job's side died (e.g. SIGKILL): so does the job
+                    selector.unregister(conn)
+                    conn.close()
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                elif "signal" in message:
+                    try:
+                        os.kill(pid, message["signal"])
+                    except ProcessLookupError:
+                        pass
+            else:
+                _, pid, conn = key.data
+                selector.unregister(key.fileobj)
+                os.close(key.fd)
+                _, status = os.waitpid(pid, 0)
+                children.discard(pid)
+                try:
+                    _send(conn, {"exit": os.waitstatus_to_exitcode(status)})
+                    selector.unregister(conn)
+                except (OSError, KeyError, ValueError):
+                    pass
+                conn.close()
+
+
+def run(argv: list[str]) -> None:
+    """The job's side (module docstring): ``argv`` is the interpreter's (``-m module args...``)."""
+    path = os.environ.get(SERVER_VARIABLE)
+    usable = path and os.path.exists(path) and "SLURM_JOB_ID" not in os.environ and argv[:1] == ["-m"]
+    conn = None
+    if usable:
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            conn.connect(path)
+        except OSError:
+            conn = None
+    if conn is None:
+        os.execv(sys.executable, [sys.executable, *argv])
+    request = {"module": argv[1], "args": argv[2:], "cwd": os.getcwd(), "env": dict(os.environ)}
+    socket.send_fds(conn, [json.dumps(request).encode()], [0, 1, 2])
+    started = _message(conn)
+    if started is None:
+        sys.exit("job server: no answer")
+
+    def relay(sig: int, _frame: object) -> None:
+        _send(conn, {"signal": sig})
+
+    for sig in RELAYED:
+        signal.signal(sig, relay)
+    _die_with_parent()
+    while True:
+        try:
+            message = _message(conn)
+        except InterruptedError:
+            continue
+        if message is None:
+            sys.exit("job server: connection lost")
+        if "exit" in message:
+            code = message["exit"]
+            if code < 0:
+                signal.signal(-code, signal.SIG_DFL)
+                os.kill(os.getpid(), -code)
+            sys.exit(code)
+
+
+def start(log: Path) -> subprocess.Popen | None:
+    """Start a server for this process's jobs (its socket in a new temporary folder, short enough
+    for AF_UNIX), wait until it listens and name it in ``$RERANK_SCALING_JOB_SERVER``; None (jobs
+    start as before) when it did not come up within a minute, with the reason in ``log``."""
+    folder = tempfile.mkdtemp(prefix="rerank-jobs-")
+    path = os.path.join(folder, "socket")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "rerank_scaling.workflow.job_server", "serve", path],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, PARENT_VARIABLE: str(os.getpid())},
+        )
+    deadline = time.monotonic() + 60
+    while not os.path.exists(path):
+        if server.poll() is not None or time.monotonic() > deadline:
+            stop(server)
+            return None
+        time.sleep(0.1)
+    os.environ[SERVER_VARIABLE] = path
+    return server
+
+
+def stop(server: subprocess.Popen | None) -> None:
+    """Stop ``server`` (SIGTERM: its running jobs are terminated first) and remove its socket."""
+    path = os.environ.pop(SERVER_VARIABLE, None)
+    if server is None:
+        return
+    if server.poll() is None:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+    if path:
+        shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+
+
+def _die_with_parent() -> None:
+    """SIGTERM this process when its parent dies (Linux): the job's side follows Snakemake (and its
+    SIGTERM is relayed to the job), the server follows the Snakemake that started it."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    ctypes.CDLL(None).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+    parent = os.environ.get(PARENT_VARIABLE)
+    if parent and os.getppid() != int(parent):
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["serve"]:
+        serve(sys.argv[2])
+    elif sys.argv[1:2] == ["run"]:
+        run(sys.argv[2:])
+    else:
+        sys.exit("usage: python -m rerank_scaling.workflow.job_server serve SOCKET | run -m MODULE ARGS...")

@@ -1,0 +1,83 @@
+"""The job server (rerank_scaling.workflow.job_server): a job run through it sees its own stdin,
+stdout, directory, environment and checkout's code, exits with its own status, gets the SIGTERM its
+side receives, and without a server (or inside a SLURM job) starts as a plain interpreter."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rerank_scaling.workflow import job_server
+
+REPO = Path(__file__).resolve().parents[2]
+JOB = """
+import os, signal, sys, time
+import rerank_scaling
+def stop(sig, frame):
+    print("terminated", flush=True)
+    sys.exit(7)
+signal.signal(signal.SIGTERM, stop)
+seen = (os.getcwd(), os.environ.get("JOB_NOTE"), sys.stdin.read().strip())
+seen += (rerank_scaling.__file__, os.getppid())
+print(*seen, flush=True)
+if sys.argv[1:] == ["wait"]:
+    time.sleep(60)
+sys.exit(int(sys.argv[1]) if sys.argv[1:] and sys.argv[1] != "wait" else 0)
+"""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A running server; the job module ``probe`` in a folder of its own."""
+    folder = tmp_path_factory.mktemp("jobs")
+    (folder / "probe.py").write_text(JOB)
+    started = job_server.start(folder / "server.log")
+    assert started is not None, (folder / "server.log").read_text()
+    yield started, folder, os.environ[job_server.SERVER_VARIABLE]
+    job_server.stop(started)
+    assert started.poll() is not None and job_server.SERVER_VARIABLE not in os.environ
+
+
+def client(folder: Path, *args: str, env: dict | None = None, **kwargs) -> subprocess.Popen:
+    command = [sys.executable, "-m", "rerank_scaling.workflow.job_server", "run", "-m", "probe", *args]
+    environment = {**os.environ, "PYTHONPATH": f"{folder}{os.pathsep}{REPO / 'src'}", "JOB_NOTE": "mine"}
+    return subprocess.Popen(
+        command, cwd=folder, env={**environment, **(env or {})}, text=True, stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs,
+    )  # fmt: skip
+
+
+def test_a_job_gets_its_own_stdio_directory_environment_code_and_status(server):
+    started, folder, _ = server
+    job = client(folder, "3")
+    out, err = job.communicate("hello", timeout=60)
+    assert job.returncode == 3, err
+    cwd, note, stdin, package, parent = out.split()
+    assert (cwd, note, stdin) == (str(folder), "mine", "hello")
+    assert package == str(REPO / "src" / "rerank_scaling" / "__init__.py")
+    assert int(parent) == started.pid  # forked by the server
+
+
+def test_sigterm_reaches_the_job_and_its_exit_status_comes_back(server):
+    _, folder, _ = server
+    job = client(folder, "wait")
+    job.stdin.close()
+    time.sleep(2)
+    job.send_signal(signal.SIGTERM)
+    job.wait(timeout=30)
+    assert job.returncode == 7 and job.stdout.read().splitlines()[-1] == "terminated"
+
+
+@pytest.mark.parametrize("env", [{job_server.SERVER_VARIABLE: ""}, {"SLURM_JOB_ID": "1"}])
+def test_without_a_server_or_under_slurm_the_job_is_a_plain_process(server, env):
+    started, folder, _ = server
+    job = client(folder, "0", env=env)
+    out, err = job.communicate("x", timeout=120)
+    assert job.returncode == 0, err
+    assert int(out.split()[-1]) != started.pid  # exec'd in place: its parent is this test
