@@ -9,7 +9,9 @@ does not. The DAG's wall time on ``cores`` otherwise idle cores is then estimate
 (total CPU seconds) / cores + the serial stages (data, BM25, fit, plan, report run one at a time),
 a lower bound that ignores the tail where one core idles. ``--time-file`` takes ``/usr/bin/time``'s
 output for the whole ``snakemake`` process tree (``CPU user U sys S wall W``), a cross-check of the
-summed per-job CPU times (Snakemake samples them, and misses short-lived children).
+summed per-job CPU times (Snakemake samples them, and misses short-lived children). Run the
+workflows it reads with ``RERANK_SCALING_JOB_SERVER=off``: with the job server a job's CPU time
+is spent in a process Snakemake's benchmark does not see (:mod:`rerank_scaling.workflow.job_server`).
 """
 
 from __future__ import annotations

@@ -78,7 +78,8 @@ def job_python():
 # A local run's Python jobs fork from one process that has imported torch, transformers and
 # sentence_transformers already (rerank_scaling.workflow.job_server: ~8 s saved per job); started in
 # the Snakefile's onstart, stopped when the run ends. Not under SLURM (a forked job would live outside
-# its job's cgroup) nor with conda/apptainer deployments (their jobs run another interpreter).
+# its job's cgroup) nor with conda/apptainer deployments (their jobs run another interpreter), nor with
+# RERANK_SCALING_JOB_SERVER=off (for runs whose per-job CPU or memory is measured).
 JOB_SERVER = []
 
 
@@ -87,7 +88,8 @@ def start_job_server():
 
     methods = workflow.deployment_settings.deployment_method
     if (
-        not workflow.local_exec
+        not job_server.wanted()
+        or not workflow.local_exec
         or workflow.touch
         or "SLURM_JOB_ID" in os.environ
         or DeploymentMethod.CONDA in methods

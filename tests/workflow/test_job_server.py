@@ -74,7 +74,14 @@ def test_sigterm_reaches_the_job_and_its_exit_status_comes_back(server):
     assert job.returncode == 7 and job.stdout.read().splitlines()[-1] == "terminated"
 
 
-@pytest.mark.parametrize("env", [{job_server.SERVER_VARIABLE: ""}, {"SLURM_JOB_ID": "1"}])
+NO_SERVER = (
+    {job_server.SERVER_VARIABLE: ""},
+    {job_server.SERVER_VARIABLE: job_server.OFF},
+    {"SLURM_JOB_ID": "1"},
+)
+
+
+@pytest.mark.parametrize("env", NO_SERVER)
 def test_without_a_server_or_under_slurm_the_job_is_a_plain_process(server, env):
     started, folder, _ = server
     job = client(folder, "0", env=env)

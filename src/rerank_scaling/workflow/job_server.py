@@ -16,6 +16,11 @@ conda/apptainer deployments, whose jobs run another interpreter) and stops it wh
 (:func:`stop`); the rules' ``rerank_python`` and ``rerank_python_exec`` go through :func:`run` while
 ``$RERANK_SCALING_JOB_SERVER`` names its socket. The server dies with Snakemake (``PR_SET_PDEATHSIG``)
 and, on SIGTERM, terminates its jobs first.
+
+What it changes besides the time: Snakemake's benchmark files measure a job's process tree, which
+is now the client's, so their ``cpu_time`` and memory columns (not their wall time ``s``) no longer
+describe the job. ``RERANK_SCALING_JOB_SERVER=off`` (:data:`OFF`) runs without a server, for a run
+whose CPU or memory per job is being measured (``benchmarks/stage_cpu.py``).
 """
 
 from __future__ import annotations
@@ -39,6 +44,13 @@ SERVER_VARIABLE = "RERANK_SCALING_JOB_SERVER"
 PRELOAD = ("torch", "transformers", "sentence_transformers", "pandas", "pyarrow.parquet", "scipy.optimize")
 RELAYED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 PARENT_VARIABLE = "RERANK_SCALING_JOB_PARENT"
+#: ``$RERANK_SCALING_JOB_SERVER`` set to this: no server is started and jobs start as before.
+OFF = "off"
+
+
+def wanted() -> bool:
+    """Whether this run may start a server (the user has not set ``RERANK_SCALING_JOB_SERVER=off``)."""
+    return os.environ.get(SERVER_VARIABLE) != OFF
 
 
 def _message(sock: socket.socket) -> dict | None:
@@ -174,7 +186,12 @@ def serve(path: str) -> None:
 def run(argv: list[str]) -> None:
     """The job's side (module docstring): ``argv`` is the interpreter's (``-m module args...``)."""
     path = os.environ.get(SERVER_VARIABLE)
-    usable = path and os.path.exists(path) and "SLURM_JOB_ID" not in os.environ and argv[:1] == ["-m"]
+    usable = (
+        path not in (None, "", OFF)
+        and os.path.exists(path)
+        and "SLURM_JOB_ID" not in os.environ
+        and argv[:1] == ["-m"]
+    )
     conn = None
     if usable:
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
