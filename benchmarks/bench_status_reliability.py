@@ -15,23 +15,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import time
-from pathlib import Path
 
-from benchmark_output import emit
+from benchmark_output import commit, emit
 from status_simulation import reliability, simulate
 
 from rerank_scaling.precision import cpu_name
-
-
-def commit() -> str:
-    head = ["git", "-C", str(Path(__file__).parent), "rev-parse", "--short", "HEAD"]
-    dirty = ["git", "-C", str(Path(__file__).parent), "status", "--porcelain", "--", "../src", "../tests"]
-    name = subprocess.run(head, capture_output=True, text=True).stdout.strip()
-    changed = subprocess.run(dirty, capture_output=True, text=True).stdout.strip()
-    return name + (" (with uncommitted changes)" if changed else "")
 
 
 def cell(row) -> str:

@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def commit() -> str:
+    """This checkout's short commit, said to carry uncommitted changes when src/ or tests/ differ from it."""
+    head = ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"]
+    dirty = ["git", "-C", str(REPO), "status", "--porcelain", "--", "src", "tests"]
+    name = subprocess.run(head, capture_output=True, text=True).stdout.strip()
+    changed = subprocess.run(dirty, capture_output=True, text=True).stdout.strip()
+    return name + (" (with uncommitted changes)" if changed else "")
 
 
 def emit(text: str, out: str | None) -> None:

@@ -149,7 +149,8 @@ def simulate(
         true = TRUTHS[truth_form](truth, x)
         table, spread = ladder(rng, truth, truth_form)
         draws, mixed = form_draws(table, spread, x, len(rows), forms)
-        decision = decide(labels, draws, extrapolation(x), 1.0, +1, threshold)
+        ratios = extrapolation(x)
+        decision = decide(labels, draws, ratios, 1.0, +1, threshold)
         chosen = labels.index(decision.candidate) if decision.candidate else None
         rows.append(
             {
@@ -161,7 +162,7 @@ def simulate(
                 "run_sd": noise_sd(float(x["N"][int(np.argmax(true))]), 0.012),
                 "regret": float(true.max() - true[chosen]) if chosen is not None else np.nan,
                 "draws": len(draws),
-                "chosen_beyond": chosen is not None and bool(extrapolation(x)[chosen] > 1),
+                "chosen_beyond": chosen is not None and bool(ratios[chosen] > 1),
                 "forms": "+".join(mixed),
             }
         )

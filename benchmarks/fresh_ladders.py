@@ -31,14 +31,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-import subprocess
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from bench_ladders import LADDERS, LOSS, Unit, forecast_unit
-from benchmark_output import emit
+from benchmark_output import commit, emit
 from ladder_scores import LEVELS, REFERENCES, honest_points, method_table, skill
 
 from rerank_scaling.precision import cpu_name
@@ -116,13 +115,6 @@ def counted_once(points: pd.DataFrame) -> pd.DataFrame:
     frontier = points[points["kind"] == "model"]
     shared = points["kind"].eq("joint") & points["observed"].isin(frontier["observed"])
     return points[~shared]
-
-
-def commit() -> str:
-    here = str(Path(__file__).parent)
-    return subprocess.run(
-        ["git", "-C", here, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
 
 
 def main() -> None:
