@@ -129,8 +129,9 @@ def serve(path: str) -> None:
     if os.path.exists(path):
         os.unlink(path)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(path)
+    server.bind(path + ".binding")
     server.listen(64)
+    os.rename(path + ".binding", path)  # the path appears listening: a job either connects or runs plain
     selector = selectors.DefaultSelector()
     selector.register(server, selectors.EVENT_READ, ("accept",))
     print(f"job server {os.getpid()} on {path}", flush=True)
@@ -228,10 +229,12 @@ def run(argv: list[str]) -> None:
             sys.exit(code)
 
 
-def start(log: Path) -> subprocess.Popen | None:
+def start(log: Path, wait: bool = True) -> subprocess.Popen | None:
     """Start a server for this process's jobs (its socket in a new temporary folder, short enough
-    for AF_UNIX), wait until it listens and name it in ``$RERANK_SCALING_JOB_SERVER``; None (jobs
-    start as before) when it did not come up within a minute, with the reason in ``log``."""
+    for AF_UNIX) and name it in ``$RERANK_SCALING_JOB_SERVER``. ``wait``: until it listens, None
+    (jobs start as before) when it did not come up within a minute, with the reason in ``log``;
+    without waiting (the Snakefile's: a re-run of one light job does not wait ~8 s for imports it
+    never uses), the jobs started before its socket appears run as plain processes (:func:`run`)."""
     folder = tempfile.mkdtemp(prefix="rerank-jobs-")
     path = os.path.join(folder, "socket")
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -244,7 +247,7 @@ def start(log: Path) -> subprocess.Popen | None:
             env={**os.environ, PARENT_VARIABLE: str(os.getpid())},
         )
     deadline = time.monotonic() + 60
-    while not os.path.exists(path):
+    while wait and not os.path.exists(path):
         if server.poll() is not None or time.monotonic() > deadline:
             stop(server)
             return None
