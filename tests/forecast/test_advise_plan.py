@@ -14,8 +14,10 @@ from rerank_scaling.forecast.advise import (
     Group,
     TargetForecast,
     advise,
+    coherent_at,
     coherent_draws,
     interval_score,
+    model_at,
 )
 from rerank_scaling.forecast.advise_plan import (
     PLAN_COLUMNS,
@@ -62,6 +64,10 @@ def test_plans_are_ranked_as_the_hand_formula_ranks_the_sets():
     assert by_width["plan"].iloc[0] == "640M"  # nearest the target beats three runs short of it
     assert (plans["cost"] <= 8.0).all() and plans["score"].is_monotonic_increasing
     assert (plans["score"] >= plans["expected_width"] - 1e-12).all()  # the width plus the misses
+    by_criterion = advise_budget(
+        line_group(FITTED), TARGET, candidates, 8.0, outcomes=3, seed=2, fit=least_squares, criterion="width"
+    )
+    assert by_criterion["plan"].tolist() == by_width["plan"].tolist()  # ranked by the expected width
 
 
 def test_the_best_plan_beats_spending_the_per_cost_ranking_down():
@@ -146,3 +152,7 @@ def test_the_outcome_draws_share_one_misfit_path_per_row():
     path = added / distance
     assert np.allclose(path, path[:, :1], atol=1e-9)  # one z per row
     assert np.std(path[:, 0]) == pytest.approx(per_ln_n, rel=0.3)  # z standard normal, scaled by s_1
+    # the model world (--world model): the same mixture without the term
+    model, coherent = model_at(group, rows, held, 3), coherent_at(group, rows, held, 3)
+    assert np.allclose(model.draws, ensemble.pooled_draws(usable)[:, len(rows) :])
+    assert np.allclose(coherent.draws - model.draws, added)

@@ -91,17 +91,21 @@ class Group:
 
 
 def ensemble_at(
-    group: Group, fit_rows: pd.DataFrame, held: pd.DataFrame, seed: int, coherent: bool = False
+    group: Group, fit_rows: pd.DataFrame, held: pd.DataFrame, seed: int, world: str = "widened"
 ) -> TargetForecast | None:
     """The ensemble fitted to ``fit_rows`` as the fit stage fits it, read at ``held``'s points
-    (its first row: the target); None when no member forecasts. ``coherent``: the discrepancy term
-    is one misfit path per draw row (:func:`coherent_draws`), for drawing outcomes jointly."""
+    (its first row: the target); None when no member forecasts. ``world``: ``widened``, the fit
+    stage's draws; ``coherent``, the discrepancy term one misfit path per draw row
+    (:func:`coherent_draws`); ``model``, the mixture's draws without a discrepancy term
+    (:func:`model_at`)."""
     args = (group.metric, fit_rows, held, group.settings, seed, group.spread, group.ceiling)
     usable = ensemble.usable_members(ensemble.fit_members(*args))
     if not usable:
         return None
-    if coherent:
+    if world == "coherent":
         draws = coherent_draws(group, usable, fit_rows, seed)
+    elif world == "model":
+        draws = ensemble.pooled_draws(usable)
     else:
         draws, _ = ensemble.widened_draws(
             usable, group.metric, fit_rows, group.settings, seed, group.spread, group.ceiling
@@ -180,7 +184,17 @@ Fit = Callable[["Group", pd.DataFrame, pd.DataFrame, int], "TargetForecast | Non
 def coherent_at(group: Group, fit_rows: pd.DataFrame, held: pd.DataFrame, seed: int) -> TargetForecast | None:
     """:func:`ensemble_at` with its discrepancy term one path per draw row: the joint draws outcomes
     come from (:func:`coherent_draws`)."""
-    return ensemble_at(group, fit_rows, held, seed, coherent=True)
+    return ensemble_at(group, fit_rows, held, seed, world="coherent")
+
+
+def model_at(group: Group, fit_rows: pd.DataFrame, held: pd.DataFrame, seed: int) -> TargetForecast | None:
+    """:func:`ensemble_at` in the world where the law forms are right: the mixture's run-bootstrap
+    draws (a new run's offset and checkpoint noise included) without the discrepancy term."""
+    return ensemble_at(group, fit_rows, held, seed, world="model")
+
+
+#: The worlds outcomes may be drawn from (:meth:`Preposterior.start`'s ``draw``).
+WORLDS = {"coherent": coherent_at, "model": model_at}
 
 
 #: What :meth:`Preposterior.after` reads off each refit, in its columns' order.

@@ -44,6 +44,7 @@ import pandas as pd
 
 from rerank_scaling.forecast.advise import (
     OUTCOMES,
+    WORLDS,
     Candidate,
     Fit,
     Group,
@@ -61,6 +62,8 @@ PLAN_COLUMNS = [
     "plan", "cost", "runs", "score", "score_now", "expected_abs_error", "expected_width",
     "expected_width_reduction", "expected_form_spread", "width_now", "form_spread_now",
 ]  # fmt: skip
+#: What a plan is ranked by (a plans.csv column, lower is better), by name.
+CRITERIA = {"interval_score": "score", "width": "expected_width"}
 
 
 def affordable_plans(candidates: list[Candidate], budget: float) -> list[tuple[int, ...]]:
@@ -107,23 +110,30 @@ def advise_budget(
     outcomes: int = OUTCOMES,
     seed: int = 0,
     fit: Fit = ensemble_at,
+    world: str = "coherent",
+    criterion: str = "interval_score",
 ) -> pd.DataFrame:
     """The maximal affordable plans (:data:`PLAN_COLUMNS` and ``members``, the plan's candidate
-    labels), best (lowest ``score``: the target's expected interval score) first; empty when no
-    candidate fits the budget."""
+    labels), best (lowest ``criterion``: :data:`CRITERIA`) first, outcomes drawn from ``world``
+    (:data:`.advise.WORLDS`, for the ensemble); empty when no candidate fits the budget."""
     plans = affordable_plans(candidates, budget)
     if not plans:
         return pd.DataFrame(columns=[*PLAN_COLUMNS, "members"])
-    simulation = Preposterior.start(group, target, candidates, outcomes, seed, fit)
+    draw = WORLDS[world] if fit is ensemble_at else None
+    simulation = Preposterior.start(group, target, candidates, outcomes, seed, fit, draw)
+    read = {"score": 2, "expected_width": 0}[CRITERIA[criterion]]
     if len(plans) > MOST_PLANS:
-        score_now = simulation.current()[2]
-        alone = [mean_or_nan(simulation.after([i + 1], [c])[:, 2]) for i, c in enumerate(candidates)]
-        plans = screened(plans, score_now - np.array(alone, float))
-    return scored_plans(simulation, candidates, plans)
+        now = simulation.current()[read]
+        alone = [mean_or_nan(simulation.after([i + 1], [c])[:, read]) for i, c in enumerate(candidates)]
+        plans = screened(plans, now - np.array(alone, float))
+    return scored_plans(simulation, candidates, plans, criterion)
 
 
 def scored_plans(
-    simulation: Preposterior, candidates: list[Candidate], plans: list[tuple[int, ...]]
+    simulation: Preposterior,
+    candidates: list[Candidate],
+    plans: list[tuple[int, ...]],
+    criterion: str = "interval_score",
 ) -> pd.DataFrame:
     """Every plan (indices into ``candidates``, the simulation's columns 1..n) simulated: the table
     :func:`advise_budget` returns, best first."""
@@ -142,7 +152,7 @@ def scored_plans(
             }
         )  # fmt: skip
     table = pd.DataFrame(records, columns=[*PLAN_COLUMNS, "members"])
-    return table.sort_values("score", kind="stable", na_position="last").reset_index(drop=True)
+    return table.sort_values(CRITERIA[criterion], kind="stable", na_position="last").reset_index(drop=True)
 
 
 def first_of_plan(advice: pd.DataFrame, plans: pd.DataFrame) -> pd.DataFrame:
