@@ -52,7 +52,7 @@ from benchmark_output import emit
 from rerank_scaling.compute.cpu_profiles import cpu_kind, cpu_profile
 from rerank_scaling.evaluation.checkpoints import SplitData, evaluate_checkpoints, load_split
 from rerank_scaling.evaluation.eval_settings import EvalSettings
-from rerank_scaling.evaluation.near_ties import NearTieReport
+from rerank_scaling.evaluation.near_ties import CALIBRATION_PAIRS, NearTieReport
 from rerank_scaling.precision import casts_weights, cpu_name
 from rerank_scaling.report.scaling_evidence import QueryTable, final_rows, verdict
 from rerank_scaling.settings import settings_from_dict
@@ -237,7 +237,7 @@ def main() -> None:
     bf16_path = (
         f"with the weights cast to bf16 once{COMPILED if args.compile == 'on' else ''}, "
         f"near ties rescored in fp32, eager (safety factor {cpu_profile().near_tie_factor:g}, the CPU "
-        f"kind's, `{cpu_kind()}`; calibration sample {base.batch_size} pairs)"
+        f"kind's, `{cpu_kind()}`; calibration sample {CALIBRATION_PAIRS} pairs)"
         if casts_weights("bf16", "cpu")
         else "under autocast"
     )

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from rerank_scaling.evaluation import rerank
 from rerank_scaling.evaluation.metrics import MetricSettings, evaluate_per_query
 from rerank_scaling.evaluation.near_ties import (
     NearTieReport,
@@ -27,7 +28,7 @@ WORDS = (
     "cross encoder reranker passage query relevance score attention layer token bm25 candidate "
     "retrieval ranking document model scaling training precision float bfloat sparse dense index"
 ).split()
-BATCH = 8  # small, so the calibration sample (one batch) is a few of the query's candidates
+BATCH = 8  # small: the batch, and the calibration sample the rescoring test sets, a few of the candidates
 
 
 def _order(scores: dict[str, float]) -> list[str]:
@@ -216,8 +217,10 @@ def _rank_metrics(run, qrels, candidates) -> dict[str, float]:
     return {r.metric: r.value for r in rows.itertuples() if not r.metric.startswith("CE@")}
 
 
-def test_bf16_with_near_tie_rescoring_ranks_as_fp32(near_tie_case, caplog) -> None:
+def test_bf16_with_near_tie_rescoring_ranks_as_fp32(near_tie_case, caplog, monkeypatch) -> None:
     model, tokens, qrels, candidates, flip = near_tie_case
+    # a calibration sample smaller than this 22-pair query (64 would rescore all of it)
+    monkeypatch.setattr(rerank, "CALIBRATION_PAIRS", BATCH)
     fp32 = score_pairs(model, tokens, BATCH, 0, "cpu", "fp32")
     cast = to_bf16_weights(copy.deepcopy(model))
     plain = dict(zip(tokens.keys, model_scores(cast, tokens, BATCH, 0, "cpu"), strict=True))

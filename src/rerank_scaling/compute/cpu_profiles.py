@@ -39,14 +39,21 @@ class CpuProfile:
 #: bench_compile.py on a quiet machine (compile_amx.md, load 0.56-1.07, a cold inductor cache): the
 #: compiled evaluation is 0.99x-1.22x eager over L1-L6 and never pays back at L6, the compiled
 #: training step 0.73x-0.83x (slower at every size), so neither compiles under ``auto``. (The same
-#: script at load 25 had put the evaluation's break-even at 199 340 pairs: noise.)
+#: script at load 25 had put the evaluation's break-even at 199 340 pairs: noise.) The evaluation's
+#: batch size: bench_eval_batch.py (eval_batch_amx.md, quiet, 3 interleaved repeats) found the
+#: config's 64 the fastest of 16-128 at every default size (16: 0.84x, 32: 0.97x, 128: 0.87x of its
+#: pairs/s, geometric means), so this kind keeps ``evaluation.batch_size`` as configured; a kind
+#: measured otherwise would need an entry here, which none has yet.
 PROFILES: dict[str, CpuProfile] = {
     "intel-amx": CpuProfile(
         kind="intel-amx",
         near_tie_factor=3.0,
         eval_compile_pairs=None,
         train_compile_steps=None,
-        source="benchmarks/results/eval_precision_amx.md, benchmarks/results/compile_amx.md",
+        source=(
+            "benchmarks/results/eval_precision_amx.md, benchmarks/results/compile_amx.md, "
+            "benchmarks/results/eval_batch_amx.md"
+        ),
     ),
 }
 #: Any other CPU: the settings used before the table (no compiled graphs, safety factor 3).

@@ -80,7 +80,12 @@ class NearTieReport:
         return self.rescored / self.pairs if self.pairs else 0.0
 
 
-def calibration_sample(pairs: int, size: int) -> list[int]:
+#: Pairs in the calibration sample: the size the CPU kinds' safety factors were measured with
+#: (``benchmarks/bench_eval_precision.py`` at ``evaluation.batch_size`` 64), whatever the batch size.
+CALIBRATION_PAIRS = 64
+
+
+def calibration_sample(pairs: int, size: int = CALIBRATION_PAIRS) -> list[int]:
     """``size`` indices spread evenly over ``pairs`` pairs (all when there are fewer): the pairs come
     sorted by length (:func:`.rerank.tokenize_pairs`), so the sample spans short and long ones, not
     only the shortest of a first batch."""

@@ -24,7 +24,7 @@ import pandas as pd
 
 from rerank_scaling.data.collection import Queries
 from rerank_scaling.data.trec import Run, ranked
-from rerank_scaling.evaluation.near_ties import calibration_sample, rescore_near_ties
+from rerank_scaling.evaluation.near_ties import CALIBRATION_PAIRS, calibration_sample, rescore_near_ties
 
 log = logging.getLogger(__name__)
 
@@ -190,7 +190,8 @@ def score_pairs(
     rescores in fp32, with ``model`` itself (left fp32), the near ties: the candidates of a query whose
     bf16 scores lie within twice the estimated bf16 error of a candidate of a different relevance
     grade (``grades``, each pair's, in ``tokens``' order; None: of any candidate), plus a calibration
-    sample of one batch (:mod:`.near_ties`, which argues why every metric but CE@k then equals
+    sample of :data:`.near_ties.CALIBRATION_PAIRS` pairs whatever the batch size (:mod:`.near_ties`,
+    which argues why every metric but CE@k then equals
     fp32's; the safety factor of ``e`` is the CPU kind's measured one,
     :attr:`rerank_scaling.compute.cpu_profiles.CpuProfile.near_tie_factor`). With ``compiled`` the bf16
     scores come from the compiled graph (:mod:`rerank_scaling.compute.compiled_graphs`); the fp32 rescoring
@@ -233,7 +234,7 @@ def _bf16_with_fp32_near_ties(
         return model_scores(model, tokens.select(indices), batch_size, pad_id, device)
 
     qids = [qid for qid, _ in tokens.keys]
-    calibration = calibration_sample(len(bf16), batch_size)
+    calibration = calibration_sample(len(bf16), CALIBRATION_PAIRS)
     values, report = rescore_near_ties(qids, bf16, fp32_of, calibration, factor, grades)
     log.info(
         "bf16 scoring: %d of %d pairs (%.1f%%) scored in fp32 (calibration %d, near ties within 2e%s; "

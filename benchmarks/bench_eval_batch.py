@@ -1,0 +1,137 @@
+"""Evaluation batch size per CPU kind: pairs per second of the evaluation's scoring at each batch
+size, per default model size, measured in one run with interleaved repeats.
+
+    python benchmarks/bench_eval_batch.py --out benchmarks/results/eval_batch_amx.md
+
+The workload is the default's evaluation of one checkpoint: the dev split's queries of config.yaml's
+builtin collection, ``evaluation.rerank_depth`` passages each (drawn at random: at the default's
+``training.max_length`` nearly every pair is truncated, so the length distribution is the
+candidates' own), tokenized and length-sorted as the evaluation tokenizes them
+(:func:`rerank_scaling.evaluation.rerank.tokenize_pairs`), one thread (``evaluation.threads``).
+Each repeat times, in a shuffled order, for every size and batch size: the bf16 pass (the weights
+cast to bf16 once, :func:`rerank_scaling.precision.to_bf16_weights`) and the fp32 pass
+(:func:`rerank_scaling.evaluation.rerank.model_scores`), the two the near-tie rescoring combines
+(its fp32 share does not depend on the batch size: its calibration sample is
+:data:`rerank_scaling.evaluation.near_ties.CALIBRATION_PAIRS` pairs whatever the batch). The stage's
+time per checkpoint is the bf16 pass plus ``--rescored`` (the share of pairs rescored in fp32)
+times the fp32 pass. The table gives the medians (min-max) and, per size, each batch size's
+throughput relative to ``--reference``; the batch size with the best geometric mean of those
+ratios over the sizes is the one the CPU kind's profile takes
+(:attr:`rerank_scaling.compute.cpu_profiles.CpuProfile.eval_batch_size`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import yaml
+from benchmark_output import emit
+
+from rerank_scaling.compute.cpu_profiles import cpu_kind
+from rerank_scaling.data.ict import IctSettings, build_ict_collection
+from rerank_scaling.evaluation.rerank import model_scores, tokenize_pairs
+from rerank_scaling.families.models import build_cross_encoder
+from rerank_scaling.precision import cpu_name, to_bf16_weights
+
+CONFIG = Path(__file__).resolve().parents[1] / "config.yaml"
+
+
+def workload(config: dict, seed: int = 0):
+    """(tokenizer-ready pairs, query texts, passage texts) of the default's dev split."""
+    builtin = config["dataset"]["builtin"]
+    settings = IctSettings.of(**{k: v for k, v in builtin.items() if k in IctSettings.__dataclass_fields__})
+    docs, queries, _ = build_ict_collection(settings)
+    texts, dev = dict(docs), queries["dev"]
+    rng = random.Random(seed)
+    docids = sorted(texts)
+    depth = config["evaluation"]["rerank_depth"]
+    pairs = [(qid, docid) for qid in sorted(dev) for docid in rng.sample(docids, depth)]
+    return pairs, dev, texts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[8, 16, 32, 64, 128])
+    parser.add_argument("--reference", type=int, default=64, help="the batch size ratios are to")
+    parser.add_argument("--sizes", nargs="+", default=["L1", "L2", "L4", "L6"], help="config.yaml's models")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--rescored", type=float, default=0.226, help="share of pairs rescored in fp32")
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    config = yaml.safe_load(CONFIG.read_text())
+    torch.set_num_threads(config["evaluation"]["threads"])
+    max_length = config["training"]["max_length"]
+    pairs, queries, texts = workload(config)
+    specs = {m["name"]: m for m in config["models"] if m["name"] in args.sizes}
+    models, tokens = {}, None
+    for name, spec in specs.items():
+        fp32 = build_cross_encoder(spec, max_length, 0).eval()
+        models[name] = (fp32, to_bf16_weights(build_cross_encoder(spec, max_length, 0).eval()))
+        if tokens is None:
+            tokens = tokenize_pairs(fp32.tokenizer, pairs, queries, texts, max_length)
+            pad = fp32.tokenizer.pad_token_id or 0
+    cells = [(n, b, p) for n in specs for b in args.batch_sizes for p in ("bf16", "fp32")]
+    seconds: dict[tuple, list[float]] = {cell: [] for cell in cells}
+    for name, batch, precision in cells:  # warm-up: one-off allocations and kernel selection
+        model_scores(models[name][precision == "bf16"], tokens, batch, pad, "cpu")
+    order = random.Random(1)
+    for _ in range(args.repeats):
+        for cell in order.sample(cells, len(cells)):
+            name, batch, precision = cell
+            started = time.perf_counter()
+            model_scores(models[name][precision == "bf16"], tokens, batch, pad, "cpu")
+            seconds[cell].append(time.perf_counter() - started)
+    load = os.getloadavg()[0]
+    median = {cell: statistics.median(values) for cell, values in seconds.items()}
+    per_pair = {  # seconds per pair of one checkpoint's evaluation: bf16, plus the rescored share in fp32
+        (n, b): (median[(n, b, "bf16")] + args.rescored * median[(n, b, "fp32")]) / len(pairs)
+        for n in specs
+        for b in args.batch_sizes
+    }
+    lines = [
+        "# Evaluation batch size on this CPU",
+        "",
+        f"`python benchmarks/bench_eval_batch.py` on {cpu_name()} (kind `{cpu_kind()}`), "
+        f"{os.cpu_count()} CPUs, 1 thread, torch {torch.__version__}; {len(pairs)} pairs (the default's dev "
+        f"split: {len(queries)} queries x {config['evaluation']['rerank_depth']}), max length {max_length}; "
+        f"{args.repeats} interleaved repeats; load average at the end {load:.2f}. Seconds per pass: median "
+        "(min-max); per checkpoint: bf16 + "
+        f"{args.rescored:g} x fp32 (the near-tie rescoring's share).",
+        "",
+        f"| size | batch | bf16 pass s | fp32 pass s | pairs/s per checkpoint | vs batch {args.reference} |",
+        "|---|---:|---|---|---:|---:|",
+    ]
+    ratios: dict[int, list[float]] = {b: [] for b in args.batch_sizes}
+    for name in specs:
+        for batch in args.batch_sizes:
+            ratio = per_pair[(name, args.reference)] / per_pair[(name, batch)]
+            ratios[batch].append(ratio)
+            spans = []
+            for precision in ("bf16", "fp32"):
+                values = seconds[(name, batch, precision)]
+                spans.append(f"{statistics.median(values):.3f} ({min(values):.3f}-{max(values):.3f})")
+            rate = 1 / per_pair[(name, batch)]
+            lines.append(f"| {name} | {batch} | {spans[0]} | {spans[1]} | {rate:.0f} | {ratio:.2f}x |")
+    means = {b: float(np.exp(np.mean(np.log(r)))) for b, r in ratios.items()}
+    best = max(means, key=means.get)
+    lines += [
+        "",
+        "Geometric mean over the sizes of the throughput relative to batch "
+        f"{args.reference}: " + ", ".join(f"{b}: {m:.3f}x" for b, m in means.items()) + ".",
+        "",
+        f"**Best on this CPU kind (`{cpu_kind()}`): batch {best}** "
+        f"({means[best]:.3f}x batch {args.reference}).",
+        "",
+    ]
+    emit("\n".join(lines), args.out)
+
+
+if __name__ == "__main__":
+    main()
