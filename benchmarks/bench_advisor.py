@@ -264,23 +264,62 @@ def ratio_ci(a: np.ndarray, b: np.ndarray, rng: np.random.Generator, resamples: 
     return f"{a.mean() / b.mean():.3f} [{low:.3f}, {high:.3f}]"
 
 
+def plan_values(rows: pd.DataFrame, quantity: str) -> np.ndarray:
+    """(ladders, plans) realised ``quantity`` of every maximal affordable plan (NaN past a ladder's)."""
+    plans = int(rows["plans"].max())
+    columns = [f"plan {k} {quantity}" for k in range(plans)]
+    return rows.reindex(columns=columns).to_numpy(float)
+
+
+def ceiling(rows: pd.DataFrame, quantity: str) -> np.ndarray:
+    """Per ladder, the smallest realised ``quantity`` of its maximal affordable plans: what a rule that
+    knew every plan's outcome would reach, so no rule choosing among those plans does better (the
+    largest-affordable rule's plan is one of them: it buys while a run is affordable)."""
+    return np.nanmin(plan_values(rows, quantity), axis=1)
+
+
 def ratio_rows(rows: pd.DataFrame, rng: np.random.Generator) -> list[str]:
-    """The table of means and ratios (advisor / each baseline, best plan in hindsight / largest)."""
+    """The table of means and ratios (advisor / each baseline, best plan in hindsight / largest, and
+    the ceiling: the plan best in hindsight by the row's own quantity / largest)."""
     lines = [
         "| quantity at the target | advisor | largest affordable | random affordable | "
-        "advisor / largest [95% CI] | advisor / random [95% CI] | best plan in hindsight / largest |",
-        "|---|---|---|---|---|---|---|",
+        "advisor / largest [95% CI] | advisor / random [95% CI] | best plan in hindsight / largest "
+        "| ceiling: the plan best by this quantity in hindsight / largest |",
+        "|---|---|---|---|---|---|---|---|",
     ]
+    own = np.random.default_rng(
+        len(rows)
+    )  # the ceiling's resamples, apart: the other cells' stay as they were
+    cells = []
     for quantity in ("width", "error", "score"):
         a, big, rnd = (rows[f"{quantity} {r}"].to_numpy(float) for r in RULES)
         hindsight = rows[f"{quantity} best in hindsight"].to_numpy(float)
-        lines.append(
+        cells.append(
             f"| mean {NAMES[quantity]} (start "
             f"{np.nanmean(rows[f'{quantity}_start']):.4f}) | {np.nanmean(a):.4f} | {np.nanmean(big):.4f} | "
             f"{np.nanmean(rnd):.4f} | {ratio_ci(a, big, rng)} | {ratio_ci(a, rnd, rng)} "
             f"| {ratio_ci(hindsight, big, rng)} |"
         )
+    for line, quantity in zip(cells, ("width", "error", "score"), strict=True):
+        big = rows[f"{quantity} largest affordable"].to_numpy(float)
+        lines.append(f"{line} {ratio_ci(ceiling(rows, quantity), big, own)} |")
     return lines
+
+
+def ceiling_sentence(rows: pd.DataFrame) -> str:
+    """How often the largest-affordable rule's plan was the best of the maximal affordable plans by
+    |error| in hindsight, and the ceiling's |error| against it (:func:`ceiling`)."""
+    big = rows["error largest affordable"].to_numpy(float)
+    best = ceiling(rows, "error")
+    keep = np.isfinite(big) & np.isfinite(best)
+    first = int(np.sum(np.isclose(big[keep], best[keep], rtol=1e-12, atol=0)))
+    return (
+        "The ceiling (last column): of every ladder's maximal affordable plans, the one whose realised "
+        "value was smallest, which no rule choosing among those plans can beat. The largest-affordable "
+        f"rule's plan had the smallest realised |error| of them in {first} of {int(keep.sum())} ladders; "
+        "even knowing every plan's outcome, a rule would reduce the mean |error| to "
+        f"{best[keep].mean() / big[keep].mean():.3f} times its."
+    )
 
 
 def simulation_report(rows: pd.DataFrame, seed: int) -> list[str]:
@@ -306,6 +345,8 @@ def simulation_report(rows: pd.DataFrame, seed: int) -> list[str]:
         "All ladders:",
         "",
         *ratio_rows(rows, rng),
+        "",
+        ceiling_sentence(rows),
         "",
         f"The {len(choice)} ladders with a real choice:",
         "",
