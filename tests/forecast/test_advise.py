@@ -188,6 +188,7 @@ def advisor_quotes() -> list[str]:
         return [c.strip() for c in line.strip("|").split(" | ")]  # "|error|" is one cell
 
     width, error = cells("| mean 95% interval width"), cells("| mean |error|")
+    best_plans = report.split("smallest realised |error| of them in ", 1)[1].split(" ladders", 1)[0]
     calibration = cells("| all |")
     ladders = report.split("## Simulation", 1)[1].split("\n\n", 2)[1].split(" ladders", 1)[0]
     replay = next(x for x in report.splitlines() if x.startswith("At the first budget:"))
@@ -200,6 +201,8 @@ def advisor_quotes() -> list[str]:
         f"as wide as buying the largest affordable size and {width[5]} times as wide as random "
         f"affordable runs, with an |error| {error[4]} and {error[5]} times theirs",
         f"its expected width reduction averages {calibration[2]} against {calibration[3]} realised",
+        f"in hindsight leaves {error[7]} times the largest rule's mean |error|, and the largest "
+        f"rule's plan was that best plan in {best_plans} ladders",
         replay,
         f"takes {cpu} s of CPU time",
     ]
