@@ -77,8 +77,7 @@ def job_python():
 
 # A local run's Python jobs fork from one process that has imported torch, transformers and
 # sentence_transformers already (rerank_scaling.workflow.job_server: ~8 s saved per job); started in
-# the Snakefile's onstart without waiting for its imports (jobs before it listens run as plain
-# processes), stopped when the run ends. Not under SLURM (a forked job would live outside
+# the Snakefile's onstart, stopped when the run ends. Not under SLURM (a forked job would live outside
 # its job's cgroup) nor with conda/apptainer deployments (their jobs run another interpreter), nor with
 # RERANK_SCALING_JOB_SERVER=off (for runs whose per-job CPU or memory is measured).
 JOB_SERVER = []
@@ -97,7 +96,7 @@ def start_job_server():
         or DeploymentMethod.APPTAINER in methods
     ):
         return
-    JOB_SERVER.append(job_server.start(Path(RESULTS) / "logs" / "job_server.log", wait=False))
+    JOB_SERVER.append(job_server.start(Path(RESULTS) / "logs" / "job_server.log"))
 
 
 def stop_job_server():

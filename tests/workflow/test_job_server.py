@@ -88,27 +88,3 @@ def test_without_a_server_or_under_slurm_the_job_is_a_plain_process(server, env)
     out, err = job.communicate("x", timeout=120)
     assert job.returncode == 0, err
     assert int(out.split()[-1]) != started.pid  # exec'd in place: its parent is this test
-
-
-def test_started_without_waiting_early_jobs_run_plain_and_later_ones_through_it(tmp_path, monkeypatch):
-    """The Snakefile's start (``wait=False``): a job before the server listens execs as a plain
-    process; once the socket appears (only listening: it is renamed into place), jobs fork from it."""
-    (tmp_path / "probe.py").write_text(JOB)
-    monkeypatch.delenv(job_server.SERVER_VARIABLE, raising=False)
-    started = job_server.start(tmp_path / "server.log", wait=False)
-    try:
-        path = os.environ[job_server.SERVER_VARIABLE]
-        assert not os.path.exists(path)  # still importing torch
-        early = client(tmp_path, "0")
-        out, err = early.communicate("x", timeout=120)
-        assert early.returncode == 0, err
-        assert int(out.split()[-1]) != started.pid
-        deadline = time.monotonic() + 60
-        while not os.path.exists(path) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        late = client(tmp_path, "0")
-        out, err = late.communicate("x", timeout=120)
-        assert late.returncode == 0, err
-        assert int(out.split()[-1]) == started.pid
-    finally:
-        job_server.stop(started)

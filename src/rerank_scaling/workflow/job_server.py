@@ -229,12 +229,16 @@ def run(argv: list[str]) -> None:
             sys.exit(code)
 
 
-def start(log: Path, wait: bool = True) -> subprocess.Popen | None:
+def start(log: Path) -> subprocess.Popen | None:
     """Start a server for this process's jobs (its socket in a new temporary folder, short enough
-    for AF_UNIX) and name it in ``$RERANK_SCALING_JOB_SERVER``. ``wait``: until it listens, None
-    (jobs start as before) when it did not come up within a minute, with the reason in ``log``;
-    without waiting (the Snakefile's: a re-run of one light job does not wait ~8 s for imports it
-    never uses), the jobs started before its socket appears run as plain processes (:func:`run`)."""
+    for AF_UNIX), wait until it listens and name it in ``$RERANK_SCALING_JOB_SERVER``; None (jobs
+    start as before) when it did not come up within a minute, with the reason in ``log``.
+
+    Why wait: started without waiting (commit c03263f), the first jobs of a fresh default DAG ran as
+    plain processes, each importing torch while the server imported it too, three processes on two
+    cores: the data jobs took 0.4 min instead of 0.1 and training 13.0 min instead of 11.8 (summed;
+    the DAG 11.5 min against 11.0, one quiet fresh-clone run each), more than the ~8 s a re-run of
+    one light job saves by not waiting."""
     folder = tempfile.mkdtemp(prefix="rerank-jobs-")
     path = os.path.join(folder, "socket")
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -247,7 +251,7 @@ def start(log: Path, wait: bool = True) -> subprocess.Popen | None:
             env={**os.environ, PARENT_VARIABLE: str(os.getpid())},
         )
     deadline = time.monotonic() + 60
-    while wait and not os.path.exists(path):
+    while not os.path.exists(path):
         if server.poll() is not None or time.monotonic() > deadline:
             stop(server)
             return None
