@@ -35,6 +35,8 @@ from benchmark_output import emit
 
 from rerank_scaling.compute.cpu_profiles import cpu_kind
 from rerank_scaling.precision import cpu_name
+from rerank_scaling.settings import settings_from_dict
+from rerank_scaling.training.train_settings import GRID_KEYS, TrainSettings
 
 CONFIG = Path(__file__).resolve().parents[1] / "config.yaml"
 TRAIN_MODE = "bf16 autocast"
@@ -113,7 +115,8 @@ def main() -> None:
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     config = yaml.safe_load(CONFIG.read_text())
-    torch.set_num_threads(config["training"].get("threads", 1))
+    training = {k: v for k, v in config["training"].items() if k not in GRID_KEYS}
+    torch.set_num_threads(settings_from_dict(TrainSettings, training).threads)
     torch.manual_seed(0)
     batch, max_length = config["training"]["pointwise_batch_size"], config["training"]["max_length"]
     specs = [m for m in config["models"] if m["name"] in args.sizes]

@@ -106,7 +106,7 @@ def stop_job_server():
 
 # Rules call `rerank_python` (or `rerank_python_exec`, which replaces the job's shell, so that SLURM's
 # SIGTERM reaches the trainer itself, and tells it the pid of the job's parent, Snakemake, whose death
-# it then follows: rerank_scaling.training.work_lock.die_with_parent), shell functions every job's shell defines first (Snakemake's
+# it then follows: rerank_scaling.parent_process.die_with_parent), shell functions every job's shell defines first (Snakemake's
 # bash prefix, plus the functions): the interpreter is not in a rule's shell text, which Snakemake
 # compares with the text that made its outputs, nor a param, so another venv path re-runs nothing.
 # (The prefix is formatted like a shell command: its braces are doubled, here twice for .format.)

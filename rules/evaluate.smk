@@ -84,7 +84,7 @@ rule split_tokens:
         " --out {output.tokens} > {log} 2>&1"
 
 
-# The scoring job's shell execs Python, which dies with its parent (training.work_lock.die_with_parent):
+# The scoring job's shell execs Python, which dies with its parent (parent_process.die_with_parent):
 # Snakemake killed, even by SIGKILL, leaves no scoring job running on the GPU.
 rule evaluate_run:
     input:

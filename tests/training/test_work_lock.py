@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import LADDER, TINY_TRAINING, train_command
 
-from rerank_scaling.training.work_lock import PARENT_VARIABLE, WorkDirBusy, work_lock
+from rerank_scaling.parent_process import PARENT_VARIABLE
+from rerank_scaling.training.work_lock import WorkDirBusy, work_lock
 
 RUN = "L1__pointwise__full__s13"
 
@@ -110,7 +111,7 @@ def test_a_job_whose_parent_died_while_it_started_stops_at_once():
     """``$RERANK_SCALING_JOB_PARENT`` (what the rules' ``rerank_python_exec`` passes) names a pid that
     is no longer the job's parent (Snakemake died while Python still imported): SIGTERM at once. Its
     real parent: the job runs on."""
-    code = "from rerank_scaling.training.work_lock import die_with_parent; die_with_parent(); print('ran on')"
+    code = "from rerank_scaling.parent_process import die_with_parent; die_with_parent(); print('ran on')"
     for parent, ran_on in ((os.getpid() + 1, False), (os.getpid(), True)):
         env = {**os.environ, PARENT_VARIABLE: str(parent)}
         result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)

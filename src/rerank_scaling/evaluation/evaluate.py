@@ -21,9 +21,9 @@ from rerank_scaling.device import resolve_device
 from rerank_scaling.evaluation.checkpoints import bm25_tables, evaluate_checkpoints, load_split
 from rerank_scaling.evaluation.eval_settings import EvalSettings
 from rerank_scaling.evaluation.rerank import read_split_tokens
+from rerank_scaling.parent_process import die_with_parent
 from rerank_scaling.planning.gpu_fit import report_gpu
 from rerank_scaling.settings import parse_json_arg, settings_from_dict
-from rerank_scaling.training.work_lock import die_with_parent
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -14,10 +14,11 @@ import logging
 from rerank_scaling.data.collection import iter_corpus
 from rerank_scaling.families.registry import family_of
 from rerank_scaling.grid import RunSpec
+from rerank_scaling.parent_process import die_with_parent
 from rerank_scaling.settings import parse_json_arg, settings_from_dict
 from rerank_scaling.training.train_settings import TrainSettings
 from rerank_scaling.training.trainer import SaveFailed, TrainingStopped, train_run
-from rerank_scaling.training.work_lock import WorkDirBusy, die_with_parent, work_lock
+from rerank_scaling.training.work_lock import WorkDirBusy, work_lock
 
 
 def main(argv: list[str] | None = None) -> None:

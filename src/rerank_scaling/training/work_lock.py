@@ -13,30 +13,23 @@ leave the Python trainer running, and the retry then started a second one. So:
   of another host's job that SLURM still lists (``squeue -j``: pending, running, completing) fails
   like a local second trainer. A record of its own job id (a requeue) or of a job SLURM no longer
   lists is stale and overwritten; without SLURM (no job id, or no ``squeue``) only ``flock`` guards.
-* :func:`die_with_parent` asks Linux to send the trainer SIGTERM when its parent process dies
-  (``prctl(PR_SET_PDEATHSIG)``), and the rule's shell ``exec``s the trainer, so that the job's own
-  process is the trainer and no wrapper stands between it and Snakemake or SLURM.
+* :func:`rerank_scaling.parent_process.die_with_parent` asks Linux to send the trainer SIGTERM
+  when its parent process dies (``prctl(PR_SET_PDEATHSIG)``), and the rule's shell ``exec``s the
+  trainer, so that the job's own process is the trainer and no wrapper stands between it and
+  Snakemake or SLURM.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import fcntl
 import os
 import shutil
-import signal
 import socket
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-
-PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-#: The pid of the process that started the job's shell (Snakemake, or SLURM's step), which the rules'
-#: ``rerank_python_exec`` passes on: a parent that died while Python was still starting is seen.
-PARENT_VARIABLE = "RERANK_SCALING_JOB_PARENT"
 
 
 class WorkDirBusy(RuntimeError):
@@ -75,21 +68,6 @@ def live_holder_elsewhere(record: str) -> str | None:
     if host == socket.gethostname() or job == os.environ.get("SLURM_JOB_ID"):
         return None  # this host: flock decided; this job: a requeue of it
     return record if slurm_job_alive(job) else None
-
-
-def die_with_parent(sig: int = signal.SIGTERM) -> bool:
-    """Have the kernel send ``sig`` to this process when its parent dies (Linux); False elsewhere.
-    If the parent is already gone (this process re-parented: its parent is not ``$RERANK_SCALING_JOB_PARENT``,
-    or changed while the request was made), send ``sig`` now."""
-    if not sys.platform.startswith("linux"):
-        return False
-    parent = int(os.environ.get(PARENT_VARIABLE) or os.getppid())
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0) != 0:
-        return False
-    if os.getppid() != parent:  # the parent died before prctl took effect
-        os.kill(os.getpid(), sig)
-    return True
 
 
 @contextlib.contextmanager

@@ -39,11 +39,12 @@ import time
 import traceback
 from pathlib import Path
 
+from rerank_scaling.parent_process import PARENT_VARIABLE, die_with_parent
+
 SERVER_VARIABLE = "RERANK_SCALING_JOB_SERVER"
 #: What the server imports once (third-party only: the project's own code is imported per job).
 PRELOAD = ("torch", "transformers", "sentence_transformers", "pandas", "pyarrow.parquet", "scipy.optimize")
 RELAYED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-PARENT_VARIABLE = "RERANK_SCALING_JOB_PARENT"
 #: ``$RERANK_SCALING_JOB_SERVER`` set to this: no server is started and jobs start as before.
 OFF = "off"
 
@@ -110,7 +111,7 @@ def serve(path: str) -> None:
     """Import :data:`PRELOAD`, then fork one child per connection until SIGTERM."""
     import importlib
 
-    _die_with_parent()
+    die_with_parent()
     children: set[int] = set()
 
     def terminate(_sig: int, _frame: object) -> None:
@@ -213,7 +214,7 @@ def run(argv: list[str]) -> None:
 
     for sig in RELAYED:
         signal.signal(sig, relay)
-    _die_with_parent()
+    die_with_parent()
     while True:
         try:
             message = _message(conn)
@@ -274,19 +275,6 @@ def stop(server: subprocess.Popen | None) -> None:
             server.wait()
     if path:
         shutil.rmtree(os.path.dirname(path), ignore_errors=True)
-
-
-def _die_with_parent() -> None:
-    """SIGTERM this process when its parent dies (Linux): the job's side follows Snakemake (and its
-    SIGTERM is relayed to the job), the server follows the Snakemake that started it."""
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    ctypes.CDLL(None).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
-    parent = os.environ.get(PARENT_VARIABLE)
-    if parent and os.getppid() != int(parent):
-        os.kill(os.getpid(), signal.SIGTERM)
 
 
 if __name__ == "__main__":
