@@ -157,3 +157,24 @@ def test_the_readme_forecast_path_runs_verbatim(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert "## The question" in (tmp_path / "forecast" / "answer.md").read_text()
     assert (tmp_path / "advice" / "advice.csv").read_text().startswith("candidate,")
+
+
+def test_the_cpu_levers_are_quoted_from_their_reports():
+    """docs/default-run.md's paragraph on dropout and the evaluation's batch size, built from the
+    cells of the reports it names."""
+    page = " ".join((REPO / "docs" / "default-run.md").read_text().split())
+    dropout = (REPO / "benchmarks" / "results" / "dropout_rng_amx.md").read_text().splitlines()
+
+    def cells(prefix: str) -> list[str]:
+        return [c.strip() for c in next(x for x in dropout if x.startswith(prefix)).strip("|").split("|")]
+
+    free = [cells(f"| {size} |")[6] for size in ("L1", "L4", "L6")]  # sdpa, dropout 0 / pipeline
+    quotes = [
+        f"takes {free[0]}, {free[1]} and {free[2]} of its time at L1, L4 and L6",
+        f"mask at {cells('| attention-probability mask, bernoulli_')[2]} ns per element",
+        f"16 random bits at {cells('| attention-probability mask, PCG64 bits')[2]}",
+    ]
+    batch = (REPO / "benchmarks" / "results" / "eval_batch_amx.md").read_text()
+    quotes.append(batch.split("relative to batch 64: ", 1)[1].split(".\n", 1)[0])
+    for quote in quotes:
+        assert quote in page, quote

@@ -41,9 +41,10 @@ class CpuProfile:
 #: training step 0.73x-0.83x (slower at every size), so neither compiles under ``auto``. (The same
 #: script at load 25 had put the evaluation's break-even at 199 340 pairs: noise.) The evaluation's
 #: batch size: bench_eval_batch.py (eval_batch_amx.md, quiet, 3 interleaved repeats) found the
-#: config's 64 the fastest of 16-128 at every default size (16: 0.84x, 32: 0.97x, 128: 0.87x of its
-#: pairs/s, geometric means), so this kind keeps ``evaluation.batch_size`` as configured; a kind
-#: measured otherwise would need an entry here, which none has yet.
+#: config's 64 the best of 16-128 over the default sizes (geometric means of pairs/s relative to it:
+#: 16 0.84x, 32 0.97x, 128 0.87x; only at L1 was 32 ahead, 1.03x, inside the repeats' spread), so this
+#: kind keeps ``evaluation.batch_size`` as configured; a kind measured otherwise would need an entry
+#: here, which none has yet.
 PROFILES: dict[str, CpuProfile] = {
     "intel-amx": CpuProfile(
         kind="intel-amx",
