@@ -53,7 +53,12 @@ target forecast than the obvious rules? Known truth, real ladders, and its speed
    ratio was 0.976 [0.937, 1.013]. Every criterion read off the current forecast traded |error|
    for width against the largest rule, and the plan narrowest in hindsight had |error| 1.179
    [1.091, 1.281] times the largest rule's: on these ladders a narrower realised interval goes with
-   a larger |error|, so no revision was frozen or scored (seed 5's report stands).
+   a larger |error|. Anchoring the plans (``--anchor``: those that buy the largest affordable run
+   first, :func:`rerank_scaling.forecast.advise_plan.anchored_first`; the preposterior ranks the
+   rest) with the model world and the width, on the same 60 ladders: advisor / largest affordable
+   width 0.993 [0.965, 1.011], |error| 0.993 [0.978, 1.002]; advisor / random affordable |error|
+   0.872 [0.799, 0.939], width 0.995 [0.944, 1.050]. That rule (model, width, anchor) is the
+   advisor's default from the commit that says so, frozen there and scored once on seed 11.
 2. Replay on the public ladders (``../shared/data/ladders``): slices with at least two sizes between
    the three smallest and the largest (Gadre et al. 2024, token multiplier 1; the OLMo ladder at
    1x Chinchilla, whose seed reruns are candidates too). From the three smallest sizes; the
@@ -90,7 +95,13 @@ from rerank_scaling.forecast.advise import (
     ensemble_at,
     interval_score,
 )
-from rerank_scaling.forecast.advise_plan import advise_budget, affordable_plans, plan_label, scored_plans
+from rerank_scaling.forecast.advise_plan import (
+    advise_budget,
+    affordable_plans,
+    largest_affordable,
+    plan_label,
+    scored_plans,
+)
 from rerank_scaling.forecast.advise_table import advice_problem, advise_runs, one_group
 from rerank_scaling.forecast.run import checked_runs, table_settings
 from rerank_scaling.precision import cpu_name
@@ -200,8 +211,8 @@ def draw_prices(rng: np.random.Generator) -> tuple[list[float], float, float]:
     return costs, float(budget), float(exponent)
 
 
-def one_ladder(args: tuple[int, int, int, int, str, str]) -> dict:
-    index, bootstrap, outcomes, seed, world, criterion = args
+def one_ladder(args: tuple[int, int, int, int, str, str, bool]) -> dict:
+    index, bootstrap, outcomes, seed, world, criterion, anchor = args
     rng = np.random.default_rng([seed, index])
     truth = draw_truth(rng, index % 4)
     start = [(n, truth.run(n, rng), 0) for n in FITTED]
@@ -209,7 +220,7 @@ def one_ladder(args: tuple[int, int, int, int, str, str]) -> dict:
     candidates = [Candidate(label, n, c) for (n, label), c in zip(CANDIDATES, costs, strict=True)]
     group = group_of(start, bootstrap, truth.ceiling)
     plans = advise_budget(
-        group, TARGET, candidates, budget, outcomes, index, world=world, criterion=criterion
+        group, TARGET, candidates, budget, outcomes, index, world=world, criterion=criterion, anchor=anchor
     )
     maximal = affordable_plans(candidates, budget)
     index_of = {plan_label(candidates, p): p for p in maximal}
@@ -443,7 +454,7 @@ def replay_state(slice_: Slice, rows: pd.DataFrame, target: pd.Series, bootstrap
     return width, error
 
 
-def replay(slice_: Slice, bootstrap: int, outcomes: int) -> list[dict]:
+def replay(slice_: Slice, bootstrap: int, outcomes: int, anchor: bool = False) -> list[dict]:
     runs = slice_.runs.sort_values(["size", "seed"]).reset_index(drop=True)
     sizes = sorted(runs["size"].unique())
     target = runs[(runs["size"] == sizes[-1]) & (runs["seed"] == "0")].iloc[0]
@@ -476,7 +487,10 @@ def replay(slice_: Slice, bootstrap: int, outcomes: int) -> list[dict]:
     positions = [tuple(labels.index(m) for m in members) for members in table["members"]]  # best first
     rows = []
     for k, (budget, plans) in enumerate(zip(budgets, allowed, strict=True), start=1):
-        best = next(plan for plan in positions if plan in plans)
+        allowed_here = [plan for plan in positions if plan in plans]  # best first
+        largest = largest_affordable(cands, budget)
+        anchored = [plan for plan in allowed_here if largest in plan] if anchor else []
+        best = (anchored or allowed_here)[0]
         bought = [int(pool.index[j]) for j in best]
         (width, error), (width_a, error_a) = state(ordered[:k]), state(bought)
         rows.append(
@@ -552,7 +566,8 @@ def simulate(args: argparse.Namespace) -> pd.DataFrame:
     if args.simulation_rows:
         return pd.read_csv(args.simulation_rows)
     jobs = [
-        (i, args.bootstrap, args.outcomes, args.seed, args.world, args.criterion) for i in range(args.ladders)
+        (i, args.bootstrap, args.outcomes, args.seed, args.world, args.criterion, args.anchor)
+        for i in range(args.ladders)
     ]
     done_rows = []
     with ProcessPoolExecutor(args.workers) as pool:
@@ -569,7 +584,9 @@ def replayed_rows(args: argparse.Namespace) -> pd.DataFrame:
         return pd.read_csv(args.replay_rows)
     found = []
     with ProcessPoolExecutor(args.workers) as pool:
-        for part in pool.map(replay, slices(args.data), [args.bootstrap] * 99, [args.outcomes] * 99):
+        for part in pool.map(
+            replay, slices(args.data), [args.bootstrap] * 99, [args.outcomes] * 99, [args.anchor] * 99
+        ):
             found += part
             if args.replay_rows:  # each slice's rows kept as they come (a long run's part)
                 pd.DataFrame(found).to_csv(args.replay_rows.with_suffix(".part.csv"), index=False)
@@ -587,8 +604,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--outcomes", type=int, default=2, help="simulated outcomes per candidate")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--world", default="coherent", help="where the advisor draws outcomes from")
-    parser.add_argument("--criterion", default="interval_score", help="what the advisor ranks plans by")
+    parser.add_argument("--world", default="model", help="where the advisor draws outcomes from")
+    parser.add_argument("--criterion", default="width", help="what the advisor ranks plans by")
+    parser.add_argument(
+        "--anchor", action=argparse.BooleanOptionalAction, default=True,
+        help="plans with the largest affordable run first",
+    )  # fmt: skip
     parser.add_argument("--seed", type=int, default=0, help="the ladders' seed (develop on another)")
     parser.add_argument("--developed-on", default="1", help="the seeds the advisor was developed on")
     parser.add_argument("--frozen-at", default="?", help="the commit the advisor was frozen at")
@@ -627,7 +648,8 @@ def main(argv: list[str] | None = None) -> None:
         "# The advisor: simulation, replay on real ladders, speed",
         "",
         f"`python benchmarks/bench_advisor.py --ladders {args.ladders} --bootstrap {args.bootstrap} "
-        f"--outcomes {args.outcomes} --workers {args.workers} --seed {args.seed} --developed-on "
+        f"--outcomes {args.outcomes} --workers {args.workers} --world {args.world} --criterion "
+        f"{args.criterion} {'--anchor' if args.anchor else '--no-anchor'} --seed {args.seed} --developed-on "
         f"{args.developed_on} --frozen-at {args.frozen_at}` at commit {commit}, on "
         f"{cpu_name()} ({os.cpu_count()} CPUs, shared); simulated: {ran} (scored once; the advisor and "
         f"this design were developed on ladders of seed {args.developed_on}, then frozen at commit "

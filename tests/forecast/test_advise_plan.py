@@ -23,7 +23,9 @@ from rerank_scaling.forecast.advise_plan import (
     PLAN_COLUMNS,
     advise_budget,
     affordable_plans,
+    anchored_first,
     first_of_plan,
+    largest_affordable,
 )
 from rerank_scaling.laws import ensemble
 from rerank_scaling.laws.fit_settings import FitSettings
@@ -101,7 +103,12 @@ def test_advise_with_a_budget_writes_the_plans_and_says_the_best(tmp_path, capsy
     plans = pd.read_csv(tmp_path / "out" / "plans.csv")
     advice = pd.read_csv(tmp_path / "out" / "advice.csv")
     assert plans.columns.tolist() == PLAN_COLUMNS and (plans["cost"] <= 5).all() and len(plans) >= 2
-    assert plans["score"].is_monotonic_increasing
+    affordable = advice[advice["cost"] <= 5]
+    anchor = affordable.sort_values(["size", "cost"], ascending=[False, True])["candidate"].iloc[0]
+    holds = plans["plan"].str.split(" \\+ ").map(lambda members: anchor in members)
+    assert holds.is_monotonic_decreasing and holds.iloc[0], "the plans with the largest affordable run first"
+    for _, part in plans.groupby(holds):  # each part ranked by the expected width
+        assert part["expected_width"].is_monotonic_increasing
     best = set(plans["plan"].iloc[0].split(" + "))
     assert advice["in_best_plan"].tolist() == [c in best for c in advice["candidate"]]
     assert advice["in_best_plan"].iloc[0]
@@ -156,3 +163,22 @@ def test_the_outcome_draws_share_one_misfit_path_per_row():
     model, coherent = model_at(group, rows, held, 3), coherent_at(group, rows, held, 3)
     assert np.allclose(model.draws, ensemble.pooled_draws(usable)[:, len(rows) :])
     assert np.allclose(coherent.draws - model.draws, added)
+
+
+def test_anchored_plans_hold_the_largest_affordable_run_and_keep_their_order():
+    """``anchor``: the largest candidate the budget buys alone (the cheaper of equal sizes) is in the
+    first plan; within the plans that hold it, and within those that do not, the criterion's order
+    stays."""
+    candidates = [
+        Candidate("80M again", 8e7, 1.0), Candidate("160M", 1.6e8, 2.0), Candidate("320M", 3.2e8, 4.0),
+        Candidate("640M", 6.4e8, 9.0),
+    ]  # fmt: skip
+    assert candidates[largest_affordable(candidates, 8.0)].label == "320M"  # 640M is beyond the budget
+    assert candidates[largest_affordable(candidates, 9.0)].label == "640M"
+    table = pd.DataFrame({"plan": ["a", "b", "c", "d"], "members": [("80M again", "160M"), ("320M",),
+                          ("160M",), ("80M again", "320M")]})  # fmt: skip
+    assert anchored_first(table, "320M")["plan"].tolist() == ["b", "d", "a", "c"]
+    plans = advise_budget(
+        line_group(FITTED), TARGET, candidates[:3], 6.0, outcomes=3, seed=2, fit=least_squares, anchor=True
+    )
+    assert "320M" in plans["members"].iloc[0] and len(plans) == len(affordable_plans(candidates[:3], 6.0))

@@ -3,9 +3,10 @@ unit of cost, by preposterior simulation (Raiffa & Schlaifer 1961, "Applied Stat
 Theory", ch. 4: the preposterior distribution of a statistic before the data are seen).
 
 For the target size N* and a candidate run at N_c, with the current forecast's joint draws
-(:func:`rerank_scaling.laws.ensemble.widened_draws`: the equal-weight mixture of the law forms,
-their run-bootstrap draws, which already hold a new run's offset and checkpoint noise, and the
-model-discrepancy term beyond the fitted sizes):
+(:func:`model_at`: the equal-weight mixture of the law forms and their run-bootstrap draws, which
+already hold a new run's offset and checkpoint noise; without the model-discrepancy term the fit
+stage adds beyond the fitted sizes, whose plug-in is zero at the start of most ladders and whose
+misfit path, :func:`coherent_at`, chose worse runs: :mod:`.advise_plan`):
 
 1. draw the candidate's outcome y_k from the draws' column at N_c (k = 1..K; draw rows shared by
    every candidate: common random numbers, so candidates are compared on the same outcomes);
@@ -221,10 +222,10 @@ class Preposterior:
         cls, group: Group, target: float, candidates: list[Candidate], outcomes: int, seed: int, fit: Fit,
         draw: Fit | None = None,
     ) -> Preposterior:  # fmt: skip
-        """``draw`` fits the draws outcomes come from (default: :func:`coherent_at` for the
+        """``draw`` fits the draws outcomes come from (default: :func:`model_at` for the
         ensemble, else ``fit``)."""
         held = group.held([("target", target), *((c.label, c.size) for c in candidates)])
-        draw = draw or (coherent_at if fit is ensemble_at else fit)
+        draw = draw or (model_at if fit is ensemble_at else fit)
         now = draw(group, group.fit_rows, held, seed)
         if now is None:
             raise ValueError(f"{group.metric}: no law form forecasts the target from these runs; add sizes")
