@@ -128,7 +128,7 @@ RULES = ("advisor", "largest affordable", "random affordable")
 NAMES = {
     "width": "95% interval width",
     "error": "|error|",
-    "score": "interval score (what the advisor minimises)",
+    "score": "interval score",
 }
 
 
