@@ -182,3 +182,7 @@ def test_anchored_plans_hold_the_largest_affordable_run_and_keep_their_order():
         line_group(FITTED), TARGET, candidates[:3], 6.0, outcomes=3, seed=2, fit=least_squares, anchor=True
     )
     assert "320M" in plans["members"].iloc[0] and len(plans) == len(affordable_plans(candidates[:3], 6.0))
+    many = [Candidate(f"{n}M", n * 1e6, 1.0 + n / 1000) for n in range(100, 1300, 100)]  # 12 runs
+    assert len(affordable_plans(many, 4.0)) > 12  # more plans than are simulated: screened ...
+    plans = advise_budget(line_group(FITTED), TARGET, many, 4.0, outcomes=2, seed=2, fit=least_squares)
+    assert plans["members"].map(lambda members: "1200M" in members).all()  # ... among the anchored ones

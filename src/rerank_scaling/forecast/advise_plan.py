@@ -128,14 +128,15 @@ def advise_budget(
     draw = WORLDS[world] if fit is ensemble_at else None
     simulation = Preposterior.start(group, target, candidates, outcomes, seed, fit, draw)
     read = {"score": 2, "expected_width": 0}[CRITERIA[criterion]]
+    largest = largest_affordable(candidates, budget)
     if len(plans) > MOST_PLANS:
+        if anchor:  # too many to simulate: screen among the plans the anchor keeps first
+            plans = [plan for plan in plans if largest in plan]
         now = simulation.current()[read]
         alone = [mean_or_nan(simulation.after([i + 1], [c])[:, read]) for i, c in enumerate(candidates)]
         plans = screened(plans, now - np.array(alone, float))
     table = scored_plans(simulation, candidates, plans, criterion)
-    return (
-        anchored_first(table, candidates[largest_affordable(candidates, budget)].label) if anchor else table
-    )
+    return anchored_first(table, candidates[largest].label) if anchor else table
 
 
 def largest_affordable(candidates: list[Candidate], budget: float) -> int:
