@@ -21,9 +21,7 @@ from __future__ import annotations
 import argparse
 import copy
 import os
-import random
 import statistics
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -32,6 +30,7 @@ import torch
 import yaml
 from bench_cpu_peak import Steps
 from benchmark_output import emit
+from interleaved import interleaved_times
 
 from rerank_scaling.compute.cpu_profiles import cpu_kind
 from rerank_scaling.precision import cpu_name
@@ -48,21 +47,6 @@ def pcg64_keep(shape: tuple[int, ...], p: float) -> torch.Tensor:
     seed = int(torch.randint(0, 2**62, (1,)).item())
     bits = np.random.default_rng(seed).integers(0, 2**16, int(np.prod(shape)), dtype=np.uint16)
     return torch.from_numpy(bits >= round(p * 2**16)).view(shape)
-
-
-def timed(cells: dict[str, Callable[[], object]], repeats: int, inner: int) -> dict[str, list[float]]:
-    """Seconds per call of every cell: ``repeats`` rounds in a shuffled order, ``inner`` calls each."""
-    for fn in cells.values():
-        fn()
-    seconds: dict[str, list[float]] = {name: [] for name in cells}
-    order = random.Random(0)
-    for _ in range(repeats):
-        for name in order.sample(list(cells), len(cells)):
-            started = time.perf_counter()
-            for _ in range(inner):
-                cells[name]()
-            seconds[name].append((time.perf_counter() - started) / inner)
-    return seconds
 
 
 #: Step variants: (attention implementation, dropout); the first is the pipeline's.
@@ -147,8 +131,8 @@ def main() -> None:
         "hidden-state mask, PCG64 bits": lambda: pcg64_keep(tuple(states.shape), P),
         "hidden-state dropout (nn.functional.dropout)": lambda: torch.nn.functional.dropout(states, P, True),
     }
-    step_seconds = timed(step_cells, args.repeats, 3)
-    part_seconds = timed(part_cells, args.repeats, 20)
+    step_seconds = interleaved_times(step_cells, args.repeats, inner=3, shuffle=0)
+    part_seconds = interleaved_times(part_cells, args.repeats, inner=20, shuffle=0)
     lines = [
         "# Dropout in a CPU training step",
         "",

@@ -23,16 +23,18 @@ ratios over the sizes is the one the CPU kind's profile takes
 from __future__ import annotations
 
 import argparse
+import copy
+import functools
 import os
 import random
 import statistics
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
 import yaml
 from benchmark_output import emit
+from interleaved import interleaved_times
 
 from rerank_scaling.compute.cpu_profiles import cpu_kind
 from rerank_scaling.data.ict import IctSettings, build_ict_collection
@@ -73,21 +75,17 @@ def main() -> None:
     models, tokens = {}, None
     for name, spec in specs.items():
         fp32 = build_cross_encoder(spec, max_length, 0).eval()
-        models[name] = (fp32, to_bf16_weights(build_cross_encoder(spec, max_length, 0).eval()))
+        models[name] = (fp32, to_bf16_weights(copy.deepcopy(fp32)))  # as the evaluation casts it
         if tokens is None:
             tokens = tokenize_pairs(fp32.tokenizer, pairs, queries, texts, max_length)
             pad = fp32.tokenizer.pad_token_id or 0
-    cells = [(n, b, p) for n in specs for b in args.batch_sizes for p in ("bf16", "fp32")]
-    seconds: dict[tuple, list[float]] = {cell: [] for cell in cells}
-    for name, batch, precision in cells:  # warm-up: one-off allocations and kernel selection
-        model_scores(models[name][precision == "bf16"], tokens, batch, pad, "cpu")
-    order = random.Random(1)
-    for _ in range(args.repeats):
-        for cell in order.sample(cells, len(cells)):
-            name, batch, precision = cell
-            started = time.perf_counter()
-            model_scores(models[name][precision == "bf16"], tokens, batch, pad, "cpu")
-            seconds[cell].append(time.perf_counter() - started)
+    cells = {
+        (n, b, p): functools.partial(model_scores, models[n][p == "bf16"], tokens, b, pad, "cpu")
+        for n in specs
+        for b in args.batch_sizes
+        for p in ("bf16", "fp32")
+    }  # the warm-up round: one-off allocations and kernel selection
+    seconds = interleaved_times(cells, args.repeats, shuffle=1)
     load = os.getloadavg()[0]
     median = {cell: statistics.median(values) for cell, values in seconds.items()}
     per_pair = {  # seconds per pair of one checkpoint's evaluation: bf16, plus the rescored share in fp32

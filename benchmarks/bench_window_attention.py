@@ -48,6 +48,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from benchmark_output import emit
+from interleaved import interleaved_times
 
 from rerank_scaling.training import window_attention as wa
 from rerank_scaling.training.extension_build import load_kernels
@@ -99,33 +100,6 @@ class LoadMonitor:
 
 
 # --- timing and memory --------------------------------------------------------------------------
-
-
-def _seconds(fn: Callable[[], object], device: str) -> float:
-    if device == "cuda":
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        return start.elapsed_time(end) / 1e3
-    begin = time.perf_counter()
-    fn()
-    return time.perf_counter() - begin
-
-
-def interleaved_times(
-    calls: dict[str, Callable[[], object]], device: str, warmup: int, repeats: int
-) -> dict[str, list[float]]:
-    """Seconds per call of each implementation over ``repeats`` rounds in which all take turns."""
-    for _ in range(warmup):
-        for fn in calls.values():
-            fn()
-    times: dict[str, list[float]] = {name: [] for name in calls}
-    for _ in range(repeats):
-        for name, fn in calls.items():
-            times[name].append(_seconds(fn, device))
-    return times
 
 
 def median_iqr(values: list[float]) -> tuple[float, float, float]:
@@ -261,7 +235,7 @@ def measure(
             for name in calls:  # the same function, except the dense cross-encoder (and training's dropout)
                 if name not in ("sdpa_full", "window") and make is not training_steps:
                     torch.testing.assert_close(outputs[name], outputs["window"], rtol=1e-2, atol=1e-3)
-            times = interleaved_times(calls, args.device, args.warmup, repeats)
+            times = interleaved_times(calls, repeats, args.warmup, device=args.device)
             row: dict = {"s": length, "w": window}
             for name, call in calls.items():
                 row[name] = (*median_iqr(times[name]), peak_bytes(call, args.device))

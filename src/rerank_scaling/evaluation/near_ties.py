@@ -85,7 +85,7 @@ class NearTieReport:
 CALIBRATION_PAIRS = 64
 
 
-def calibration_sample(pairs: int, size: int = CALIBRATION_PAIRS) -> list[int]:
+def calibration_sample(pairs: int, size: int) -> list[int]:
     """``size`` indices spread evenly over ``pairs`` pairs (all when there are fewer): the pairs come
     sorted by length (:func:`.rerank.tokenize_pairs`), so the sample spans short and long ones, not
     only the shortest of a first batch."""

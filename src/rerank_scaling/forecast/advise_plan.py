@@ -48,6 +48,7 @@ import pandas as pd
 
 from rerank_scaling.forecast.advise import (
     OUTCOMES,
+    READ,
     WORLDS,
     Candidate,
     Fit,
@@ -66,7 +67,7 @@ PLAN_COLUMNS = [
     "plan", "cost", "runs", "score", "score_now", "expected_abs_error", "expected_width",
     "expected_width_reduction", "expected_form_spread", "width_now", "form_spread_now",
 ]  # fmt: skip
-#: What a plan is ranked by (a plans.csv column, lower is better), by name.
+#: What a plan is ranked by: a name of :data:`.advise.READ` -> its plans.csv column (lower is better).
 CRITERIA = {"interval_score": "score", "width": "expected_width"}
 
 
@@ -127,7 +128,7 @@ def advise_budget(
         return pd.DataFrame(columns=[*PLAN_COLUMNS, "members"])
     draw = WORLDS[world] if fit is ensemble_at else None
     simulation = Preposterior.start(group, target, candidates, outcomes, seed, fit, draw)
-    read = {"score": 2, "expected_width": 0}[CRITERIA[criterion]]
+    read = READ.index(criterion)  # the criterion's place in what a refit reads
     largest = largest_affordable(candidates, budget)
     if len(plans) > MOST_PLANS:
         if anchor:  # too many to simulate: screen among the plans the anchor keeps first
