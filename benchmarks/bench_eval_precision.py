@@ -211,6 +211,7 @@ def main() -> None:
                     "rescored": report.rescored,
                     "pairs": report.pairs,
                     "rounds": report.rounds,
+                    "raised": report.bound > report.factor * calibration * (1 + 1e-9),
                     "bound": report.bound,
                     "over_bound": error / report.bound if report.bound else np.inf,
                     "over_calibration": error / calibration if calibration else np.inf,
@@ -268,8 +269,9 @@ def main() -> None:
         f"{len(speedups)} checkpoints",
         f"- pairs scored in fp32 (calibration sample and near ties): {checks['rescored'].sum()} of "
         f"{checks['pairs'].sum()} (**{checks['rescored'].sum() / checks['pairs'].sum():.1%}**; per "
-        f"checkpoint and split {checks['fraction'].min():.1%}-{checks['fraction'].max():.1%}; more than one "
-        f"round: {int((checks['rounds'] > 1).sum())} of {len(checks)})",
+        f"checkpoint and split {checks['fraction'].min():.1%}-{checks['fraction'].max():.1%}; rescoring "
+        f"rounds {checks['rounds'].min()}-{checks['rounds'].max()}, median {checks['rounds'].median():g}; "
+        f"e raised by a rescored pair in {int(checks['raised'].sum())} of {len(checks)})",
         f"- the bound e on |bf16 - fp32|: largest |bf16 - fp32| of a scored pair / e, worst over "
         f"{len(checks)} checkpoint-splits **{checks['over_bound'].max():.2f}** (at most 1: every order of "
         f"candidates of different grades is fp32's); / the calibration sample's largest |bf16 - fp32|, worst "

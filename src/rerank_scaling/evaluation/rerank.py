@@ -187,10 +187,10 @@ def score_pairs(
     a CPU (:func:`~rerank_scaling.precision.casts_weights` says where) scores with a copy of the model
     whose weights are cast to bf16 once (:func:`rerank_scaling.precision.to_bf16_weights`;
     ``benchmarks/results/cpu_peak_amx.md`` measured it faster than autocast on a CPU with AMX), then
-    rescores in fp32, with ``model`` itself (left fp32), the near ties: the candidates of a query whose
-    bf16 scores lie within twice the estimated bf16 error of a candidate of a different relevance
-    grade (``grades``, each pair's, in ``tokens``' order; None: of any candidate), plus a calibration
-    sample of :data:`.near_ties.CALIBRATION_PAIRS` pairs whatever the batch size (:mod:`.near_ties`,
+    rescores in fp32, with ``model`` itself (left fp32), round by round the candidates whose order
+    against one of a different relevance grade (``grades``, each pair's, in ``tokens``' order; None:
+    any candidate) the estimated bf16 error leaves open, plus a calibration sample of
+    :data:`.near_ties.CALIBRATION_PAIRS` pairs whatever the batch size (:mod:`.near_ties`,
     which argues why every metric but CE@k then equals
     fp32's; the safety factor of ``e`` is the CPU kind's measured one,
     :attr:`rerank_scaling.compute.cpu_profiles.CpuProfile.near_tie_factor`). With ``compiled`` the bf16
@@ -237,17 +237,18 @@ def _bf16_with_fp32_near_ties(
     calibration = calibration_sample(len(bf16), CALIBRATION_PAIRS)
     values, report = rescore_near_ties(qids, bf16, fp32_of, calibration, factor, grades)
     log.info(
-        "bf16 scoring: %d of %d pairs (%.1f%%) scored in fp32 (calibration %d, near ties within 2e%s; "
-        "e = %.3g = %g x the largest |bf16 - fp32| seen, %.3g; %d round(s))",
+        "bf16 scoring: %d of %d pairs (%.1f%%) scored in fp32 (calibration %d, near ties%s resolved in "
+        "%d round(s); e = %.3g = %g x %.3g; largest |bf16 - fp32| of a pair scored both ways %.3g)",
         report.rescored,
         report.pairs,
         100 * report.fraction,
         report.calibration,
-        " of a different grade" if grades is not None else "",
+        " of different grades" if grades is not None else "",
+        report.rounds,
         report.bound,
         factor,
+        report.bound / factor,
         report.largest_error,
-        report.rounds,
         extra={"near_ties": report},
     )
     return values
