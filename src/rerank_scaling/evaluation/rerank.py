@@ -149,17 +149,24 @@ def model_scores(
     device: str,
     autocast: Any = None,
     compiled: bool = False,
+    fused: bool = True,
 ) -> list[float]:
     """Each pair's relevance logit under ``model`` as it is (its weights' dtype), in ``tokens``' order;
     under autocast to the torch dtype ``autocast`` where given; with ``compiled``, by the process's
-    compiled graph of its architecture (:func:`rerank_scaling.compute.compiled_graphs.compiled_forward`).
-    The score layer runs in fp32 (:func:`rerank_scaling.precision.fp32_score_layer`)."""
+    compiled graph of its architecture (:func:`rerank_scaling.compute.compiled_graphs.compiled_forward`);
+    else, with ``fused``, by its fused oneDNN encoder where one applies (bf16 weights on a CPU:
+    :func:`rerank_scaling.compute.fused_encoder.fused_forward`), else eager. The score layer runs in
+    fp32 (:func:`rerank_scaling.precision.fp32_score_layer`)."""
     import torch
 
     from rerank_scaling.compute.compiled_graphs import compiled_forward
+    from rerank_scaling.compute.fused_encoder import fused_forward
     from rerank_scaling.precision import fp32_score_layer
 
-    model, forward = compiled_forward(model) if compiled else (model, model)
+    if compiled:
+        model, forward = compiled_forward(model)
+    else:
+        forward = (fused_forward(model, device) if fused else None) or model
     device_type = "cuda" if device.startswith("cuda") else "cpu"
     enabled = autocast is not None
     cast = torch.autocast(device_type=device_type, dtype=autocast or torch.bfloat16, enabled=enabled)

