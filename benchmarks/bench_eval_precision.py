@@ -59,6 +59,8 @@ from rerank_scaling.settings import settings_from_dict
 
 #: How the header names the compiled bf16 scoring.
 COMPILED = " by the compiled graph (evaluation.compile on)"
+#: ... and otherwise (the fused encoder scores where it applies, else the eager forward).
+FUSED = " by the fused oneDNN encoder where it applies (compute/fused_encoder.py)"
 
 
 def final_checkpoints(results: Path) -> dict[str, Path]:
@@ -236,7 +238,7 @@ def main() -> None:
     speedups = [t["fp32"] / t["bf16"] for t in seconds]
     queries = ", ".join(f"{s.name} {len(s.qrels)}" for s in splits)
     bf16_path = (
-        f"with the weights cast to bf16 once{COMPILED if args.compile == 'on' else ''}, "
+        f"with the weights cast to bf16 once{COMPILED if args.compile == 'on' else FUSED}, "
         f"near ties rescored in fp32, eager (safety factor {cpu_profile().near_tie_factor:g}, the CPU "
         f"kind's, `{cpu_kind()}`; calibration sample {CALIBRATION_PAIRS} pairs)"
         if casts_weights("bf16", "cpu")

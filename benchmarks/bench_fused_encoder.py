@@ -3,7 +3,10 @@ matmul peak, per default size, in one run with interleaved repeats.
 
     python benchmarks/bench_fused_encoder.py --out benchmarks/results/fused_encoder_amx.md
 
-In one process: the bf16 matmul peak (``bench_cpu_peak.matmul_peak``); then per default size
+In one process: the bf16 matmul peak (``bench_cpu_peak.matmul_peak``: the best GEMM shape), then
+that GEMM as a cell of its own beside the workloads, so that the peak the shares are taken of is
+measured in the same rounds (a shared machine's speed drifts; a peak measured once at the start
+made shares of 60-76% out of a slow minute). Per default size
 (config.yaml's models, ``evaluation.threads`` threads) two workloads, each in bf16 with the weights
 cast once (:func:`rerank_scaling.precision.to_bf16_weights`, the evaluation's bf16 pass) eager
 (before) and through :func:`rerank_scaling.compute.fused_encoder.fused_forward` (after):
@@ -48,6 +51,7 @@ from rerank_scaling.precision import cpu_name, fp32_score_layer, to_bf16_weights
 from rerank_scaling.settings import model_spec
 
 PATHS = ("eager", "fused")
+GEMM_CALLS = 20  # per timed call of the peak's GEMM (about as long as a forward)
 
 
 def forward_call(model, features: dict, fused: bool):
@@ -77,8 +81,11 @@ def main() -> None:
     torch.set_num_threads(threads)
     max_length, batch = config["training"]["max_length"], config["evaluation"]["batch_size"]
     pairs, queries, texts = workload(config)
-    peak, shape = matmul_peak(torch.bfloat16, args.peak_repeats)
-    cells, flops, errors = {}, {}, {}
+    _, shape = matmul_peak(torch.bfloat16, args.peak_repeats)
+    a, b = torch.randn(shape[:2], dtype=torch.bfloat16), torch.randn(shape[1:], dtype=torch.bfloat16)
+    gemm_flops = GEMM_CALLS * 2.0 * shape[0] * shape[1] * shape[2]
+    cells = {("peak", "gemm", "bf16"): lambda: [a @ b for _ in range(GEMM_CALLS)]}
+    flops, errors = {}, {}
     for spec in (m for m in config["models"] if m["name"] in args.sizes):
         name = spec["name"]
         fp32 = build_cross_encoder(spec, max_length, 0).eval()
@@ -98,6 +105,8 @@ def main() -> None:
         errors[name] = (float(np.abs(fused - eager).max()), float(np.abs(eager - reference).max()))
     seconds = interleaved_times(cells, args.repeats, shuffle=1)
     median = {cell: statistics.median(values) for cell, values in seconds.items()}
+    peak = gemm_flops / median[("peak", "gemm", "bf16")]
+    peak_best = gemm_flops / min(seconds[("peak", "gemm", "bf16")])
 
     def span(cell) -> str:
         values = seconds[cell]
@@ -111,8 +120,9 @@ def main() -> None:
         f"{load_before:.2f} before, {os.getloadavg()[0]:.2f} after; run time "
         f"{(time.time() - started) / 60:.1f} min; {args.repeats} interleaved repeats (shuffled).",
         "",
-        f"bf16 matmul peak, this run: **{peak / 1e9:.0f} GFLOP/s** (best of {args.peak_repeats} at "
-        f"{shape[0]}x{shape[1]}x{shape[2]}).",
+        f"bf16 matmul peak, this run: **{peak / 1e9:.0f} GFLOP/s**, the median over the same rounds of "
+        f"the best GEMM shape ({shape[0]}x{shape[1]}x{shape[2]}, {GEMM_CALLS} calls a cell); its best "
+        f"round {peak_best / 1e9:.0f} GFLOP/s. Shares below: a median rate over the median peak.",
         "",
         f"Forward: one batch of {batch} pairs x {max_length} tokens, bf16 weights; dev pass: "
         f"{len(pairs)} pairs of the default's dev split ({len(queries)} queries x "

@@ -178,3 +178,34 @@ def test_the_cpu_levers_are_quoted_from_their_reports():
     quotes.append(batch.split("relative to batch 64: ", 1)[1].split(".\n", 1)[0])
     for quote in quotes:
         assert quote in page, quote
+
+
+def test_the_evaluation_scoring_changes_are_quoted_from_their_reports():
+    """docs/default-run.md's paragraph on the fused encoder and the near-tie rounds, quoted from the
+    before/after report it names."""
+    page = " ".join((REPO / "docs" / "default-run.md").read_text().split())
+    scoring = (REPO / "benchmarks" / "results" / "eval_scoring_amx.md").read_text()
+    summary = " ".join(scoring.split("checkpoints: ", 1)[1].split())
+    assert summary.rstrip(".") in page
+    fused = (REPO / "benchmarks" / "results" / "fused_encoder_amx.md").read_text()
+    gain = fused.split("geometric mean over the sizes: **", 1)[1].split("**", 1)[0]
+    peak = fused.split("bf16 matmul peak, this run: **", 1)[1].split(" ", 1)[0]
+    assert f"(geometric mean {gain})" in page and f"median {peak} GFLOP/s in those rounds" in page
+
+
+def test_the_statistical_bar_is_quoted_from_its_report():
+    """docs/default-run.md's statistical-bar sentences on the Xeon, from eval_precision_amx.md."""
+    page = " ".join((REPO / "docs" / "default-run.md").read_text().split())
+    report = (REPO / "benchmarks" / "results" / "eval_precision_amx.md").read_text()
+
+    def bold_after(label: str) -> str:
+        return report.split(label, 1)[1].split("**", 2)[1]
+
+    quotes = [
+        f"worst ratio {bold_after('worst ratio |bf16 - fp32| / SE: ')}",
+        f"{bold_after('(calibration sample and near ties): ')} of the pairs are scored in fp32",
+        f"{bold_after('metrics; 2 split(s)): median ').rstrip('x')}× faster than fp32",
+        f"at most {bold_after('worst over 36 checkpoint-splits ')} e",
+    ]
+    for quote in quotes:
+        assert quote in page, quote
