@@ -24,7 +24,8 @@ grade: both ends of every such pair. Once one end is in fp32 its interval is a p
 end needs fp32 only when it lies within e of that point, half the window. On the default (one
 relevant candidate per query) the first round rescores mostly the relevant candidate, the second
 its neighbours within e of its fp32 score (the share of pairs scored in fp32 and the rounds:
-``benchmarks/results/eval_precision_amx.md``).
+``benchmarks/results/eval_precision_amx.md``; the pairs against the one-round rule's on the same
+checkpoints: ``benchmarks/results/eval_scoring_amx.md``).
 
 **Why only different grades.** Every rank metric here reads the ranking only through the sequence
 of grades down it (nDCG's gains, the binary measures' grade >= threshold, RelP's and R/R*'s counts:
