@@ -41,7 +41,12 @@ from interleaved import interleaved_times
 
 from rerank_scaling.compute.cpu_profiles import cpu_kind, cpu_profile
 from rerank_scaling.evaluation.checkpoints import load_split
-from rerank_scaling.evaluation.near_ties import CALIBRATION_PAIRS, calibration_sample, rescore_near_ties
+from rerank_scaling.evaluation.near_ties import (
+    CALIBRATION_PAIRS,
+    calibration_sample,
+    pairs_by_query,
+    rescore_near_ties,
+)
 from rerank_scaling.evaluation.rerank import candidate_pairs, model_scores, tokenize_pairs
 from rerank_scaling.precision import cpu_name, to_bf16_weights
 
@@ -59,12 +64,9 @@ def one_round_rescoring(
     """The near-tie rule as of commit 6bf2156 (the baseline): scores and the pairs scored in fp32."""
     fp32 = dict(zip(calibration, fp32_of(calibration), strict=True))
     largest = max(abs(bf16[i] - f) for i, f in fp32.items())
-    by_query: dict[str, list[int]] = {}
-    for index, qid in enumerate(qids):
-        by_query.setdefault(qid, []).append(index)
     while True:
         window, tied = 2 * factor * largest, set()
-        for indices in by_query.values():
+        for indices in pairs_by_query(qids).values():
             values = np.asarray([bf16[i] for i in indices])
             graded = np.asarray([grades[i] for i in indices])
             close = (np.abs(values[:, None] - values[None, :]) <= window) & (
@@ -84,10 +86,8 @@ def one_round_rescoring(
 
 def grade_orders(qids: Sequence[str], scores: Sequence[float], grades: Sequence[int]) -> list[list[int]]:
     """Each query's grades down its ranking (what every rank metric reads)."""
-    by_query: dict[str, list[int]] = {}
-    for index, qid in enumerate(qids):
-        by_query.setdefault(qid, []).append(index)
-    return [[grades[i] for i in sorted(rows, key=lambda i: -scores[i])] for rows in by_query.values()]
+    by_query = pairs_by_query(qids).values()
+    return [[grades[i] for i in sorted(rows, key=lambda i: -scores[i])] for rows in by_query]
 
 
 @dataclass

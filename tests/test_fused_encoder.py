@@ -67,7 +67,7 @@ def test_fused_padding_does_not_leak_into_a_pairs_score(ladder_case) -> None:
     assert abs(alone - padded) <= 2 * abs(alone - fp32) + 1e-3
 
 
-def test_it_applies_only_to_bf16_weights_on_a_cpu_with_full_attention(ladder_case, caplog) -> None:
+def test_it_applies_only_to_bf16_weights_on_a_cpu_with_full_attention(ladder_case) -> None:
     from rerank_scaling.training.sparse_encoder import apply_window_attention, attention_variant_from_name
 
     model, _, _ = ladder_case
@@ -83,11 +83,11 @@ def test_it_applies_only_to_bf16_weights_on_a_cpu_with_full_attention(ladder_cas
 
 
 def test_a_bf16_evaluation_says_it_scores_with_the_fused_encoder(ladder_case, caplog) -> None:
-    import rerank_scaling.compute.fused_encoder as fused_encoder
+    from rerank_scaling.compute.fused_encoder import announce
     from rerank_scaling.evaluation.rerank import score_pairs
 
     model, tokens, pad = ladder_case
-    fused_encoder._ANNOUNCED.clear()
+    announce.cache_clear()
     with caplog.at_level(logging.INFO, logger="rerank_scaling.compute.fused_encoder"):
         score_pairs(model, tokens, 8, pad, "cpu", "bf16")
     assert any("fused oneDNN encoder (bert, 2 layers)" in r.getMessage() for r in caplog.records)

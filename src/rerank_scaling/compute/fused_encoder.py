@@ -37,13 +37,13 @@ eager (or compiled) forward.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 log = logging.getLogger(__name__)
-_ANNOUNCED: list[bool] = []  # said once per process that the fused encoder scores
 
 
 @dataclass(frozen=True)
@@ -157,6 +157,12 @@ class FusedBert:
         return hidden
 
 
+@functools.cache
+def announce(kind: str, layers: int) -> None:
+    """Say, once per process and architecture, that the fused encoder scores."""
+    log.info("bf16 scoring by the fused oneDNN encoder (%s, %d layers)", kind, layers)
+
+
 #: transformers ``model_type`` -> the builder of its fused encoder (None: unsupported config).
 FUSED_ENCODERS: dict[str, Callable[[Any], Any]] = {"bert": FusedBert.of}
 
@@ -186,10 +192,7 @@ def fused_forward(model: Any, device: str) -> Callable[[dict[str, Any]], dict[st
     encoder = FUSED_ENCODERS[hf.config.model_type](hf) if applies else None
     if encoder is None:
         return None
-    if not _ANNOUNCED:
-        kind, layers = hf.config.model_type, len(encoder.layers)
-        log.info("bf16 scoring by the fused oneDNN encoder (%s, %d layers)", kind, layers)
-        _ANNOUNCED.append(True)
+    announce(hf.config.model_type, len(encoder.layers))
 
     def forward(features: dict[str, Any]) -> dict[str, Any]:
         features = {**features, "token_embeddings": encoder(features)}

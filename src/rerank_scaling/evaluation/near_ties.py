@@ -113,7 +113,8 @@ def error_bound(bf16: Sequence[float], fp32: Sequence[float], factor: float = SA
     return factor * float(np.max(np.abs(np.asarray(bf16, float) - np.asarray(fp32, float))))
 
 
-def _by_query(qids: Sequence[str]) -> dict[str, list[int]]:
+def pairs_by_query(qids: Sequence[str]) -> dict[str, list[int]]:
+    """Each query's pair indices, in order (``qids``: each pair's query)."""
     by_query: dict[str, list[int]] = {}
     for index, qid in enumerate(qids):
         by_query.setdefault(qid, []).append(index)
@@ -134,7 +135,7 @@ def unresolved_cover(
     their intervals meet (inclusive): ``[b - bound, b + bound]`` for a pair kept in bf16, the point
     ``fp32[i]`` for one scored in fp32 (module docstring); two fp32-scored candidates never are."""
     cover: list[int] = []
-    for indices in _by_query(qids).values():
+    for indices in pairs_by_query(qids).values():
         index = np.asarray(indices)
         known = np.asarray([i in fp32 for i in indices])
         values = np.asarray([fp32.get(i, bf16[i]) for i in indices], float)
