@@ -17,9 +17,11 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+# pandas only for the annotation: the Snakefile's parse imports this module, and pandas costs it ~0.5 s
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def _umask() -> int:

@@ -180,3 +180,81 @@ def test_f_test_and_adjusted_r2_count_runs_not_checkpoints():
         np.r_[y, 0.30, 0.31], np.r_[prediction, 0.30, 0.31], 3, units=np.concatenate([runs, ["L4", "L5"]])
     )
     assert five.n_units == 5 and np.isfinite(five.adj_r2)
+
+
+@pytest.mark.parametrize(
+    "law",
+    [
+        laws.power_law("N", 1, (0.0, 1.0)),
+        laws.log_linear_law("N"),
+        laws.ceiling_power_law("N", 1, 1.0),
+        laws.additive_law(1, (0.0, 1.0)),
+        laws.multiplicative_law((0.0, 1.0)),
+        laws.fang_law("N"),
+        laws.fang_joint_law(),
+        laws.bnsl_law(1, 1, (0.0, 1.0)),
+        laws.relative_law(),
+    ],
+    ids=lambda law: law.name,
+)
+def test_the_batched_jacobian_is_the_one_parameter_at_a_time_forward_difference(law):
+    """forward_jacobian evaluates every moved parameter set in one call: the same numbers, bit for
+    bit, as moving one parameter per call (what the LM refits used before), so the fits do not move."""
+    from rerank_scaling.laws.fitting import _batch_residuals, forward_jacobian
+
+    rng = np.random.default_rng(3)
+    n, batch = 7, 13
+    x = {v: np.geomspace(1.5, 40.0, n).reshape(-1, 1) * (1 + i) for i, v in enumerate(law.variables)}
+    start = np.array([np.median(grid) for grid in law.start_grid])
+    params = start[:, None] * rng.uniform(0.8, 1.2, (len(start), batch))
+    target = rng.normal(0.4, 0.05, (n, batch))
+    residual = _batch_residuals(law, x, target, params)
+    step = 1e-6 * np.maximum(np.abs(params), 1e-3)
+    expected = np.empty((batch, len(params), n))
+    for i in range(len(params)):
+        moved = params.copy()
+        moved[i] += step[i]
+        expected[:, i, :] = ((_batch_residuals(law, x, target, moved) - residual) / step[i]).T
+    got = forward_jacobian(law, x, target, params, residual)
+    assert got.flags.c_contiguous
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_refit_multistart_is_the_per_start_refits_keeping_the_first_lowest():
+    """All starts in one batch give, bit for bit, what one batch per start gave (each column's LM
+    path is its own), the first start kept among equal costs."""
+    from rerank_scaling.laws.fitting import REFIT_ITERATIONS, _batch_residuals, refit_batch, refit_multistart
+
+    law = laws.power_law("N", 1, (0.0, 1.0))
+    rng = np.random.default_rng(5)
+    x = {"N": np.geomspace(1.0, 60.0, 6)}
+    y = (0.6 - 0.3 * x["N"] ** -0.4)[:, None] + rng.normal(0, 0.02, (6, 40))
+    optimum = np.array([0.6, 0.3, 0.4])
+    params, converged = refit_multistart(law, x, y, optimum, starts=3)
+
+    inside = np.array(law.lower) + 1e-9, np.array(law.upper) - 1e-9 * np.isfinite(law.upper)
+    best, cost, stopped_best = np.full((40, 3), np.nan), np.full(40, np.inf), np.zeros(40, bool)
+    for start in [optimum] + [np.clip(s, *inside) for s in law.starts(3)]:
+        stopped = np.zeros(40, bool)
+        fitted, finite = refit_batch(law, x, y, start, REFIT_ITERATIONS, stopped)
+        residual = _batch_residuals(law, {"N": x["N"].reshape(-1, 1)}, y, fitted.T)
+        this = np.where(finite & np.isfinite(residual).all(0), (residual**2).sum(0), np.inf)
+        better = this < cost * (1 - 1e-12)
+        best[better], cost[better], stopped_best[better] = fitted[better], this[better], stopped[better]
+    np.testing.assert_array_equal(params, best)
+    np.testing.assert_array_equal(converged, np.isfinite(cost) & stopped_best)
+
+
+def test_a_singular_system_takes_the_pseudo_inverse_alone():
+    """solve_each: the regular systems of a stack get LAPACK's solution, the singular one its
+    pseudo-inverse's; no system's answer depends on the others in its stack."""
+    from rerank_scaling.laws.fitting import solve_each
+
+    rng = np.random.default_rng(1)
+    system = rng.normal(size=(4, 3, 3)) + 3 * np.eye(3)
+    system[2] = [[1.0, 2.0, 0.0], [2.0, 4.0, 0.0], [0.0, 0.0, 1.0]]  # rank 2
+    rhs = rng.normal(size=(4, 3, 1))
+    out = solve_each(system, rhs)
+    for k in (0, 1, 3):
+        np.testing.assert_array_equal(out[k], np.linalg.solve(system[k], rhs[k]))
+    np.testing.assert_array_equal(out[2], np.linalg.pinv(system[2]) @ rhs[2])

@@ -129,6 +129,41 @@ def _batch_residuals(law: Law, x: Variables, target: np.ndarray, params: np.ndar
         return law.function(params, x) - target
 
 
+def forward_jacobian(
+    law: Law, x: Variables, target: np.ndarray, params: np.ndarray, residual: np.ndarray
+) -> np.ndarray:
+    """Forward-difference Jacobians (B, P, n) of the residuals (n, B) at ``params`` (P, B), each
+    parameter moved by 1e-6 of its size (at least 1e-9).
+
+    The P moved parameter sets are evaluated side by side in one call of the (element-wise) law,
+    the same numbers as one call per parameter at a P-th of the calls; the result is in C order,
+    the layout the normal equations' matrix products sum in (another layout sums in another order
+    and moves the fits by rounding)."""
+    size, n = len(params), len(target)
+    step = 1e-6 * np.maximum(np.abs(params), 1e-3)
+    moved = np.repeat(params[:, None, :], size, axis=1)  # moved[:, i, :]: params with row i moved
+    moved[np.arange(size), np.arange(size)] += step
+    shifted = _batch_residuals(law, x, np.tile(target, size), moved.reshape(size, -1)).reshape(n, size, -1)
+    return np.ascontiguousarray(((shifted - residual[:, None, :]) / step).transpose(2, 1, 0))
+
+
+def solve_each(system: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """``system[k] @ out[k] = rhs[k]`` for a stack of square systems (LAPACK's solver, one system
+    at a time, the same numbers as a batched call); a singular system (a parameter without effect
+    on the curve) takes its pseudo-inverse's solution, the others keep theirs, so one column's
+    step never depends on which other columns share its batch."""
+    try:
+        return np.linalg.solve(system, rhs)
+    except np.linalg.LinAlgError:
+        out = np.empty(np.broadcast_shapes(rhs.shape, system.shape[:-1] + rhs.shape[-1:]))
+        for k in range(len(system)):
+            try:
+                out[k] = np.linalg.solve(system[k], rhs[k])
+            except np.linalg.LinAlgError:
+                out[k] = np.linalg.pinv(system[k]) @ rhs[k]
+        return out
+
+
 def refit_batch(
     law: Law,
     x: Variables,
@@ -166,21 +201,13 @@ def refit_batch(
         if not len(idx):
             break
         p, r, t, lam = params[:, idx], residual[:, idx], target[:, idx], damping[idx]
-        step = 1e-6 * np.maximum(np.abs(p), 1e-3)
-        jacobian = np.empty((len(idx), size, n))  # (B, P, n)
-        for i in range(size):
-            shifted = p.copy()
-            shifted[i] += step[i]
-            jacobian[:, i, :] = ((_batch_residuals(law, columns, t, shifted) - r) / step[i]).T
+        jacobian = forward_jacobian(law, columns, t, p, r)
         jacobian[~np.isfinite(jacobian)] = 0.0
         normal = jacobian @ jacobian.transpose(0, 2, 1)
         gradient = (jacobian @ r.T[:, :, None])[:, :, 0]
         diagonal = normal[:, np.arange(size), np.arange(size)]
         system = normal + lam[:, None, None] * (diagonal[:, :, None] * eye + 1e-12 * eye)
-        try:
-            delta = np.linalg.solve(system, -gradient[:, :, None])[:, :, 0].T
-        except np.linalg.LinAlgError:  # a parameter without effect on the curve: pseudo-inverse
-            delta = (np.linalg.pinv(system) @ -gradient[:, :, None])[:, :, 0].T
+        delta = solve_each(system, -gradient[:, :, None])[:, :, 0].T
         trial = np.clip(p + delta, lower, upper)
         trial_residual = _batch_residuals(law, columns, t, trial)
         trial_cost = np.where(np.isfinite(trial_residual).all(0), (trial_residual**2).sum(0), np.inf)
@@ -219,19 +246,25 @@ def refit_multistart(
     lower, upper = np.array(law.lower), np.array(law.upper)
     inside = lower + 1e-9 * np.isfinite(lower), upper - 1e-9 * np.isfinite(upper)
     candidates = [np.asarray(optimum, float)] + [np.clip(s, *inside) for s in law.starts(starts)]
-    best_params = np.full((y.shape[1], len(law.params)), np.nan)
-    best_cost = np.full(y.shape[1], np.inf)
-    best_stopped = np.zeros(y.shape[1], bool)
-    target = _batch_target(law, y)
-    for start in candidates:
-        stopped = np.zeros(y.shape[1], bool)
-        params, finite = refit_batch(law, x, y, start, REFIT_ITERATIONS, stopped)
-        residual = _batch_residuals(law, _column(x, law), target, params.T)
-        with np.errstate(all="ignore"):
-            cost = np.where(finite & np.isfinite(residual).all(0), (residual**2).sum(0), np.inf)
-        better = cost < best_cost * (1 - 1e-12)
-        best_params[better], best_cost[better] = params[better], cost[better]
-        best_stopped[better] = stopped[better]
+    batch = y.shape[1]
+    best_params = np.full((batch, len(law.params)), np.nan)
+    best_cost = np.full(batch, np.inf)
+    best_stopped = np.zeros(batch, bool)
+    # every start's refits in one batch (block s: start s for every column): each column's LM path
+    # is its own, so this is the per-start refits' result at the loop overhead of one
+    rows = np.repeat(np.stack(candidates), batch, axis=0)
+    stopped = np.zeros(len(rows), bool)
+    params, finite = refit_batch(law, x, np.tile(y, len(candidates)), rows, REFIT_ITERATIONS, stopped)
+    residual = _batch_residuals(
+        law, _column(x, law), np.tile(_batch_target(law, y), len(candidates)), params.T
+    )
+    with np.errstate(all="ignore"):
+        cost = np.where(finite & np.isfinite(residual).all(0), (residual**2).sum(0), np.inf)
+    for block in range(len(candidates)):  # in the starts' order: the first of equal costs is kept
+        at = slice(block * batch, (block + 1) * batch)
+        better = cost[at] < best_cost * (1 - 1e-12)
+        best_params[better], best_cost[better] = params[at][better], cost[at][better]
+        best_stopped[better] = stopped[at][better]
     return best_params, np.isfinite(best_cost) & best_stopped
 
 

@@ -14,9 +14,8 @@ import os
 from typing import Any
 
 import jsonschema
-import yaml
 
-from rerank_scaling.settings import fill_defaults, schema
+from rerank_scaling.settings import fill_defaults, load_yaml, schema
 from rerank_scaling.workflow.checks import cross_field_problems
 from rerank_scaling.workflow.meaning_checks import duplicate_key_problems, meaning_problems
 
@@ -116,7 +115,7 @@ def merged_config_files(paths: list[str | os.PathLike[str]]) -> dict[str, Any]:
     merged: dict[str, Any] = {}
     for path in paths:
         with open(path, encoding="utf-8") as handle:
-            merged = merge(merged, yaml.safe_load(handle) or {})
+            merged = merge(merged, load_yaml(handle) or {})
     return validate_config(merged)
 
 
@@ -124,7 +123,7 @@ def load_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a YAML config file and validate it."""
     validate_config_files([path])
     with open(path, encoding="utf-8") as handle:
-        config = yaml.safe_load(handle)
+        config = load_yaml(handle)
     if not isinstance(config, dict):
         raise ConfigError(f"{path}: the config must be a YAML mapping")
     return validate_config(config)
