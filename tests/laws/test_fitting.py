@@ -199,7 +199,9 @@ def test_f_test_and_adjusted_r2_count_runs_not_checkpoints():
 )
 def test_the_batched_jacobian_is_the_one_parameter_at_a_time_forward_difference(law):
     """forward_jacobian evaluates every moved parameter set in one call: the same numbers, bit for
-    bit, as moving one parameter per call (what the LM refits used before), so the fits do not move."""
+    bit, as moving one parameter per call (what the LM refits did before), so the fits do not move."""
+    from bench_refits import per_parameter_jacobian
+
     from rerank_scaling.laws.fitting import _batch_residuals, forward_jacobian
 
     rng = np.random.default_rng(3)
@@ -209,40 +211,27 @@ def test_the_batched_jacobian_is_the_one_parameter_at_a_time_forward_difference(
     params = start[:, None] * rng.uniform(0.8, 1.2, (len(start), batch))
     target = rng.normal(0.4, 0.05, (n, batch))
     residual = _batch_residuals(law, x, target, params)
-    step = 1e-6 * np.maximum(np.abs(params), 1e-3)
-    expected = np.empty((batch, len(params), n))
-    for i in range(len(params)):
-        moved = params.copy()
-        moved[i] += step[i]
-        expected[:, i, :] = ((_batch_residuals(law, x, target, moved) - residual) / step[i]).T
     got = forward_jacobian(law, x, target, params, residual)
     assert got.flags.c_contiguous
-    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(got, per_parameter_jacobian(law, x, target, params, residual))
 
 
 def test_refit_multistart_is_the_per_start_refits_keeping_the_first_lowest():
     """All starts in one batch give, bit for bit, what one batch per start gave (each column's LM
     path is its own), the first start kept among equal costs."""
-    from rerank_scaling.laws.fitting import REFIT_ITERATIONS, _batch_residuals, refit_batch, refit_multistart
+    from bench_refits import per_start_refits
+
+    from rerank_scaling.laws.fitting import refit_multistart
 
     law = laws.power_law("N", 1, (0.0, 1.0))
     rng = np.random.default_rng(5)
     x = {"N": np.geomspace(1.0, 60.0, 6)}
     y = (0.6 - 0.3 * x["N"] ** -0.4)[:, None] + rng.normal(0, 0.02, (6, 40))
     optimum = np.array([0.6, 0.3, 0.4])
-    params, converged = refit_multistart(law, x, y, optimum, starts=3)
-
-    inside = np.array(law.lower) + 1e-9, np.array(law.upper) - 1e-9 * np.isfinite(law.upper)
-    best, cost, stopped_best = np.full((40, 3), np.nan), np.full(40, np.inf), np.zeros(40, bool)
-    for start in [optimum] + [np.clip(s, *inside) for s in law.starts(3)]:
-        stopped = np.zeros(40, bool)
-        fitted, finite = refit_batch(law, x, y, start, REFIT_ITERATIONS, stopped)
-        residual = _batch_residuals(law, {"N": x["N"].reshape(-1, 1)}, y, fitted.T)
-        this = np.where(finite & np.isfinite(residual).all(0), (residual**2).sum(0), np.inf)
-        better = this < cost * (1 - 1e-12)
-        best[better], cost[better], stopped_best[better] = fitted[better], this[better], stopped[better]
-    np.testing.assert_array_equal(params, best)
-    np.testing.assert_array_equal(converged, np.isfinite(cost) & stopped_best)
+    for got, expected in zip(
+        refit_multistart(law, x, y, optimum, 3), per_start_refits(law, x, y, optimum, 3), strict=True
+    ):
+        np.testing.assert_array_equal(got, expected)
 
 
 def test_a_singular_system_takes_the_pseudo_inverse_alone():
