@@ -55,6 +55,7 @@ def run(label: str, out: Path, pytest_args: list[str]) -> None:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
     env["SUITE_TIME_LOG"] = str(out / "reports.jsonl")
+    (out / "reports.jsonl").unlink(missing_ok=True)  # the plugin appends: a reused folder mixed two runs
     start = time.monotonic()
     meta = {
         "label": label,
