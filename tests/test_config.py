@@ -265,3 +265,21 @@ def test_a_relevance_map_key_that_is_not_a_grade_is_an_error(default_config):
     default_config["dataset"]["ir_datasets"]["relevance_map"] = {"one": 4}
     with pytest.raises(ConfigError, match=r"'dataset.ir_datasets.relevance_map': 'one' does not match"):
         validate_config(default_config)
+
+
+def test_the_fast_yaml_loader_reads_the_configs_and_schema_as_the_safe_loader_does():
+    """settings.load_yaml (libyaml's parser where PyYAML has it) builds what yaml.safe_load builds
+    from every file the workflow reads as YAML: the shipped configs, the test configs, the schema."""
+    from rerank_scaling.settings import load_yaml
+
+    repo = BENCHMARK_CONFIGS.parents[1]
+    paths = [
+        repo / "config.yaml",
+        repo / "config.paper.yaml",
+        *sorted((repo / "tests" / "configs").glob("*.yaml")),
+        *sorted(BENCHMARK_CONFIGS.glob("*.yaml")),
+        repo / "src" / "rerank_scaling" / "schemas" / "config.schema.yaml",
+    ]
+    for path in paths:
+        text = path.read_text()
+        assert load_yaml(text) == yaml.safe_load(text), path
