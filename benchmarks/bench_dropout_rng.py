@@ -30,7 +30,7 @@ import torch
 import yaml
 from bench_cpu_peak import Steps
 from benchmark_output import emit
-from interleaved import interleaved_times
+from interleaved import interleaved_times, span
 
 from rerank_scaling.compute.cpu_profiles import cpu_kind
 from rerank_scaling.precision import cpu_name
@@ -86,10 +86,6 @@ def attention_step(dropout: float, fused: bool, q, k, v, mask) -> Callable[[], N
         out.float().sum().backward()
 
     return run
-
-
-def span(values: list[float], scale: float = 1e3) -> str:
-    return f"{statistics.median(values) * scale:.2f} ({min(values) * scale:.2f}-{max(values) * scale:.2f})"
 
 
 def main() -> None:

@@ -37,7 +37,7 @@ import torch
 import yaml
 from bench_eval_precision import final_checkpoints
 from benchmark_output import emit
-from interleaved import interleaved_times
+from interleaved import interleaved_times, span
 
 from rerank_scaling.compute.cpu_profiles import cpu_kind, cpu_profile
 from rerank_scaling.evaluation.checkpoints import load_split
@@ -179,10 +179,7 @@ def main() -> None:
         "|---|---|---|---:|---:|---:|---|",
     ]
     for run, gain in zip(runs, gains, strict=True):
-        spans = [
-            f"{median[(run, p)]:.2f} ({min(seconds[(run, p)]):.2f}-{max(seconds[(run, p)]):.2f})"
-            for p in PATHS
-        ]
+        spans = [span(seconds[(run, p)], scale=1.0) for p in PATHS]
         lines.append(
             f"| {run} | {spans[0]} | {spans[1]} | {gain:.2f}x | {rescored[(run, 'before')]} | "
             f"{rescored[(run, 'after')]} | {kept[(run, 'before')]} / {kept[(run, 'after')]} |"

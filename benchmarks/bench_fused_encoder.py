@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import copy
 import functools
+import itertools
 import os
 import statistics
 import time
@@ -40,7 +41,7 @@ import yaml
 from bench_cpu_peak import features_of, matmul_peak
 from bench_eval_batch import CONFIG, workload
 from benchmark_output import emit
-from interleaved import interleaved_times
+from interleaved import interleaved_times, span
 
 from rerank_scaling.compute.cpu_profiles import cpu_kind
 from rerank_scaling.compute.fused_encoder import fused_forward
@@ -108,10 +109,6 @@ def main() -> None:
     peak = gemm_flops / median[("peak", "gemm", "bf16")]
     peak_best = gemm_flops / min(seconds[("peak", "gemm", "bf16")])
 
-    def span(cell) -> str:
-        values = seconds[cell]
-        return f"{1e3 * median[cell]:.1f} ({1e3 * min(values):.1f}-{1e3 * max(values):.1f})"
-
     lines = [
         "# The fused oneDNN encoder against the eager bf16 forward",
         "",
@@ -138,11 +135,15 @@ def main() -> None:
         rate = {p: flops[name] / median[(name, "forward", p)] for p in PATHS}
         forward_gain = median[(name, "forward", "eager")] / median[(name, "forward", "fused")]
         dev_gain = median[(name, "dev pass", "eager")] / median[(name, "dev pass", "fused")]
+        times = {
+            key: span(seconds[(name, *key)], digits=1)
+            for key in itertools.product(("forward", "dev pass"), PATHS)
+        }
         lines.append(
-            f"| {name} | {span((name, 'forward', 'eager'))} | {rate['eager'] / 1e9:.0f} "
-            f"({rate['eager'] / peak:.0%}) | {span((name, 'forward', 'fused'))} | {rate['fused'] / 1e9:.0f} "
-            f"({rate['fused'] / peak:.0%}) | {forward_gain:.2f}x | {span((name, 'dev pass', 'eager'))} | "
-            f"{span((name, 'dev pass', 'fused'))} | {dev_gain:.2f}x | {errors[name][0]:.2g} | "
+            f"| {name} | {times['forward', 'eager']} | {rate['eager'] / 1e9:.0f} "
+            f"({rate['eager'] / peak:.0%}) | {times['forward', 'fused']} | {rate['fused'] / 1e9:.0f} "
+            f"({rate['fused'] / peak:.0%}) | {forward_gain:.2f}x | {times['dev pass', 'eager']} | "
+            f"{times['dev pass', 'fused']} | {dev_gain:.2f}x | {errors[name][0]:.2g} | "
             f"{errors[name][1]:.2g} |"
         )
     gains = [median[(n, "dev pass", "eager")] / median[(n, "dev pass", "fused")] for n in errors]

@@ -27,7 +27,7 @@ from unittest import mock
 import numpy as np
 from benchmark_output import commit, emit
 from default_path_simulation import LAW, SIZES
-from interleaved import interleaved_times
+from interleaved import interleaved_times, span
 
 from rerank_scaling.laws import fitting, forms
 from rerank_scaling.precision import cpu_name
@@ -119,15 +119,13 @@ def main() -> None:
         same[name] = all(np.array_equal(a, b, equal_nan=True) for a, b in zip(old, new, strict=True))
     seconds = interleaved_times(cells, args.repeats, shuffle=args.seed)
 
-    def cell(values: list[float]) -> str:
-        return f"{1e3 * statistics.median(values):.0f} ({1e3 * min(values):.0f}-{1e3 * max(values):.0f})"
-
     rows = ["| workload | before ms | after ms | speed-up | same numbers |", "|---|---:|---:|---:|---|"]
     for name in cases:
         old, new = seconds[(name, "before")], seconds[(name, "after")]
         ratio = statistics.median(old) / statistics.median(new)
         rows.append(
-            f"| {name} | {cell(old)} | {cell(new)} | {ratio:.2f}x | {'yes' if same[name] else 'NO'} |"
+            f"| {name} | {span(old, digits=0)} | {span(new, digits=0)} | {ratio:.2f}x | "
+            f"{'yes' if same[name] else 'NO'} |"
         )
     header = [
         "# Bootstrap refits: per start and per parameter (before) against one batch (after)",

@@ -4,6 +4,7 @@ load during a run hits every call alike (the brief's "ratios in one run, interle
 from __future__ import annotations
 
 import random
+import statistics
 import time
 from collections.abc import Callable, Hashable
 
@@ -45,3 +46,11 @@ def interleaved_times(
         for name in names:
             times[name].append(sum(call_seconds(calls[name], device) for _ in range(inner)) / inner)
     return times
+
+
+def span(values: list[float], scale: float = 1e3, digits: int = 2) -> str:
+    """A cell of timings: the median (min-max) of ``values`` times ``scale`` (seconds -> ms by default)."""
+    low, mid, high = (
+        f"{value * scale:.{digits}f}" for value in (min(values), statistics.median(values), max(values))
+    )
+    return f"{mid} ({low}-{high})"
