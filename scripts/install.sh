@@ -7,6 +7,7 @@
 #   EXTRAS           the package's extras, comma-separated (default: test; a cluster: test,slurm)
 #   BUILD_EXTENSION  1: compile the windowed-attention extension now; 0: never; auto (default):
 #                    only when a config in CONFIGS asks for windowed attention (training.attention)
+#                    or this CPU scores in bf16 (the fused evaluation encoder's attention kernel)
 #   CONFIGS          the configs that auto reads (default: config.yaml config.paper.yaml)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +30,8 @@ if ! .venv/bin/python -c "import importlib.util,sys; sys.exit(importlib.util.fin
   $PIP install -q --no-deps "pyserini==1.6.0"
 fi
 # The compiled windowed-attention extension (C++; CUDA too where nvcc and a GPU or
-# TORCH_CUDA_ARCH_LIST exist), ahead of time and only where it is used. A build that fails (an old
+# TORCH_CUDA_ARCH_LIST exist; on a CPU with bf16 units also the evaluation's attention kernel), ahead
+# of time and only where it is used. A build that fails (an old
 # GCC, an nvcc that does not match torch's CUDA) is a warning: jobs then use the PyTorch reference.
 case "${BUILD_EXTENSION:-auto}" in
   0) ;;

@@ -1,6 +1,8 @@
 """The fused oneDNN encoder (compute.fused_encoder): on the real MiniLM ladder its bf16 scores are
-as close to fp32's as eager bf16's are, padding included; it applies only where its operations are
-the model's (bf16 weights, a CPU, full attention), else the eager forward scores."""
+as close to fp32's as eager bf16's are, padding included, whether it attends with the compiled
+kernel or with SDPA; it applies only where its operations are the model's (bf16 weights, a CPU,
+full attention), else the eager forward scores. The compiled attention kernel against fp32
+attention, masks and shapes it refuses: tests/test_packed_attention.py."""
 
 from __future__ import annotations
 
@@ -12,10 +14,10 @@ import numpy as np
 import pytest
 import torch
 
-from rerank_scaling.compute.fused_encoder import FusedBert, fused_forward
+from rerank_scaling.compute.fused_encoder import FusedBert, fused_forward, packed_attention_kernel
 from rerank_scaling.evaluation.rerank import model_scores, tokenize_pairs
 from rerank_scaling.families.models import build_cross_encoder
-from rerank_scaling.precision import to_bf16_weights
+from rerank_scaling.precision import fp32_score_layer, to_bf16_weights
 
 LADDER = {
     "family": "ladder",
@@ -55,6 +57,29 @@ def test_fused_bf16_scores_are_as_close_to_fp32_as_eager_bf16(ladder_case) -> No
     assert np.abs(fused - eager).max() <= 3 * eager_error
 
 
+def test_the_kernel_and_sdpa_attention_score_alike(ladder_case) -> None:
+    """Both attentions of the fused encoder on one padded batch: each within bf16's error of the
+    fp32 model's scores."""
+    model, _, _ = ladder_case
+    if packed_attention_kernel() is None:
+        pytest.skip("the extension is not built here (BUILD_EXTENSION=1 scripts/install.sh)")
+    rng = random.Random(1)
+    pairs = [["bf16 reranker", " ".join(rng.choices(WORDS, k=rng.randint(2, 40)))] for _ in range(24)]
+    features = dict(model.tokenizer(pairs, padding=True, truncation=True, max_length=48, return_tensors="pt"))
+    assert not features["attention_mask"].all(), "the batch pads"
+    low = to_bf16_weights(copy.deepcopy(model))
+
+    def scores(forward, module) -> np.ndarray:
+        with torch.inference_mode(), fp32_score_layer(module, "cpu"):
+            return forward(dict(features))["scores"].float().view(-1).numpy()
+
+    fp32 = scores(model, model)
+    eager_error = np.abs(scores(low, low) - fp32).max()
+    for packed in (True, False):
+        fused = scores(fused_forward(low, "cpu", packed=packed), low)
+        assert np.abs(fused - fp32).max() <= 2 * eager_error, f"packed={packed}"
+
+
 def test_fused_padding_does_not_leak_into_a_pairs_score(ladder_case) -> None:
     """A pair scored alone (no padding) and beside a longer one (padded) gets the same score up to
     bf16 rounding of the batch's GEMM blocking."""
@@ -90,5 +115,7 @@ def test_a_bf16_evaluation_says_it_scores_with_the_fused_encoder(ladder_case, ca
     announce.cache_clear()
     with caplog.at_level(logging.INFO, logger="rerank_scaling.compute.fused_encoder"):
         score_pairs(model, tokens, 8, pad, "cpu", "bf16")
-    assert any("fused oneDNN encoder (bert, 2 layers)" in r.getMessage() for r in caplog.records)
+    attention = "compiled kernel" if packed_attention_kernel() is not None else "SDPA"
+    said = f"fused oneDNN encoder (bert, 2 layers; attention: {attention})"
+    assert any(said in r.getMessage() for r in caplog.records)
     assert {p.dtype for p in model.parameters()} == {torch.float32}, "the caller's model stays fp32"

@@ -8,7 +8,10 @@
 //   fused_attention(q, k, v, roles, G, w, scale, dropout, seed)  -> (out, logsumexp)
 //   fused_attention_backward(grad, q, k, v, out, lse, roles, G, w, scale, dropout, seed)
 //                                                                -> (grad_q, grad_k, grad_v)
+//   packed_attention(qkv, keep, scale)       (B, L, 3, H, D) bf16, (B, L) bool -> (B, L, H, D)
 // The fused op (fused_attention.h) is CPU-only: on CUDA the Python side uses the banded products.
+// packed_attention (packed_attention.h) is the dense, inference-only CPU attention of the fused bf16
+// evaluation encoder (rerank_scaling.compute.fused_encoder), short sequences only.
 // Shape checks live here once; cpu/ and cuda/ implement two primitives with the same signature
 // (window_qk_<dev>, window_av_<dev>); both backward passes are compositions of them.
 #include <torch/library.h>
@@ -17,6 +20,7 @@
 #include <vector>
 
 #include "fused_attention.h"
+#include "packed_attention.h"
 #include "window_matmul.h"
 
 namespace window_attention {
@@ -156,6 +160,21 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_attention_backward(
                                       seed);
 }
 
+at::Tensor packed_attention(const at::Tensor& qkv, const at::Tensor& keep, double scale) {
+  TORCH_CHECK(qkv.dim() == 5 && qkv.size(2) == 3, "packed_attention: qkv must be (B, L, 3, H, D), got ",
+              qkv.sizes());
+  TORCH_CHECK(qkv.scalar_type() == at::kBFloat16 && qkv.is_contiguous(),
+              "packed_attention: qkv must be a contiguous bfloat16 tensor");
+  TORCH_CHECK(qkv.size(1) <= kPackedMaxLength, "packed_attention: at most ", kPackedMaxLength,
+              " tokens, got ", qkv.size(1));
+  TORCH_CHECK(qkv.size(4) == 32 || qkv.size(4) == 64, "packed_attention: heads of 32 or 64 dimensions, got ",
+              qkv.size(4));
+  TORCH_CHECK(keep.scalar_type() == at::kBool && keep.is_contiguous() && keep.dim() == 2 &&
+                  keep.size(0) == qkv.size(0) && keep.size(1) == qkv.size(1),
+              "packed_attention: keep must be a contiguous (B, L) bool tensor");
+  return packed_attention_cpu(qkv, keep, scale);
+}
+
 }  // namespace
 }  // namespace window_attention
 
@@ -168,6 +187,7 @@ TORCH_LIBRARY(window_attention, m) {
         "float dropout, int seed) -> (Tensor, Tensor)");
   m.def("fused_attention_backward(Tensor grad, Tensor q, Tensor k, Tensor v, Tensor out, Tensor logsumexp, "
         "Tensor roles, int global_keys, int window, float scale, float dropout, int seed) -> (Tensor, Tensor, Tensor)");
+  m.def("packed_attention(Tensor qkv, Tensor keep, float scale) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(window_attention, CPU, m) {
@@ -177,6 +197,7 @@ TORCH_LIBRARY_IMPL(window_attention, CPU, m) {
   m.impl("window_av_backward", &window_attention::window_av_backward);
   m.impl("fused_attention", &window_attention::fused_attention);
   m.impl("fused_attention_backward", &window_attention::fused_attention_backward);
+  m.impl("packed_attention", &window_attention::packed_attention);
 }
 
 #ifdef WITH_CUDA

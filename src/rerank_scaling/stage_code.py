@@ -40,6 +40,11 @@ from pathlib import Path
 from rerank_scaling.atomic import write_text
 
 PACKAGE = "rerank_scaling"
+#: Compiled code a module builds and loads, by module (dotted, from the package): a folder of the
+#: checkout (beside ``src``) whose C++/CUDA files are code of every stage that imports the module,
+#: so that editing a kernel re-runs what it computes, as editing a Python module does.
+COMPILED_SOURCES = {"training.extension_build": "kernels/window_attention"}
+COMPILED_SUFFIXES = (".cpp", ".h", ".cu", ".cuh")
 #: One import statement as read from a file: (``from``-import?, level, module, names).
 RawImport = tuple[bool, int, str, tuple[str, ...]]
 
@@ -209,15 +214,28 @@ def _is_docstring(statement: ast.stmt) -> bool:
 def stage_digest(entry: str, source: str | Path = "src", leave_out: tuple[str, ...] = ()) -> str:
     """The code of a stage as text: a ``<module digest>  <path>`` line per file of
     :func:`stage_code` (a file added to the stage, or removed, changes it too), but the modules
-    ``leave_out`` (dotted, from the package: ``"evaluation.metrics"``)."""
+    ``leave_out`` (dotted, from the package: ``"evaluation.metrics"``), then a ``<SHA-256>  <path>``
+    line per compiled source of those modules (:data:`COMPILED_SOURCES`; every byte counts: a C++
+    comment re-runs the stage, since the build does not parse them)."""
     source = Path(source)
     left_out = {module_file(f"{PACKAGE}.{module}", source) for module in leave_out}
-    lines = [
-        f"{module_digest(Path(path))}  {Path(path).relative_to(source).as_posix()}"
-        for path in stage_code(entry, source)
-        if Path(path) not in left_out
-    ]
+    files = [Path(path) for path in stage_code(entry, source) if Path(path) not in left_out]
+    lines = [f"{module_digest(path)}  {path.relative_to(source).as_posix()}" for path in files]
+    modules = {path.relative_to(source).with_suffix("").as_posix().replace("/", ".") for path in files}
+    for module, folder in sorted(COMPILED_SOURCES.items()):
+        if f"{PACKAGE}.{module}" in modules:
+            lines += _compiled_lines(source.parent, folder)
     return "\n".join(lines) + "\n"
+
+
+def _compiled_lines(checkout: Path, folder: str) -> list[str]:
+    """``<SHA-256>  <path>`` of each compiled source under ``checkout/folder`` (none where the
+    folder is absent: a package installed without its kernels builds none)."""
+    paths = sorted(p for p in (checkout / folder).rglob("*") if p.suffix in COMPILED_SUFFIXES)
+    return [
+        f"{hashlib.sha256(path.read_bytes()).hexdigest()}  {path.relative_to(checkout).as_posix()}"
+        for path in paths
+    ]
 
 
 def running_code_digest(entry: str, leave_out: tuple[str, ...] = ()) -> str:

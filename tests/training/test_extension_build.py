@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 
+import torch
 import yaml
 from conftest import REPO
 
@@ -43,18 +44,23 @@ def run_probe(build_dir, **env: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_install_builds_the_extension_only_for_a_config_with_windowed_attention(tmp_path):
+def test_install_builds_the_extension_only_for_windowed_attention_or_bf16_scoring(tmp_path):
     full, windowed = tmp_path / "full.yaml", tmp_path / "windowed.yaml"
     full.write_text(yaml.safe_dump({"training": {"attention": ["full"]}}))
     windowed.write_text(yaml.safe_dump({"training": {"attention": ["full", "window4"]}}))
     command = [sys.executable, "-m", "rerank_scaling.training.extension_build", "--if-configured"]
     environment = {**os.environ, "PYTHONPATH": str(REPO / "src"), "RERANK_SCALING_BUILD_DIR": str(tmp_path)}
-    # a full-attention config (config.yaml, config.paper.yaml): no compiler is even looked for
-    skipped = subprocess.run(
-        [*command, str(full)], capture_output=True, text=True, env={**environment, "CXX": "/bin/false"}
-    )
+    # a full-attention config (config.yaml, config.paper.yaml) on a CPU without bf16 (oneDNN limited
+    # to AVX2, as on such a CPU): no compiler is even looked for
+    no_bf16 = {**environment, "CXX": "/bin/false", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+    skipped = subprocess.run([*command, str(full)], capture_output=True, text=True, env=no_bf16)
     assert skipped.returncode == 0 and "not built, no windowed attention" in skipped.stderr, skipped.stderr
     assert not (tmp_path / "torch_extensions").exists()
+    if torch.ops.mkldnn._is_mkldnn_bf16_supported():  # here the evaluation's bf16 attention wants it
+        wanted = subprocess.run(
+            [*command, str(full)], capture_output=True, text=True, env={**environment, "CXX": "/bin/false"}
+        )
+        assert wanted.returncode != 0 and "CPU build failed" in wanted.stderr, wanted.stderr[-2000:]
     # a windowed config with a compiler that fails: a warning and a non-zero exit (install.sh goes on)
     failed = subprocess.run(
         [*command, str(full), str(windowed)],

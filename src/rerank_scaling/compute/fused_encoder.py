@@ -7,7 +7,11 @@ and copies take as long as the GEMMs' share). Per encoder layer of BERT (Devlin 
 post-LN Transformer encoder of Vaswani et al. 2017) this path runs:
 
 * the query, key and value projections as one GEMM, their weights concatenated (three in eager);
-* attention by PyTorch's ``scaled_dot_product_attention`` with the padding mask (as eager's SDPA);
+* attention over the projections' packed output: the compiled kernel
+  ``torch.ops.window_attention.packed_attention`` (``kernels/window_attention/packed_attention.h``:
+  dense, short sequences, scores in registers, output written in the layout the next GEMM reads)
+  where the extension is built here (:func:`packed_attention_kernel`), else PyTorch's
+  ``scaled_dot_product_attention`` with the padding mask (as eager's SDPA);
 * the attention output projection with its bias and the residual added in one oneDNN primitive
   (post-op ``add``), then the layer norm;
 * the intermediate projection with its bias and GELU (erf) in one primitive (post-op ``gelu``);
@@ -21,7 +25,9 @@ is compiled again for every checkpoint. Speed against the eager forward, in one 
 
 **Numerics.** The operations and their precision are eager bf16's; the rounding differs: a fused
 primitive applies its bias, GELU or residual to the fp32 accumulator and rounds once to bf16, where
-eager rounds after the GEMM and again after the element-wise kernel. The scores therefore differ
+eager rounds after the GEMM and again after the element-wise kernel; the attention kernel
+accumulates in fp32 and rounds its output once, as PyTorch's flash kernel does, with its own
+exponential (about 1 ulp of float32). The scores therefore differ
 from the eager bf16 path's by about bf16's error (``tests/test_fused_encoder.py``), and the
 evaluation's near-tie rescoring (:mod:`rerank_scaling.evaluation.near_ties`) estimates its bound from
 the scores it is given, so every rank metric stays fp32's.
@@ -102,17 +108,14 @@ class FusedBertLayer:
             own.num_attention_heads,
         )
 
-    def __call__(self, hidden: Any, mask: Any) -> Any:
-        """The layer's output for ``hidden`` (batch, length, width); ``mask``: additive, (batch, 1, 1,
-        length)."""
-        import torch.nn.functional as F
-
+    def __call__(self, hidden: Any, attention: Callable[[Any], Any]) -> Any:
+        """The layer's output for ``hidden`` (batch, length, width); ``attention``: the packed query,
+        key and value rows (batch, length, 3, heads, head width) -> the attended rows in the same
+        (batch, length, heads, head width) layout (:meth:`FusedBert.attention`)."""
         batch, length, width = hidden.shape
         x = hidden.reshape(batch * length, width)
         qkv = self.qkv(x).view(batch, length, 3, self.heads, width // self.heads)
-        query, key, value = qkv.permute(2, 0, 3, 1, 4).unbind(0)
-        context = F.scaled_dot_product_attention(query, key, value, attn_mask=mask)
-        context = context.transpose(1, 2).reshape(batch * length, width)
+        context = attention(qkv).reshape(batch * length, width)
         attended = _norm(self.attention_norm, self.attention_out.plus(context, x))
         inner = self.intermediate(attended, "gelu")
         return _norm(self.out_norm, self.out.plus(inner, attended)).view(batch, length, width)
@@ -130,10 +133,12 @@ class FusedBert:
 
     embeddings: Any  # the model's BertEmbeddings, eager
     layers: tuple[FusedBertLayer, ...]
+    packed: Callable[..., Any] | None  # the compiled attention kernel, or None: SDPA
 
     @classmethod
-    def of(cls, bert: Any) -> FusedBert | None:
-        """The fused encoder, or None where ``bert``'s config asks for what it does not do."""
+    def of(cls, bert: Any, packed: Callable[..., Any] | None = None) -> FusedBert | None:
+        """The fused encoder (attention by ``packed`` where given), or None where ``bert``'s config
+        asks for what it does not do."""
         config = bert.config
         unsupported = (
             config.hidden_act != "gelu"
@@ -143,34 +148,73 @@ class FusedBert:
         )
         if unsupported:
             return None
-        return cls(bert.embeddings, tuple(FusedBertLayer.of(layer) for layer in bert.encoder.layer))
+        return cls(bert.embeddings, tuple(FusedBertLayer.of(layer) for layer in bert.encoder.layer), packed)
+
+    def attention(self, keep: Any, head_width: int, dtype: Any) -> Callable[[Any], Any]:
+        """Every layer's attention for one batch, padding mask ``keep`` (batch, length): the packed
+        kernel where it covers the shape (:data:`PACKED_LENGTH`, :data:`PACKED_HEAD_WIDTHS`), else SDPA
+        with the additive mask in ``dtype``; either way softmax(q k^T / sqrt(head width) + mask) v."""
+        import torch
+        import torch.nn.functional as F
+
+        if self.packed is not None and keep.shape[1] <= PACKED_LENGTH and head_width in PACKED_HEAD_WIDTHS:
+            keep = keep.bool().contiguous()
+            scale = head_width**-0.5
+            return lambda qkv: self.packed(qkv, keep, scale)
+        mask = (1.0 - keep[:, None, None, :].to(dtype)) * torch.finfo(dtype).min
+
+        def sdpa(qkv: Any) -> Any:
+            query, key, value = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+            return F.scaled_dot_product_attention(query, key, value, attn_mask=mask).transpose(1, 2)
+
+        return sdpa
 
     def __call__(self, features: dict[str, Any]) -> Any:
-        import torch
-
         ids = features["input_ids"]
         hidden = self.embeddings(input_ids=ids, token_type_ids=features.get("token_type_ids"))
-        keep = features["attention_mask"][:, None, None, :].to(hidden.dtype)
-        mask = (1.0 - keep) * torch.finfo(hidden.dtype).min
+        width = hidden.shape[-1] // self.layers[0].heads
+        attention = self.attention(features["attention_mask"], width, hidden.dtype)
         for layer in self.layers:
-            hidden = layer(hidden, mask)
+            hidden = layer(hidden, attention)
         return hidden
 
 
+#: The longest sequence and the head widths the packed attention kernel is compiled for
+#: (``kPackedMaxLength`` and the template instances of ``cpu/packed_attention_cpu.cpp``).
+PACKED_LENGTH = 128
+PACKED_HEAD_WIDTHS = (32, 64)
+
+
+def packed_attention_kernel() -> Callable[..., Any] | None:
+    """``torch.ops.window_attention.packed_attention`` where the extension is built on this machine
+    (:func:`rerank_scaling.training.extension_build.built_kernels`: a scoring job loads a build, it
+    never compiles a first one), else None: the encoder attends with SDPA."""
+    from rerank_scaling.training.extension_build import built_kernels
+
+    ops = built_kernels()
+    return getattr(ops, "packed_attention", None) if ops is not None else None
+
+
 @functools.cache
-def announce(kind: str, layers: int) -> None:
-    """Say, once per process and architecture, that the fused encoder scores."""
-    log.info("bf16 scoring by the fused oneDNN encoder (%s, %d layers)", kind, layers)
+def announce(kind: str, layers: int, attention: str) -> None:
+    """Say, once per process and architecture, that the fused encoder scores, and how it attends."""
+    log.info(
+        "bf16 scoring by the fused oneDNN encoder (%s, %d layers; attention: %s)", kind, layers, attention
+    )
 
 
-#: transformers ``model_type`` -> the builder of its fused encoder (None: unsupported config).
-FUSED_ENCODERS: dict[str, Callable[[Any], Any]] = {"bert": FusedBert.of}
+#: transformers ``model_type`` -> the builder of its fused encoder from the model and the attention
+#: kernel or None (the builder returns None for an unsupported config).
+FUSED_ENCODERS: dict[str, Callable[[Any, Any], Any]] = {"bert": FusedBert.of}
 
 
-def fused_forward(model: Any, device: str) -> Callable[[dict[str, Any]], dict[str, Any]] | None:
+def fused_forward(
+    model: Any, device: str, packed: bool = True
+) -> Callable[[dict[str, Any]], dict[str, Any]] | None:
     """``model``'s forward (features -> features with ``scores``) through its fused encoder, or None
-    where it does not apply (module docstring: the caller keeps the eager forward). Run it in
-    inference mode, under the contexts the eager forward would run under (the fp32 score layer)."""
+    where it does not apply (module docstring: the caller keeps the eager forward); ``packed``: its
+    attention by the compiled kernel where built (else, or with False, SDPA). Run it in inference
+    mode, under the contexts the eager forward would run under (the fp32 score layer)."""
     import torch
 
     modules = list(model.children()) if isinstance(model, torch.nn.Sequential) else []
@@ -189,10 +233,11 @@ def fused_forward(model: Any, device: str) -> Callable[[dict[str, Any]], dict[st
         and all(p.dtype == torch.bfloat16 for p in hf.encoder.parameters())
         and torch.ops.mkldnn._is_mkldnn_bf16_supported()
     )
-    encoder = FUSED_ENCODERS[hf.config.model_type](hf) if applies else None
+    kernel = packed_attention_kernel() if applies and packed else None
+    encoder = FUSED_ENCODERS[hf.config.model_type](hf, kernel) if applies else None
     if encoder is None:
         return None
-    announce(hf.config.model_type, len(encoder.layers))
+    announce(hf.config.model_type, len(encoder.layers), "compiled kernel" if kernel else "SDPA")
 
     def forward(features: dict[str, Any]) -> dict[str, Any]:
         features = {**features, "token_embeddings": encoder(features)}

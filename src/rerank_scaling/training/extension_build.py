@@ -45,7 +45,12 @@ REPO = Path(__file__).resolve().parents[3]
 KERNEL_DIR = REPO / "kernels" / "window_attention"
 BUILD_DIR = Path(os.environ.get("RERANK_SCALING_BUILD_DIR", REPO / "build")) / "torch_extensions"
 BUILD_TIMEOUT_S = float(os.environ.get("RERANK_SCALING_BUILD_TIMEOUT", 1800))
-CPU_SOURCES = ("window_attention.cpp", "cpu/window_matmul_cpu.cpp", "cpu/fused_attention_cpu.cpp")
+CPU_SOURCES = (
+    "window_attention.cpp",
+    "cpu/window_matmul_cpu.cpp",
+    "cpu/fused_attention_cpu.cpp",
+    "cpu/packed_attention_cpu.cpp",
+)
 CUDA_SOURCE = "cuda/window_matmul_cuda.cu"
 
 
@@ -216,6 +221,20 @@ def load_kernels(verbose: bool = False) -> Any | None:
     return None
 
 
+def built_kernels() -> Any | None:
+    """The extension's ops where a CPU build for this torch and CPU exists here (made ahead of time by
+    ``scripts/install.sh``, or by an earlier job), loaded through :func:`load_kernels` (which
+    recompiles what changed since, so a stale build is never loaded); None where there is none yet,
+    without compiling one: for callers that have a PyTorch path as fast as a first build is slow
+    (the fused evaluation encoder's attention)."""
+    if "ops" in _LOADED:
+        return _LOADED["ops"]
+    name = build_name(with_cuda=False)
+    if not (BUILD_DIR / name / f"{name}.so").exists():
+        return None
+    return load_kernels()
+
+
 def kernels_on(device_type: str) -> bool:
     """Whether the compiled ops run on tensors of ``device_type`` (else the reference path)."""
     ops = load_kernels()
@@ -240,6 +259,13 @@ def windowed_configs(paths: list[Path]) -> list[Path]:
     return asking
 
 
+def scores_with_packed_attention() -> bool:
+    """Whether this CPU's evaluation scores in bf16 through the fused encoder, whose attention is the
+    extension's ``packed_attention`` where it is built (:mod:`rerank_scaling.compute.fused_encoder`):
+    oneDNN has bf16 here (AMX-BF16 or AVX512-BF16 units)."""
+    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
 def main(argv: list[str] | None = None) -> None:
     """``python -m rerank_scaling.training.extension_build [--verbose]``: build ahead of time."""
     import argparse
@@ -250,15 +276,17 @@ def main(argv: list[str] | None = None) -> None:
         "--if-configured",
         nargs="+",
         metavar="CONFIG",
-        help="build only when one of these config files asks for windowed attention",
+        help="build only when one of these config files asks for windowed attention, or this CPU "
+        "scores in bf16 (the fused evaluation encoder's attention kernel)",
     )
     args = parser.parse_args(argv)
     if args.if_configured is not None:
         asking = windowed_configs([Path(path) for path in args.if_configured])
-        if not asking:
+        if not asking and not scores_with_packed_attention():
             print(
                 "window_attention extension: not built, no windowed attention in "
-                f"{' '.join(args.if_configured)} (BUILD_EXTENSION=1 scripts/install.sh builds it)",
+                f"{' '.join(args.if_configured)} and no bf16 scoring on this CPU "
+                "(BUILD_EXTENSION=1 scripts/install.sh builds it)",
                 file=sys.stderr,
             )
             return
