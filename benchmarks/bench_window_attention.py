@@ -50,8 +50,8 @@ import torch.nn.functional as F
 from benchmark_output import emit
 from interleaved import interleaved_times
 
+from rerank_scaling.compute.extension_build import load_kernels
 from rerank_scaling.training import window_attention as wa
-from rerank_scaling.training.extension_build import load_kernels
 from rerank_scaling.training.sparse_encoder import AttentionVariant, apply_window_attention
 
 HEADS, HEAD_DIM, LAYERS, QUERY_TOKENS = 12, 32, 6, 32

@@ -2,8 +2,8 @@
 
 Run by ``scripts/compile_cuda_extension.sh`` in its throwaway venv (PyPI's CUDA build of torch,
 PyPI's nvcc, ``CUDA_HOME``, ``TORCH_CUDA_ARCH_LIST`` and ``RERANK_SCALING_BUILD_DIR`` set): it
-calls :func:`rerank_scaling.training.extension_build.build` with CUDA, as
-``python -m rerank_scaling.training.extension_build`` does on a login node, and writes what came
+calls :func:`rerank_scaling.compute.extension_build.build` with CUDA, as
+``python -m rerank_scaling.compute.extension_build`` does on a login node, and writes what came
 out (success, compile time, nvcc and torch versions, the library's size and the architectures in it,
 or the exact error) to ``benchmarks/results/cuda_extension_build.md``. Loading the library here is
 recorded too; running its kernels needs a GPU.
@@ -23,8 +23,8 @@ from pathlib import Path
 import torch
 from benchmark_output import emit
 
+from rerank_scaling.compute import extension_build
 from rerank_scaling.precision import cpu_name
-from rerank_scaling.training import extension_build
 
 
 def command_output(*command: str) -> str:

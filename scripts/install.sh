@@ -35,8 +35,8 @@ fi
 # GCC, an nvcc that does not match torch's CUDA) is a warning: jobs then use the PyTorch reference.
 case "${BUILD_EXTENSION:-auto}" in
   0) ;;
-  1) .venv/bin/python -m rerank_scaling.training.extension_build || echo "install.sh: extension not built (above); the reference path will be used" >&2 ;;
+  1) .venv/bin/python -m rerank_scaling.compute.extension_build || echo "install.sh: extension not built (above); the reference path will be used" >&2 ;;
   *) # shellcheck disable=SC2086
-     .venv/bin/python -m rerank_scaling.training.extension_build --if-configured ${CONFIGS:-config.yaml config.paper.yaml} \
+     .venv/bin/python -m rerank_scaling.compute.extension_build --if-configured ${CONFIGS:-config.yaml config.paper.yaml} \
        || echo "install.sh: extension not built (above); the reference path will be used" >&2 ;;
 esac

@@ -167,7 +167,7 @@ def test_a_section_a_job_gets_as_written_gets_the_validated_configs_defaults():
 
 
 def test_a_config_file_as_written_gives_what_it_says_and_nothing_more(tmp_path):
-    from rerank_scaling.training.extension_build import windowed_configs
+    from rerank_scaling.compute.extension_build import windowed_configs
 
     overlay = {"run_name": "x", "examples": {"pointwise_negatives": 8}}
     assert written_section(overlay, "examples") == {"pointwise_negatives": 8}

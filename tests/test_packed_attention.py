@@ -10,8 +10,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from rerank_scaling.compute import extension_build
 from rerank_scaling.compute.fused_encoder import PACKED_HEAD_WIDTHS, PACKED_LENGTH, packed_attention_kernel
-from rerank_scaling.training import extension_build
 
 pytestmark = pytest.mark.skipif(
     packed_attention_kernel() is None,

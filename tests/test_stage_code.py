@@ -55,7 +55,7 @@ def test_training_code_holds_the_sparse_encoder_and_the_extension():
         "training/window_pattern.py",
         "training/window_ops.py",
         "training/window_masked.py",
-        "training/extension_build.py",
+        "compute/extension_build.py",
         "hub/cache.py",
         "atomic.py",
     } <= code("training.train")

@@ -43,7 +43,7 @@ PACKAGE = "rerank_scaling"
 #: Compiled code a module builds and loads, by module (dotted, from the package): a folder of the
 #: checkout (beside ``src``) whose C++/CUDA files are code of every stage that imports the module,
 #: so that editing a kernel re-runs what it computes, as editing a Python module does.
-COMPILED_SOURCES = {"training.extension_build": "kernels/window_attention"}
+COMPILED_SOURCES = {"compute.extension_build": "kernels/window_attention"}
 COMPILED_SUFFIXES = (".cpp", ".h", ".cu", ".cuh")
 #: One import statement as read from a file: (``from``-import?, level, module, names).
 RawImport = tuple[bool, int, str, tuple[str, ...]]

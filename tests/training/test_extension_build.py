@@ -14,13 +14,13 @@ import torch
 import yaml
 from conftest import REPO
 
-from rerank_scaling.training.extension_build import build_name
+from rerank_scaling.compute.extension_build import build_name
 
 # A windowed attention call on CPU, then which path ran: "reference" when no build loaded.
 PROBE = """
 import torch, warnings
 warnings.simplefilter("always")
-from rerank_scaling.training import extension_build as eb
+from rerank_scaling.compute import extension_build as eb
 from rerank_scaling.training import window_attention as wa
 torch.manual_seed(0)
 q, k, v = (torch.randn(1, 2, 9, 4) for _ in range(3))
@@ -48,7 +48,7 @@ def test_install_builds_the_extension_only_for_windowed_attention_or_bf16_scorin
     full, windowed = tmp_path / "full.yaml", tmp_path / "windowed.yaml"
     full.write_text(yaml.safe_dump({"training": {"attention": ["full"]}}))
     windowed.write_text(yaml.safe_dump({"training": {"attention": ["full", "window4"]}}))
-    command = [sys.executable, "-m", "rerank_scaling.training.extension_build", "--if-configured"]
+    command = [sys.executable, "-m", "rerank_scaling.compute.extension_build", "--if-configured"]
     environment = {**os.environ, "PYTHONPATH": str(REPO / "src"), "RERANK_SCALING_BUILD_DIR": str(tmp_path)}
     # a full-attention config (config.yaml, config.paper.yaml) on a CPU without bf16 (oneDNN limited
     # to AVX2, as on such a CPU): no compiler is even looked for

@@ -10,9 +10,9 @@ import copy
 import pytest
 import torch
 
+from rerank_scaling.compute.extension_build import load_kernels
 from rerank_scaling.training import window_attention as wa
 from rerank_scaling.training import window_ops as ops
-from rerank_scaling.training.extension_build import load_kernels
 from rerank_scaling.training.sparse_encoder import (
     AttentionVariant,
     apply_window_attention,

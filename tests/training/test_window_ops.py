@@ -9,8 +9,8 @@ import pytest
 import torch
 from test_window_attention import _batch
 
+from rerank_scaling.compute.extension_build import load_kernels
 from rerank_scaling.training import window_attention as wa
-from rerank_scaling.training.extension_build import load_kernels
 
 # (query segment, document) lengths of right-padded pairs; the last has a one-token document
 PAIRS = [(5, 40), (9, 13), (3, 1), (12, 33)]

@@ -45,7 +45,7 @@ def test_the_readme_install_step_takes_torch_from_torch_index_first(tmp_path):
     assert "-m pip install -q --no-deps pyserini==1.6.0" in pip
     # config.yaml and config.paper.yaml train full attention: the build step looks and builds nothing
     (build,) = [call for call in calls if "extension_build" in call]
-    assert build == "-m rerank_scaling.training.extension_build --if-configured config.yaml config.paper.yaml"
+    assert build == "-m rerank_scaling.compute.extension_build --if-configured config.yaml config.paper.yaml"
 
 
 def test_without_torch_index_torch_comes_from_pypi(tmp_path):

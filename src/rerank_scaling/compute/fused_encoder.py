@@ -187,9 +187,9 @@ PACKED_HEAD_WIDTHS = (32, 64)
 
 def packed_attention_kernel() -> Callable[..., Any] | None:
     """``torch.ops.window_attention.packed_attention`` where the extension is built on this machine
-    (:func:`rerank_scaling.training.extension_build.built_kernels`: a scoring job loads a build, it
+    (:func:`rerank_scaling.compute.extension_build.built_kernels`: a scoring job loads a build, it
     never compiles a first one), else None: the encoder attends with SDPA."""
-    from rerank_scaling.training.extension_build import built_kernels
+    from rerank_scaling.compute.extension_build import built_kernels
 
     ops = built_kernels()
     return getattr(ops, "packed_attention", None) if ops is not None else None

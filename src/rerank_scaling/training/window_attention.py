@@ -10,8 +10,8 @@ cross-encoder restricts which keys each token sees (eqs. 2-3). The rooms, one jo
   functions and PyTorch references (:func:`window_qk`, :func:`window_av`,
   :func:`fused_window_attention`, :func:`window_attention_reference`);
 * :mod:`.window_masked`: the pattern as a mask (:func:`masked_attention`, FlexAttention);
-* :mod:`.extension_build`: building and loading ``kernels/window_attention`` (its CLI,
-  ``python -m rerank_scaling.training.extension_build``); a build that fails falls back to the
+* :mod:`rerank_scaling.compute.extension_build`: building and loading ``kernels/window_attention`` (its CLI,
+  ``python -m rerank_scaling.compute.extension_build``); a build that fails falls back to the
   reference path.
 
 This module holds the dispatch, :func:`window_attention`, and re-exports the names above, so
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import torch
 
-from rerank_scaling.training.extension_build import kernels_on
+from rerank_scaling.compute.extension_build import kernels_on
 from rerank_scaling.training.window_masked import flex_block_mask, flex_window_attention, masked_attention
 from rerank_scaling.training.window_ops import (
     fused_window_attention,

@@ -18,8 +18,8 @@ The attention passes over a :class:`~.window_pattern.WindowLayout`:
   (FlashAttention, Dao et al. 2022), saving only the output and one log-sum-exp per row; the
   backward recomputes the probabilities. Memory O(S D), time O(S (G + 2w + 1) D).
 
-The compiled ops come from :mod:`.extension_build`; where they are not built, the products fall
-back to their references.
+The compiled ops come from :mod:`rerank_scaling.compute.extension_build`; where they are not built,
+the products fall back to their references.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch.autograd.function import FunctionCtx, once_differentiable
 
-from rerank_scaling.training.extension_build import kernels_on, load_kernels
+from rerank_scaling.compute.extension_build import kernels_on, load_kernels
 from rerank_scaling.training.window_pattern import WindowLayout
 
 

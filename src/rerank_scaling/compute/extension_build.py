@@ -1,6 +1,6 @@
 """Build and load the windowed-attention extension (``kernels/window_attention``) safely on clusters.
 
-* **Ahead of time**: ``python -m rerank_scaling.training.extension_build`` (``scripts/install.sh``
+* **Ahead of time**: ``python -m rerank_scaling.compute.extension_build`` (``scripts/install.sh``
   runs it only when a config asks for windowed attention, ``--if-configured``, or with
   ``BUILD_EXTENSION=1``); a job then only loads it. A login node without a GPU builds the CUDA
   kernels for ``TORCH_CUDA_ARCH_LIST`` (e.g. ``"8.0;9.0"``), and a GPU job loads that build when
@@ -267,7 +267,7 @@ def scores_with_packed_attention() -> bool:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m rerank_scaling.training.extension_build [--verbose]``: build ahead of time."""
+    """``python -m rerank_scaling.compute.extension_build [--verbose]``: build ahead of time."""
     import argparse
 
     parser = argparse.ArgumentParser(description="Build the windowed-attention extension ahead of time.")
