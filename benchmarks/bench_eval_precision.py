@@ -60,7 +60,14 @@ from rerank_scaling.settings import settings_from_dict
 #: How the header names the compiled bf16 scoring.
 COMPILED = " by the compiled graph (evaluation.compile on)"
 #: ... and otherwise (the fused encoder scores where it applies, else the eager forward).
-FUSED = " by the fused oneDNN encoder where it applies (compute/fused_encoder.py)"
+FUSED = " by the fused oneDNN encoder where it applies (compute/fused_encoder.py, with {})"
+
+
+def fused_attention() -> str:
+    """How the fused encoder attends on this machine (the compiled kernel where it is built)."""
+    from rerank_scaling.compute.fused_encoder import encoder_kernels
+
+    return "the compiled packed_attention and row_layer_norm kernels" if encoder_kernels() else "SDPA"
 
 
 def final_checkpoints(results: Path) -> dict[str, Path]:
@@ -237,8 +244,9 @@ def main() -> None:
     worst = scoring.loc[scoring["ratio"].idxmax()]
     speedups = [t["fp32"] / t["bf16"] for t in seconds]
     queries = ", ".join(f"{s.name} {len(s.qrels)}" for s in splits)
+    how = COMPILED if args.compile == "on" else FUSED.format(fused_attention())
     bf16_path = (
-        f"with the weights cast to bf16 once{COMPILED if args.compile == 'on' else FUSED}, "
+        f"with the weights cast to bf16 once{how}, "
         f"near ties rescored in fp32, eager (safety factor {cpu_profile().near_tie_factor:g}, the CPU "
         f"kind's, `{cpu_kind()}`; calibration sample {CALIBRATION_PAIRS} pairs)"
         if casts_weights("bf16", "cpu")

@@ -10,10 +10,11 @@ measured in the same rounds (a shared machine's speed drifts; a peak measured on
 made shares of 60-76% out of a slow minute). Per default size
 (config.yaml's models, ``evaluation.threads`` threads) two workloads, each in bf16 with the weights
 cast once (:func:`rerank_scaling.precision.to_bf16_weights`, the evaluation's bf16 pass) by three
-paths: *eager*; *fused*, :func:`rerank_scaling.compute.fused_encoder.fused_forward` attending by
-PyTorch's SDPA (``packed=False``; for the dev pass the kernel is hidden from ``model_scores``); and
-*kernel*, the fused encoder attending by the compiled ``packed_attention`` kernel (the pipeline's
-path where the extension is built):
+paths: *eager*; *fused*, :func:`rerank_scaling.compute.fused_encoder.fused_forward` with PyTorch's
+SDPA and layer norm (``kernels=False``; for the dev pass the kernels are hidden from
+``model_scores``); and
+*kernel*, the fused encoder with the compiled ``packed_attention`` and ``row_layer_norm`` kernels
+(the pipeline's path where the extension is built):
 
 * *forward*: one batch of ``evaluation.batch_size`` full-length pairs (``training.max_length``
   tokens), the shape ``benchmarks/results/compile_amx.md`` measured; its FLOPs
@@ -64,7 +65,7 @@ GEMM_CALLS = 20  # per timed call of the peak's GEMM (about as long as a forward
 
 def forward_call(model, features: dict, path: str):
     """One scoring forward of ``features`` by ``model`` (bf16 weights) by ``path`` (:data:`PATHS`)."""
-    forward = fused_forward(model, "cpu", packed=path == "kernel") if path != "eager" else model
+    forward = fused_forward(model, "cpu", kernels=path == "kernel") if path != "eager" else model
     if forward is None:
         raise SystemExit("the fused encoder does not apply to this model on this CPU")
 
@@ -78,7 +79,7 @@ def forward_call(model, features: dict, path: str):
 def dev_pass(model, tokens, batch: int, pad: int, path: str):
     """:func:`model_scores` over the dev pairs by ``path``; *fused* hides the compiled kernel from the
     fused encoder (the path before it existed)."""
-    hidden = mock.patch.object(fused_encoder, "packed_attention_kernel", lambda: None)
+    hidden = mock.patch.object(fused_encoder, "encoder_kernels", lambda: None)
 
     def run():
         with hidden if path == "fused" else contextlib.nullcontext():
@@ -129,7 +130,7 @@ def main() -> None:
     peak_best = gemm_flops / min(seconds[("peak", "gemm", "bf16")])
 
     lines = [
-        "# The fused oneDNN encoder, by SDPA and by the compiled attention kernel, against eager bf16",
+        "# The fused oneDNN encoder, with PyTorch's attention and layer norm and with compiled kernels",
         "",
         f"`python benchmarks/bench_fused_encoder.py` at commit {commit()} on **{cpu_name()}** (kind "
         f"`{cpu_kind()}`), {os.cpu_count()} CPUs, {threads} thread(s), torch {torch.__version__}; load "
@@ -140,9 +141,10 @@ def main() -> None:
         f"the best GEMM shape ({shape[0]}x{shape[1]}x{shape[2]}, {GEMM_CALLS} calls a cell); its best "
         f"round {peak_best / 1e9:.0f} GFLOP/s. Shares below: a median rate over the median peak.",
         "",
-        "Paths: *eager* (transformers' bf16 forward), *fused* (the fused oneDNN encoder attending by "
-        "PyTorch's SDPA), *kernel* (the fused encoder attending by the compiled `packed_attention` "
-        f"kernel: the pipeline's path where the extension is built). Forward: one batch of {batch} pairs "
+        "Paths: *eager* (transformers' bf16 forward), *fused* (the fused oneDNN encoder with PyTorch's "
+        "SDPA and layer norm), *kernel* (the fused encoder with the compiled `packed_attention` and "
+        "`row_layer_norm` kernels: the pipeline's path where the extension is built). "
+        f"Forward: one batch of {batch} pairs "
         f"x {max_length} tokens, bf16 weights; dev pass: {len(pairs)} pairs of the default's dev split "
         f"({len(queries)} queries x {config['evaluation']['rerank_depth']}), batch {batch}, "
         "length-sorted and padded per batch. Cells: median ms (min-max); GFLOP/s of the median (share "

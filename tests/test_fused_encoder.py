@@ -1,8 +1,8 @@
 """The fused oneDNN encoder (compute.fused_encoder): on the real MiniLM ladder its bf16 scores are
-as close to fp32's as eager bf16's are, padding included, whether it attends with the compiled
-kernel or with SDPA; it applies only where its operations are the model's (bf16 weights, a CPU,
-full attention), else the eager forward scores. The compiled attention kernel against fp32
-attention, masks and shapes it refuses: tests/test_packed_attention.py."""
+as close to fp32's as eager bf16's are, padding included, whether it attends and normalises with
+the compiled kernels or with PyTorch's; it applies only where its operations are the model's (bf16
+weights, a CPU, full attention), else the eager forward scores. The compiled kernels against fp32,
+masks and shapes they refuse: tests/test_packed_attention.py."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from rerank_scaling.compute.fused_encoder import FusedBert, fused_forward, packed_attention_kernel
+from rerank_scaling.compute.fused_encoder import FusedBert, encoder_kernels, fused_forward
 from rerank_scaling.evaluation.rerank import model_scores, tokenize_pairs
 from rerank_scaling.families.models import build_cross_encoder
 from rerank_scaling.precision import fp32_score_layer, to_bf16_weights
@@ -57,11 +57,11 @@ def test_fused_bf16_scores_are_as_close_to_fp32_as_eager_bf16(ladder_case) -> No
     assert np.abs(fused - eager).max() <= 3 * eager_error
 
 
-def test_the_kernel_and_sdpa_attention_score_alike(ladder_case) -> None:
-    """Both attentions of the fused encoder on one padded batch: each within bf16's error of the
-    fp32 model's scores."""
+def test_the_compiled_kernels_and_pytorchs_score_alike(ladder_case) -> None:
+    """The fused encoder with the compiled attention and layer norm, and with PyTorch's, on one
+    padded batch: each within bf16's error of the fp32 model's scores."""
     model, _, _ = ladder_case
-    if packed_attention_kernel() is None:
+    if encoder_kernels() is None:
         pytest.skip("the extension is not built here (BUILD_EXTENSION=1 scripts/install.sh)")
     rng = random.Random(1)
     pairs = [["bf16 reranker", " ".join(rng.choices(WORDS, k=rng.randint(2, 40)))] for _ in range(24)]
@@ -75,9 +75,9 @@ def test_the_kernel_and_sdpa_attention_score_alike(ladder_case) -> None:
 
     fp32 = scores(model, model)
     eager_error = np.abs(scores(low, low) - fp32).max()
-    for packed in (True, False):
-        fused = scores(fused_forward(low, "cpu", packed=packed), low)
-        assert np.abs(fused - fp32).max() <= 2 * eager_error, f"packed={packed}"
+    for kernels in (True, False):
+        fused = scores(fused_forward(low, "cpu", kernels=kernels), low)
+        assert np.abs(fused - fp32).max() <= 2 * eager_error, f"kernels={kernels}"
 
 
 def test_fused_padding_does_not_leak_into_a_pairs_score(ladder_case) -> None:
@@ -115,7 +115,7 @@ def test_a_bf16_evaluation_says_it_scores_with_the_fused_encoder(ladder_case, ca
     announce.cache_clear()
     with caplog.at_level(logging.INFO, logger="rerank_scaling.compute.fused_encoder"):
         score_pairs(model, tokens, 8, pad, "cpu", "bf16")
-    attention = "compiled kernel" if packed_attention_kernel() is not None else "SDPA"
-    said = f"fused oneDNN encoder (bert, 2 layers; attention: {attention})"
+    how = "compiled kernels" if encoder_kernels() is not None else "SDPA and PyTorch's layer norm"
+    said = f"fused oneDNN encoder (bert, 2 layers; attention and layer norms: {how})"
     assert any(said in r.getMessage() for r in caplog.records)
     assert {p.dtype for p in model.parameters()} == {torch.float32}, "the caller's model stays fp32"

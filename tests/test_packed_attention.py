@@ -1,8 +1,9 @@
-"""The compiled packed attention kernel (``torch.ops.window_attention.packed_attention``, the fused
-bf16 evaluation encoder's attention): softmax(q k^T / sqrt(d) + key mask) v against fp32 attention,
-no worse than PyTorch's bf16 SDPA on the same inputs, at every length it covers (one to eight blocks
-of 16 keys, partial blocks included), both head widths, padded keys ignored; shapes it does not
-cover are refused by name; and a scoring job never compiles a first build."""
+"""The compiled kernels of the fused bf16 evaluation encoder (``kernels/window_attention/
+packed_attention.h``). ``packed_attention``: softmax(q k^T / sqrt(d) + key mask) v against fp32
+attention, no worse than PyTorch's bf16 SDPA on the same inputs, at every length it covers (one to
+eight blocks of 16 keys, partial blocks included), both head widths, padded keys ignored.
+``row_layer_norm``: against fp32's layer norm, no worse than PyTorch's bf16 one. Shapes they do not
+cover are refused by name, and a scoring job never compiles a first build."""
 
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ import torch
 import torch.nn.functional as F
 
 from rerank_scaling.compute import extension_build
-from rerank_scaling.compute.fused_encoder import PACKED_HEAD_WIDTHS, PACKED_LENGTH, packed_attention_kernel
+from rerank_scaling.compute.fused_encoder import PACKED_HEAD_WIDTHS, PACKED_LENGTH, encoder_kernels
 
 pytestmark = pytest.mark.skipif(
-    packed_attention_kernel() is None,
+    encoder_kernels() is None,
     reason="the extension is not built here (BUILD_EXTENSION=1 scripts/install.sh)",
 )
 
@@ -39,7 +40,7 @@ def attention(qkv: torch.Tensor, keep: torch.Tensor, dtype: torch.dtype) -> torc
 @pytest.mark.parametrize("width", PACKED_HEAD_WIDTHS)
 @pytest.mark.parametrize("length", [1, 5, 16, 17, 48, 100, PACKED_LENGTH])
 def test_it_attends_as_fp32_attention_within_bf16s_error(length: int, width: int) -> None:
-    kernel = packed_attention_kernel()
+    kernel = encoder_kernels().attention
     qkv, keep = case(6, length, 3, width, seed=length * width)
     with torch.inference_mode():
         out = kernel(qkv, keep, width**-0.5)
@@ -53,7 +54,7 @@ def test_it_attends_as_fp32_attention_within_bf16s_error(length: int, width: int
 
 def test_padded_keys_do_not_reach_any_row() -> None:
     """Changing the padded keys' and values' rows changes no output."""
-    kernel = packed_attention_kernel()
+    kernel = encoder_kernels().attention
     qkv, keep = case(4, 40, 2, 32, seed=7)
     other = qkv.clone()
     other[:, :, 1:][~keep] = 99.0  # keys and values of the padding
@@ -74,7 +75,37 @@ def test_padded_keys_do_not_reach_any_row() -> None:
 def test_shapes_it_does_not_cover_are_refused_by_name(change, message: str) -> None:
     qkv, keep = change(*case(2, 48, 2, 32, seed=0))
     with pytest.raises(RuntimeError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        packed_attention_kernel()(qkv, keep, 0.2)
+        encoder_kernels().attention(qkv, keep, 0.2)
+
+
+@pytest.mark.parametrize("width", [16, 384, 768, 2048])
+def test_the_row_layer_norm_is_fp32s_within_bf16s_error(width: int) -> None:
+    generator = torch.Generator().manual_seed(width)
+    x = (3 * torch.randn(257, width, generator=generator) + 1.5).to(torch.bfloat16)
+    weight, bias = 1 + torch.randn(width, generator=generator), torch.randn(width, generator=generator)
+    with torch.inference_mode():
+        out = encoder_kernels().layer_norm(x, weight, bias, 1e-12)
+        exact = F.layer_norm(x.float(), (width,), weight, bias, 1e-12)
+        torch_bf16 = F.layer_norm(x, (width,), weight.to(torch.bfloat16), bias.to(torch.bfloat16), 1e-12)
+    assert out.shape == x.shape and out.dtype == torch.bfloat16
+    error = (out.float() - exact).abs().max().item()
+    yardstick = (torch_bf16.float() - exact).abs().max().item()  # PyTorch's bf16 layer norm
+    assert error <= yardstick, (error, yardstick)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda x, w, b: (x.float(), w, b), "bfloat16"),
+        (lambda x, w, b: (x[:, :40].contiguous(), w[:40], b[:40]), "multiple of 16"),
+        (lambda x, w, b: (x, w.to(torch.bfloat16), b), "float32"),
+        (lambda x, w, b: (x, w[:32], b), "W elements"),
+    ],
+)
+def test_the_row_layer_norm_refuses_what_it_does_not_cover(change, message: str) -> None:
+    x, weight, bias = torch.randn(4, 64).to(torch.bfloat16), torch.ones(64), torch.zeros(64)
+    with pytest.raises(RuntimeError, match=message):
+        encoder_kernels().layer_norm(*change(x, weight, bias), 1e-12)
 
 
 def test_no_build_here_means_sdpa_not_a_compile(tmp_path, monkeypatch) -> None:

@@ -9,9 +9,10 @@
 //   fused_attention_backward(grad, q, k, v, out, lse, roles, G, w, scale, dropout, seed)
 //                                                                -> (grad_q, grad_k, grad_v)
 //   packed_attention(qkv, keep, scale)       (B, L, 3, H, D) bf16, (B, L) bool -> (B, L, H, D)
+//   row_layer_norm(x, weight, bias, eps)     (N, W) bf16, (W) fp32 x 2 -> (N, W) bf16
 // The fused op (fused_attention.h) is CPU-only: on CUDA the Python side uses the banded products.
-// packed_attention (packed_attention.h) is the dense, inference-only CPU attention of the fused bf16
-// evaluation encoder (rerank_scaling.compute.fused_encoder), short sequences only.
+// packed_attention and row_layer_norm (packed_attention.h) are the inference-only CPU kernels of the
+// fused bf16 evaluation encoder (rerank_scaling.compute.fused_encoder), short sequences only.
 // Shape checks live here once; cpu/ and cuda/ implement two primitives with the same signature
 // (window_qk_<dev>, window_av_<dev>); both backward passes are compositions of them.
 #include <torch/library.h>
@@ -175,6 +176,17 @@ at::Tensor packed_attention(const at::Tensor& qkv, const at::Tensor& keep, doubl
   return packed_attention_cpu(qkv, keep, scale);
 }
 
+at::Tensor row_layer_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps) {
+  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kBFloat16 && x.is_contiguous(),
+              "row_layer_norm: x must be a contiguous (N, W) bfloat16 tensor");
+  TORCH_CHECK(x.size(1) % 16 == 0 && x.size(1) <= kRowNormMaxWidth, "row_layer_norm: W must be a multiple of 16, at most ",
+              kRowNormMaxWidth, ", got ", x.size(1));
+  for (const auto* t : {&weight, &bias})
+    TORCH_CHECK(t->dim() == 1 && t->size(0) == x.size(1) && t->scalar_type() == at::kFloat && t->is_contiguous(),
+                "row_layer_norm: weight and bias must be contiguous float32 tensors of W elements");
+  return row_layer_norm_cpu(x, weight, bias, eps);
+}
+
 }  // namespace
 }  // namespace window_attention
 
@@ -188,6 +200,7 @@ TORCH_LIBRARY(window_attention, m) {
   m.def("fused_attention_backward(Tensor grad, Tensor q, Tensor k, Tensor v, Tensor out, Tensor logsumexp, "
         "Tensor roles, int global_keys, int window, float scale, float dropout, int seed) -> (Tensor, Tensor, Tensor)");
   m.def("packed_attention(Tensor qkv, Tensor keep, float scale) -> Tensor");
+  m.def("row_layer_norm(Tensor x, Tensor weight, Tensor bias, float eps) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(window_attention, CPU, m) {
@@ -198,6 +211,7 @@ TORCH_LIBRARY_IMPL(window_attention, CPU, m) {
   m.impl("fused_attention", &window_attention::fused_attention);
   m.impl("fused_attention_backward", &window_attention::fused_attention_backward);
   m.impl("packed_attention", &window_attention::packed_attention);
+  m.impl("row_layer_norm", &window_attention::row_layer_norm);
 }
 
 #ifdef WITH_CUDA

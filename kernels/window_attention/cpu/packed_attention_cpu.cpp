@@ -1,4 +1,5 @@
-// CPU dense attention of short sequences on packed query-key-value rows (see ../packed_attention.h).
+// CPU kernels of the fused bf16 evaluation encoder (see ../packed_attention.h): dense attention of
+// short sequences on packed query-key-value rows, and a row-wise layer norm.
 //
 // One task per (sequence, head). Its keys are converted to fp32 and transposed once into a (D, P)
 // buffer (P: the length rounded up to 16 lanes; the extra keys are masked), its values into (P, D).
@@ -13,8 +14,10 @@
 #include <ATen/ops/empty.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "../packed_attention.h"
 
@@ -36,11 +39,73 @@ inline f32x16 load(const float* p) {
 
 inline void store(float* p, f32x16 v) { std::memcpy(p, &v, sizeof v); }
 
-inline float bf16_to_float(uint16_t bits) {
-  const uint32_t wide = uint32_t(bits) << 16;
-  float value;
+// 16 bf16 values (bits) as floats: widened and shifted into the high half.
+inline f32x16 load_bf16(const uint16_t* p) {
+  u16x16 narrow;
+  std::memcpy(&narrow, p, sizeof narrow);
+  const u32x16 wide = __builtin_convertvector(narrow, u32x16) << 16;
+  f32x16 value;
   std::memcpy(&value, &wide, sizeof value);
   return value;
+}
+
+// One step of a 16 x 16 transpose by halving blocks (B = 8, 4, 2, 1): rows a and a + B exchange
+// the B-lane blocks that lie across the diagonal.
+template <int B, std::size_t... L>
+inline void exchange_blocks(f32x16& a, f32x16& c, std::index_sequence<L...>) {
+#if defined(__clang__)
+  const f32x16 low = __builtin_shufflevector(a, c, ((L & B) ? 16 + L - B : L)...);
+  const f32x16 high = __builtin_shufflevector(a, c, ((L & B) ? 16 + L : L + B)...);
+#else
+  const f32x16 low = __builtin_shuffle(a, c, i32x16{int((L & B) ? 16 + L - B : L)...});
+  const f32x16 high = __builtin_shuffle(a, c, i32x16{int((L & B) ? 16 + L : L + B)...});
+#endif
+  a = low;
+  c = high;
+}
+
+template <int B>
+inline void transpose_step(f32x16 (&rows)[kLanes]) {
+  for (int a = 0; a < kLanes; ++a)
+    if (!(a & B)) exchange_blocks<B>(rows[a], rows[a + B], std::make_index_sequence<kLanes>{});
+}
+
+// rows[i][l] -> rows[l][i]
+inline void transpose16(f32x16 (&rows)[kLanes]) {
+  transpose_step<8>(rows);
+  transpose_step<4>(rows);
+  transpose_step<2>(rows);
+  transpose_step<1>(rows);
+}
+
+// Lane l + S of v folded onto lane l by op, for S = 8, 4, 2, 1: lane 0 ends up with op over all.
+template <int S, std::size_t... L>
+inline f32x16 rotate(f32x16 v, std::index_sequence<L...>) {
+#if defined(__clang__)
+  return __builtin_shufflevector(v, v, ((L + S) % 16)...);
+#else
+  return __builtin_shuffle(v, i32x16{int((L + S) % 16)...});
+#endif
+}
+
+inline float lane_sum(f32x16 v) {
+  constexpr auto lanes = std::make_index_sequence<kLanes>{};
+  v += rotate<8>(v, lanes);
+  v += rotate<4>(v, lanes);
+  v += rotate<2>(v, lanes);
+  v += rotate<1>(v, lanes);
+  return v[0];
+}
+
+inline f32x16 lane_max_step(f32x16 a, f32x16 b) { return a > b ? a : b; }
+
+inline float lane_max(f32x16 v) {
+  constexpr auto lanes = std::make_index_sequence<kLanes>{};
+  v = lane_max_step(v, rotate<8>(v, lanes));
+  v = lane_max_step(v, rotate<4>(v, lanes));
+  v = lane_max_step(v, rotate<2>(v, lanes));
+  v = lane_max_step(v, rotate<1>(v, lanes));
+  return v[0];
 }
 
 // 16 floats to bf16, rounded to nearest even (as c10::BFloat16 rounds a finite float).
@@ -72,18 +137,6 @@ inline f32x16 exp16(f32x16 x) {
   return y * scale;
 }
 
-inline float lane_max(f32x16 v) {
-  float m = v[0];
-  for (int l = 1; l < kLanes; ++l) m = std::max(m, v[l]);
-  return m;
-}
-
-inline float lane_sum(f32x16 v) {
-  float s = 0.0f;
-  for (int l = 0; l < kLanes; ++l) s += v[l];
-  return s;
-}
-
 // One (sequence, head). q, k, v: its first token's bf16 rows, `stride` elements from one token to the
 // next; keep: the sequence's key mask; out: its first token's output row, `out_stride` apart.
 template <int NB, int D>
@@ -100,15 +153,17 @@ void attend(const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t str
     bias[j] = attended ? 0.0f : -1e30f;
     on[j] = attended ? 1.0f : 0.0f;
   }
-  for (int64_t j = 0; j < length; ++j) {
-    alignas(64) float key[D];
-    for (int t = 0; t < D; ++t) key[t] = bf16_to_float(k[j * stride + t]);
-    for (int t = 0; t < D; ++t) keys_t[t * P + j] = key[t];
-    for (int t = 0; t < D; ++t) values[j * D + t] = bf16_to_float(v[j * stride + t]);
-  }
-  for (int64_t j = length; j < P; ++j) {
-    for (int t = 0; t < D; ++t) keys_t[t * P + j] = 0.0f;
-    for (int t = 0; t < D; ++t) values[j * D + t] = 0.0f;
+  // keys: 16 x 16 blocks converted, transposed in registers and stored as (D, P); values: rows
+  for (int64_t j0 = 0; j0 < P; j0 += kLanes) {
+    for (int t0 = 0; t0 < D; t0 += kLanes) {
+      f32x16 block[kLanes];
+      for (int r = 0; r < kLanes; ++r) block[r] = j0 + r < length ? load_bf16(k + (j0 + r) * stride + t0) : f32x16{};
+      transpose16(block);
+      for (int t = 0; t < kLanes; ++t) store(keys_t + (t0 + t) * P + j0, block[t]);
+    }
+    for (int64_t j = j0; j < j0 + kLanes; ++j)
+      for (int t0 = 0; t0 < D; t0 += kLanes)
+        store(values + j * D + t0, j < length ? load_bf16(v + j * stride + t0) : f32x16{});
   }
   alignas(64) float query[kRows][D];
   alignas(64) float weights[kRows][P];
@@ -116,7 +171,7 @@ void attend(const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t str
     const int rows = int(std::min<int64_t>(kRows, length - i0));
     for (int r = 0; r < kRows; ++r) {  // a tile past the last row repeats it (its output is not stored)
       const uint16_t* row = q + (i0 + std::min(r, rows - 1)) * stride;
-      for (int t = 0; t < D; ++t) query[r][t] = bf16_to_float(row[t]) * scale;
+      for (int t0 = 0; t0 < D; t0 += kLanes) store(query[r] + t0, load_bf16(row + t0) * scale);
     }
     f32x16 score[kRows][NB];
     for (int r = 0; r < kRows; ++r)
@@ -172,7 +227,44 @@ void attend_blocks(int64_t blocks, const uint16_t* q, const uint16_t* k, const u
   }
 }
 
+// One row: x (W bf16) -> out, weight and bias fp32. Sums run in 4 independent accumulators (W is a
+// multiple of 16, not always of 64: the last blocks go to the first accumulators).
+void normalize_row(const uint16_t* x, const float* weight, const float* bias, int64_t width, float eps,
+                   uint16_t* out) {
+  alignas(64) float row[kRowNormMaxWidth];
+  const int64_t blocks = width / kLanes;
+  f32x16 total[4] = {};
+  for (int64_t b = 0; b < blocks; ++b) {
+    const f32x16 value = load_bf16(x + b * kLanes);
+    store(row + b * kLanes, value);
+    total[b % 4] += value;
+  }
+  const float mean = lane_sum((total[0] + total[1]) + (total[2] + total[3])) / float(width);
+  f32x16 squares[4] = {};
+  for (int64_t b = 0; b < blocks; ++b) {
+    const f32x16 centred = load(row + b * kLanes) - mean;
+    squares[b % 4] += centred * centred;
+  }
+  const float variance = lane_sum((squares[0] + squares[1]) + (squares[2] + squares[3])) / float(width);
+  const float inverse = 1.0f / std::sqrt(variance + eps);
+  for (int64_t c = 0; c < width; c += kLanes)
+    store_bf16(out + c, (load(row + c) - mean) * inverse * load(weight + c) + load(bias + c));
+}
+
 }  // namespace
+
+at::Tensor row_layer_norm_cpu(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps) {
+  const int64_t rows = x.size(0), width = x.size(1);
+  auto out = at::empty({rows, width}, x.options());
+  const auto* in = reinterpret_cast<const uint16_t*>(x.const_data_ptr<at::BFloat16>());
+  auto* written = reinterpret_cast<uint16_t*>(out.mutable_data_ptr<at::BFloat16>());
+  const float* w = weight.const_data_ptr<float>();
+  const float* b = bias.const_data_ptr<float>();
+  at::parallel_for(0, rows, 64, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) normalize_row(in + r * width, w, b, width, float(eps), written + r * width);
+  });
+  return out;
+}
 
 at::Tensor packed_attention_cpu(const at::Tensor& qkv, const at::Tensor& keep, double scale) {
   const int64_t batch = qkv.size(0), length = qkv.size(1), heads = qkv.size(3), dims = qkv.size(4);

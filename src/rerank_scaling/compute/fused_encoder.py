@@ -10,10 +10,11 @@ post-LN Transformer encoder of Vaswani et al. 2017) this path runs:
 * attention over the projections' packed output: the compiled kernel
   ``torch.ops.window_attention.packed_attention`` (``kernels/window_attention/packed_attention.h``:
   dense, short sequences, scores in registers, output written in the layout the next GEMM reads)
-  where the extension is built here (:func:`packed_attention_kernel`), else PyTorch's
+  where the extension is built here (:func:`encoder_kernels`), else PyTorch's
   ``scaled_dot_product_attention`` with the padding mask (as eager's SDPA);
 * the attention output projection with its bias and the residual added in one oneDNN primitive
-  (post-op ``add``), then the layer norm;
+  (post-op ``add``), then the layer norm (the compiled ``row_layer_norm`` where built, else
+  PyTorch's);
 * the intermediate projection with its bias and GELU (erf) in one primitive (post-op ``gelu``);
 * the output projection with its bias and the residual in one primitive, then the layer norm.
 
@@ -83,28 +84,61 @@ class PackedLinear:
 
 
 @dataclass(frozen=True)
+class EncoderKernels:
+    """The extension's two kernels for this encoder (``kernels/window_attention/packed_attention.h``)."""
+
+    attention: Callable[..., Any]  # packed_attention(qkv, keep, scale)
+    layer_norm: Callable[..., Any]  # row_layer_norm(x, weight, bias, eps)
+
+
+@dataclass(frozen=True)
+class RowNorm:
+    """A layer norm of (rows, width) bf16: the compiled row kernel with fp32 copies of the weights
+    where given and the width is one it covers (:data:`ROW_NORM_WIDTH`), else PyTorch's."""
+
+    norm: Any  # nn.LayerNorm
+    weight: Any  # fp32, for the kernel
+    bias: Any
+    kernel: Callable[..., Any] | None
+
+    @classmethod
+    def of(cls, norm: Any, kernel: Callable[..., Any] | None) -> RowNorm:
+        fp32 = (norm.weight.detach().float().contiguous(), norm.bias.detach().float().contiguous())
+        return cls(norm, *fp32, kernel)
+
+    def __call__(self, x: Any) -> Any:
+        import torch.nn.functional as F
+
+        width = x.shape[-1]
+        if self.kernel is not None and width % 16 == 0 and width <= ROW_NORM_WIDTH:
+            return self.kernel(x, self.weight, self.bias, self.norm.eps)
+        norm = self.norm
+        return F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
+
+
+@dataclass(frozen=True)
 class FusedBertLayer:
     """One BERT encoder layer's weights, packed (module docstring)."""
 
     qkv: PackedLinear
     attention_out: PackedLinear
-    attention_norm: Any  # nn.LayerNorm
+    attention_norm: RowNorm
     intermediate: PackedLinear
     out: PackedLinear
-    out_norm: Any  # nn.LayerNorm
+    out_norm: RowNorm
     heads: int
 
     @classmethod
-    def of(cls, layer: Any) -> FusedBertLayer:
+    def of(cls, layer: Any, layer_norm: Callable[..., Any] | None = None) -> FusedBertLayer:
         attention = layer.attention
         own = attention.self
         return cls(
             PackedLinear.of(own.query, own.key, own.value),
             PackedLinear.of(attention.output.dense),
-            attention.output.LayerNorm,
+            RowNorm.of(attention.output.LayerNorm, layer_norm),
             PackedLinear.of(layer.intermediate.dense),
             PackedLinear.of(layer.output.dense),
-            layer.output.LayerNorm,
+            RowNorm.of(layer.output.LayerNorm, layer_norm),
             own.num_attention_heads,
         )
 
@@ -116,15 +150,9 @@ class FusedBertLayer:
         x = hidden.reshape(batch * length, width)
         qkv = self.qkv(x).view(batch, length, 3, self.heads, width // self.heads)
         context = attention(qkv).reshape(batch * length, width)
-        attended = _norm(self.attention_norm, self.attention_out.plus(context, x))
+        attended = self.attention_norm(self.attention_out.plus(context, x))
         inner = self.intermediate(attended, "gelu")
-        return _norm(self.out_norm, self.out.plus(inner, attended)).view(batch, length, width)
-
-
-def _norm(norm: Any, x: Any) -> Any:
-    import torch.nn.functional as F
-
-    return F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
+        return self.out_norm(self.out.plus(inner, attended)).view(batch, length, width)
 
 
 @dataclass(frozen=True)
@@ -136,9 +164,9 @@ class FusedBert:
     packed: Callable[..., Any] | None  # the compiled attention kernel, or None: SDPA
 
     @classmethod
-    def of(cls, bert: Any, packed: Callable[..., Any] | None = None) -> FusedBert | None:
-        """The fused encoder (attention by ``packed`` where given), or None where ``bert``'s config
-        asks for what it does not do."""
+    def of(cls, bert: Any, kernels: EncoderKernels | None = None) -> FusedBert | None:
+        """The fused encoder (with the compiled ``kernels`` where given), or None where ``bert``'s
+        config asks for what it does not do."""
         config = bert.config
         unsupported = (
             config.hidden_act != "gelu"
@@ -148,7 +176,9 @@ class FusedBert:
         )
         if unsupported:
             return None
-        return cls(bert.embeddings, tuple(FusedBertLayer.of(layer) for layer in bert.encoder.layer), packed)
+        norm = kernels.layer_norm if kernels else None
+        layers = tuple(FusedBertLayer.of(layer, norm) for layer in bert.encoder.layer)
+        return cls(bert.embeddings, layers, kernels.attention if kernels else None)
 
     def attention(self, keep: Any, head_width: int, dtype: Any) -> Callable[[Any], Any]:
         """Every layer's attention for one batch, padding mask ``keep`` (batch, length): the packed
@@ -180,26 +210,32 @@ class FusedBert:
 
 
 #: The longest sequence and the head widths the packed attention kernel is compiled for
-#: (``kPackedMaxLength`` and the template instances of ``cpu/packed_attention_cpu.cpp``).
+#: (``kPackedMaxLength`` and the template instances of ``cpu/packed_attention_cpu.cpp``), and the
+#: widest row of its layer norm (``kRowNormMaxWidth``; a multiple of 16).
 PACKED_LENGTH = 128
 PACKED_HEAD_WIDTHS = (32, 64)
+ROW_NORM_WIDTH = 2048
 
 
-def packed_attention_kernel() -> Callable[..., Any] | None:
-    """``torch.ops.window_attention.packed_attention`` where the extension is built on this machine
+def encoder_kernels() -> EncoderKernels | None:
+    """The extension's ``packed_attention`` and ``row_layer_norm`` where it is built on this machine
     (:func:`rerank_scaling.compute.extension_build.built_kernels`: a scoring job loads a build, it
-    never compiles a first one), else None: the encoder attends with SDPA."""
+    never compiles a first one), else None: the encoder runs PyTorch's SDPA and layer norm."""
     from rerank_scaling.compute.extension_build import built_kernels
 
     ops = built_kernels()
-    return getattr(ops, "packed_attention", None) if ops is not None else None
+    attention, layer_norm = (getattr(ops, name, None) for name in ("packed_attention", "row_layer_norm"))
+    return EncoderKernels(attention, layer_norm) if attention and layer_norm else None
 
 
 @functools.cache
 def announce(kind: str, layers: int, attention: str) -> None:
     """Say, once per process and architecture, that the fused encoder scores, and how it attends."""
     log.info(
-        "bf16 scoring by the fused oneDNN encoder (%s, %d layers; attention: %s)", kind, layers, attention
+        "bf16 scoring by the fused oneDNN encoder (%s, %d layers; attention and layer norms: %s)",
+        kind,
+        layers,
+        attention,
     )
 
 
@@ -209,12 +245,13 @@ FUSED_ENCODERS: dict[str, Callable[[Any, Any], Any]] = {"bert": FusedBert.of}
 
 
 def fused_forward(
-    model: Any, device: str, packed: bool = True
+    model: Any, device: str, kernels: bool = True
 ) -> Callable[[dict[str, Any]], dict[str, Any]] | None:
     """``model``'s forward (features -> features with ``scores``) through its fused encoder, or None
-    where it does not apply (module docstring: the caller keeps the eager forward); ``packed``: its
-    attention by the compiled kernel where built (else, or with False, SDPA). Run it in inference
-    mode, under the contexts the eager forward would run under (the fp32 score layer)."""
+    where it does not apply (module docstring: the caller keeps the eager forward); ``kernels``: its
+    attention and layer norms by the compiled kernels where built (else, or with False, PyTorch's).
+    Run it in inference mode, under the contexts the eager forward would run under (the fp32 score
+    layer)."""
     import torch
 
     modules = list(model.children()) if isinstance(model, torch.nn.Sequential) else []
@@ -233,11 +270,12 @@ def fused_forward(
         and all(p.dtype == torch.bfloat16 for p in hf.encoder.parameters())
         and torch.ops.mkldnn._is_mkldnn_bf16_supported()
     )
-    kernel = packed_attention_kernel() if applies and packed else None
-    encoder = FUSED_ENCODERS[hf.config.model_type](hf, kernel) if applies else None
+    compiled = encoder_kernels() if applies and kernels else None
+    encoder = FUSED_ENCODERS[hf.config.model_type](hf, compiled) if applies else None
     if encoder is None:
         return None
-    announce(hf.config.model_type, len(encoder.layers), "compiled kernel" if kernel else "SDPA")
+    how = "compiled kernels" if compiled else "SDPA and PyTorch's layer norm"
+    announce(hf.config.model_type, len(encoder.layers), how)
 
     def forward(features: dict[str, Any]) -> dict[str, Any]:
         features = {**features, "token_embeddings": encoder(features)}
