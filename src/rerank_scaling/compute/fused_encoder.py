@@ -161,7 +161,7 @@ class FusedBert:
 
     embeddings: Any  # the model's BertEmbeddings, eager
     layers: tuple[FusedBertLayer, ...]
-    packed: Callable[..., Any] | None  # the compiled attention kernel, or None: SDPA
+    attention_kernel: Callable[..., Any] | None  # packed_attention, or None: SDPA
 
     @classmethod
     def of(cls, bert: Any, kernels: EncoderKernels | None = None) -> FusedBert | None:
@@ -187,10 +187,11 @@ class FusedBert:
         import torch
         import torch.nn.functional as F
 
-        if self.packed is not None and keep.shape[1] <= PACKED_LENGTH and head_width in PACKED_HEAD_WIDTHS:
+        kernel = self.attention_kernel
+        if kernel is not None and keep.shape[1] <= PACKED_LENGTH and head_width in PACKED_HEAD_WIDTHS:
             keep = keep.bool().contiguous()
             scale = head_width**-0.5
-            return lambda qkv: self.packed(qkv, keep, scale)
+            return lambda qkv: kernel(qkv, keep, scale)
         mask = (1.0 - keep[:, None, None, :].to(dtype)) * torch.finfo(dtype).min
 
         def sdpa(qkv: Any) -> Any:
