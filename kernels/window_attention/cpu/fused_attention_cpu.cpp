@@ -23,31 +23,13 @@
 #include <limits>
 
 #include "../fused_attention.h"
+#include "vector_math.h"
 
 namespace window_attention {
 namespace {
 
 constexpr int64_t kTileRows = 64;
 constexpr int64_t kChunkKeys = 128;
-
-// Cephes-style exp: e^x = 2^n e^r with |r| <= ln(2)/2 and a degree-6 polynomial (~1 ulp in
-// float32). No table and no branch, so loops over it vectorise (libm's expf does not).
-inline float exp_approx(float x) {
-  x = std::min(std::max(x, -87.0f), 88.0f);
-  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest (1.5 * 2^23)
-  float r = x - n * 0.693359375f;
-  r = r + n * 2.12194440e-4f;
-  float y = 1.9875691500e-4f;
-  y = y * r + 1.3981999507e-3f;
-  y = y * r + 8.3334519073e-3f;
-  y = y * r + 4.1665795894e-2f;
-  y = y * r + 1.6666665459e-1f;
-  y = y * r + 5.0000001201e-1f;
-  y = y * r * r + r + 1.0f;
-  return y * std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
-}
-
-inline double exp_approx(double x) { return std::exp(x); }  // float64: gradchecks, exactness first
 
 // Attention dropout (on the probabilities, as in BERT): key t of row i of sequence n is kept
 // when a counter-based hash of (seed, n, i, t) clears the drop probability, so the backward
@@ -155,34 +137,6 @@ struct Rows {
         heads(t.size(1)) {}
   scalar_t* row(int64_t n, int64_t i) const { return data + (n / heads) * sb + (n % heads) * sh + i * ss; }
 };
-
-// 64-byte vectors (GCC/Clang vector extensions): 16 floats or 8 doubles; split into narrower
-// registers where the CPU lacks AVX-512. Accumulators are held in such vectors, several
-// independent ones per loop, so the loops run at FMA throughput rather than latency.
-template <typename T>
-struct VecOf;  // spelled out per type: GCC drops vector_size on a dependent alias template
-template <>
-struct VecOf<float> {
-  typedef float type __attribute__((vector_size(64)));
-};
-template <>
-struct VecOf<double> {
-  typedef double type __attribute__((vector_size(64)));
-};
-template <typename T>
-using vec_t = typename VecOf<T>::type;
-template <typename T>
-constexpr int64_t kLanes = 64 / sizeof(T);
-template <typename T>
-inline vec_t<T> load_vec(const T* p) {
-  vec_t<T> v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-template <typename T>
-inline void store_vec(T* p, const vec_t<T>& v) {
-  std::memcpy(p, &v, sizeof(v));
-}
 
 // scores[k0 + u] = x . keys[:, k0 + u] for NB blocks of kLanes keys from k0.
 template <typename acc_t, int NB>

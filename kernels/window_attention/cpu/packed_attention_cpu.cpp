@@ -8,8 +8,7 @@
 // masked keys multiplied by 0), and the weighted sum of the values accumulates in 4 x D/16 registers.
 // Independent accumulators keep the fused multiply-adds at throughput rather than at latency (the
 // first version, one row at a time, was latency-bound and slower than PyTorch's kernel).
-// Vectors are GCC/Clang vector extensions of 64 bytes: AVX-512 registers where the CPU has them
-// (the extension is compiled with -march=native), split into narrower ones elsewhere.
+// Vectors and the exponential: vector_math.h, shared with the windowed kernel.
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
 
@@ -20,24 +19,17 @@
 #include <utility>
 
 #include "../packed_attention.h"
+#include "vector_math.h"
 
 namespace window_attention {
 namespace {
 
-typedef float f32x16 __attribute__((vector_size(64)));
-typedef int32_t i32x16 __attribute__((vector_size(64)));
+using f32x16 = vec_t<float>;
+using i32x16 = vec_t<int32_t>;
 typedef uint32_t u32x16 __attribute__((vector_size(64)));
 typedef uint16_t u16x16 __attribute__((vector_size(32)));
-constexpr int64_t kLanes = 16;
+constexpr int64_t kFloatLanes = kLanes<float>;  // 16
 constexpr int kRows = 4;  // query rows per register tile
-
-inline f32x16 load(const float* p) {
-  f32x16 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-inline void store(float* p, f32x16 v) { std::memcpy(p, &v, sizeof v); }
 
 // 16 bf16 values (bits) as floats: widened and shifted into the high half.
 inline f32x16 load_bf16(const uint16_t* p) {
@@ -65,13 +57,13 @@ inline void exchange_blocks(f32x16& a, f32x16& c, std::index_sequence<L...>) {
 }
 
 template <int B>
-inline void transpose_step(f32x16 (&rows)[kLanes]) {
-  for (int a = 0; a < kLanes; ++a)
-    if (!(a & B)) exchange_blocks<B>(rows[a], rows[a + B], std::make_index_sequence<kLanes>{});
+inline void transpose_step(f32x16 (&rows)[kFloatLanes]) {
+  for (int a = 0; a < kFloatLanes; ++a)
+    if (!(a & B)) exchange_blocks<B>(rows[a], rows[a + B], std::make_index_sequence<kFloatLanes>{});
 }
 
 // rows[i][l] -> rows[l][i]
-inline void transpose16(f32x16 (&rows)[kLanes]) {
+inline void transpose16(f32x16 (&rows)[kFloatLanes]) {
   transpose_step<8>(rows);
   transpose_step<4>(rows);
   transpose_step<2>(rows);
@@ -89,7 +81,7 @@ inline f32x16 rotate(f32x16 v, std::index_sequence<L...>) {
 }
 
 inline float lane_sum(f32x16 v) {
-  constexpr auto lanes = std::make_index_sequence<kLanes>{};
+  constexpr auto lanes = std::make_index_sequence<kFloatLanes>{};
   v += rotate<8>(v, lanes);
   v += rotate<4>(v, lanes);
   v += rotate<2>(v, lanes);
@@ -100,7 +92,7 @@ inline float lane_sum(f32x16 v) {
 inline f32x16 lane_max_step(f32x16 a, f32x16 b) { return a > b ? a : b; }
 
 inline float lane_max(f32x16 v) {
-  constexpr auto lanes = std::make_index_sequence<kLanes>{};
+  constexpr auto lanes = std::make_index_sequence<kFloatLanes>{};
   v = lane_max_step(v, rotate<8>(v, lanes));
   v = lane_max_step(v, rotate<4>(v, lanes));
   v = lane_max_step(v, rotate<2>(v, lanes));
@@ -117,33 +109,13 @@ inline void store_bf16(uint16_t* dst, f32x16 value) {
   std::memcpy(dst, &narrow, sizeof narrow);
 }
 
-// e^x on 16 lanes: 2^n e^r with |r| <= ln(2)/2 and a degree-6 polynomial, ~1 ulp in float32 (the
-// exp_approx of fused_attention_cpu.cpp, lane-wise).
-inline f32x16 exp16(f32x16 x) {
-  x = x < -87.0f ? -87.0f : x;
-  x = x > 88.0f ? 88.0f : x;
-  const f32x16 n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  f32x16 r = x - n * 0.693359375f;
-  r = r + n * 2.12194440e-4f;
-  f32x16 y = r * 1.9875691500e-4f + 1.3981999507e-3f;
-  y = y * r + 8.3334519073e-3f;
-  y = y * r + 4.1665795894e-2f;
-  y = y * r + 1.6666665459e-1f;
-  y = y * r + 5.0000001201e-1f;
-  y = y * r * r + r + 1.0f;
-  const i32x16 exponent = (__builtin_convertvector(n, i32x16) + 127) << 23;
-  f32x16 scale;
-  std::memcpy(&scale, &exponent, sizeof scale);
-  return y * scale;
-}
-
 // One (sequence, head). q, k, v: its first token's bf16 rows, `stride` elements from one token to the
 // next; keep: the sequence's key mask; out: its first token's output row, `out_stride` apart.
 template <int NB, int D>
 void attend(const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t stride, const bool* keep,
             int64_t length, float scale, uint16_t* out, int64_t out_stride) {
-  constexpr int64_t P = NB * kLanes;
-  constexpr int DV = D / kLanes;
+  constexpr int64_t P = NB * kFloatLanes;
+  constexpr int DV = D / kFloatLanes;
   alignas(64) float keys_t[D * P];
   alignas(64) float values[P * D];
   alignas(64) float bias[P];
@@ -154,16 +126,16 @@ void attend(const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t str
     on[j] = attended ? 1.0f : 0.0f;
   }
   // keys: 16 x 16 blocks converted, transposed in registers and stored as (D, P); values: rows
-  for (int64_t j0 = 0; j0 < P; j0 += kLanes) {
-    for (int t0 = 0; t0 < D; t0 += kLanes) {
-      f32x16 block[kLanes];
-      for (int r = 0; r < kLanes; ++r) block[r] = j0 + r < length ? load_bf16(k + (j0 + r) * stride + t0) : f32x16{};
+  for (int64_t j0 = 0; j0 < P; j0 += kFloatLanes) {
+    for (int t0 = 0; t0 < D; t0 += kFloatLanes) {
+      f32x16 block[kFloatLanes];
+      for (int r = 0; r < kFloatLanes; ++r) block[r] = j0 + r < length ? load_bf16(k + (j0 + r) * stride + t0) : f32x16{};
       transpose16(block);
-      for (int t = 0; t < kLanes; ++t) store(keys_t + (t0 + t) * P + j0, block[t]);
+      for (int t = 0; t < kFloatLanes; ++t) store_vec(keys_t + (t0 + t) * P + j0, block[t]);
     }
-    for (int64_t j = j0; j < j0 + kLanes; ++j)
-      for (int t0 = 0; t0 < D; t0 += kLanes)
-        store(values + j * D + t0, j < length ? load_bf16(v + j * stride + t0) : f32x16{});
+    for (int64_t j = j0; j < j0 + kFloatLanes; ++j)
+      for (int t0 = 0; t0 < D; t0 += kFloatLanes)
+        store_vec(values + j * D + t0, j < length ? load_bf16(v + j * stride + t0) : f32x16{});
   }
   alignas(64) float query[kRows][D];
   alignas(64) float weights[kRows][P];
@@ -171,14 +143,14 @@ void attend(const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t str
     const int rows = int(std::min<int64_t>(kRows, length - i0));
     for (int r = 0; r < kRows; ++r) {  // a tile past the last row repeats it (its output is not stored)
       const uint16_t* row = q + (i0 + std::min(r, rows - 1)) * stride;
-      for (int t0 = 0; t0 < D; t0 += kLanes) store(query[r] + t0, load_bf16(row + t0) * scale);
+      for (int t0 = 0; t0 < D; t0 += kFloatLanes) store_vec(query[r] + t0, load_bf16(row + t0) * scale);
     }
     f32x16 score[kRows][NB];
     for (int r = 0; r < kRows; ++r)
-      for (int b = 0; b < NB; ++b) score[r][b] = load(bias + b * kLanes);
+      for (int b = 0; b < NB; ++b) score[r][b] = load_vec(bias + b * kFloatLanes);
     for (int t = 0; t < D; ++t) {
       f32x16 key[NB];
-      for (int b = 0; b < NB; ++b) key[b] = load(keys_t + t * P + b * kLanes);
+      for (int b = 0; b < NB; ++b) key[b] = load_vec(keys_t + t * P + b * kFloatLanes);
       for (int r = 0; r < kRows; ++r) {
         const float x = query[r][t];
         for (int b = 0; b < NB; ++b) score[r][b] += x * key[b];
@@ -191,9 +163,9 @@ void attend(const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t str
       const float m = lane_max(top);
       f32x16 total = {};
       for (int b = 0; b < NB; ++b) {
-        const f32x16 e = exp16(score[r][b] - m) * load(on + b * kLanes);
+        const f32x16 e = exp_approx(score[r][b] - m) * load_vec(on + b * kFloatLanes);
         total += e;
-        store(weights[r] + b * kLanes, e);
+        store_vec(weights[r] + b * kFloatLanes, e);
       }
       const float sum = lane_sum(total);
       inverse[r] = sum > 0.0f ? 1.0f / sum : 0.0f;  // no key at all: a zero output, not NaN
@@ -201,14 +173,14 @@ void attend(const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t str
     f32x16 acc[kRows][DV] = {};
     for (int64_t j = 0; j < length; ++j) {
       f32x16 value[DV];
-      for (int c = 0; c < DV; ++c) value[c] = load(values + j * D + c * kLanes);
+      for (int c = 0; c < DV; ++c) value[c] = load_vec(values + j * D + c * kFloatLanes);
       for (int r = 0; r < kRows; ++r) {
         const float w = weights[r][j];
         for (int c = 0; c < DV; ++c) acc[r][c] += w * value[c];
       }
     }
     for (int r = 0; r < rows; ++r)
-      for (int c = 0; c < DV; ++c) store_bf16(out + (i0 + r) * out_stride + c * kLanes, acc[r][c] * inverse[r]);
+      for (int c = 0; c < DV; ++c) store_bf16(out + (i0 + r) * out_stride + c * kFloatLanes, acc[r][c] * inverse[r]);
   }
 }
 
@@ -232,23 +204,23 @@ void attend_blocks(int64_t blocks, const uint16_t* q, const uint16_t* k, const u
 void normalize_row(const uint16_t* x, const float* weight, const float* bias, int64_t width, float eps,
                    uint16_t* out) {
   alignas(64) float row[kRowNormMaxWidth];
-  const int64_t blocks = width / kLanes;
+  const int64_t blocks = width / kFloatLanes;
   f32x16 total[4] = {};
   for (int64_t b = 0; b < blocks; ++b) {
-    const f32x16 value = load_bf16(x + b * kLanes);
-    store(row + b * kLanes, value);
+    const f32x16 value = load_bf16(x + b * kFloatLanes);
+    store_vec(row + b * kFloatLanes, value);
     total[b % 4] += value;
   }
   const float mean = lane_sum((total[0] + total[1]) + (total[2] + total[3])) / float(width);
   f32x16 squares[4] = {};
   for (int64_t b = 0; b < blocks; ++b) {
-    const f32x16 centred = load(row + b * kLanes) - mean;
+    const f32x16 centred = load_vec(row + b * kFloatLanes) - mean;
     squares[b % 4] += centred * centred;
   }
   const float variance = lane_sum((squares[0] + squares[1]) + (squares[2] + squares[3])) / float(width);
   const float inverse = 1.0f / std::sqrt(variance + eps);
-  for (int64_t c = 0; c < width; c += kLanes)
-    store_bf16(out + c, (load(row + c) - mean) * inverse * load(weight + c) + load(bias + c));
+  for (int64_t c = 0; c < width; c += kFloatLanes)
+    store_bf16(out + c, (load_vec(row + c) - mean) * inverse * load_vec(weight + c) + load_vec(bias + c));
 }
 
 }  // namespace
@@ -272,7 +244,7 @@ at::Tensor packed_attention_cpu(const at::Tensor& qkv, const at::Tensor& keep, d
   const auto* packed = reinterpret_cast<const uint16_t*>(qkv.const_data_ptr<at::BFloat16>());
   auto* written = reinterpret_cast<uint16_t*>(out.mutable_data_ptr<at::BFloat16>());
   const bool* mask = keep.const_data_ptr<bool>();
-  const int64_t stride = 3 * heads * dims, blocks = (length + kLanes - 1) / kLanes;
+  const int64_t stride = 3 * heads * dims, blocks = (length + kFloatLanes - 1) / kFloatLanes;
   at::parallel_for(0, batch * heads, 1, [&](int64_t begin, int64_t end) {
     for (int64_t task = begin; task < end; ++task) {
       const int64_t b = task / heads, h = task % heads;
