@@ -231,6 +231,25 @@ def test_editing_a_library_module_reruns_the_stages_that_import_it(workflow, mod
     assert planned_jobs(workflow) == Counter(), "the old text back (a newer file): nothing to re-run"
 
 
+def test_editing_a_kernel_reruns_the_stages_that_build_it(workflow):
+    """The C++ under kernels/ is code of the stages that import its builder
+    (``stage_code.COMPILED_SOURCES``): in the copy, with its kernels brought in and accepted
+    (``--touch``), an edited kernel source re-runs what an edit of the windowed-attention module
+    re-runs. The copy is left as it was (kernels removed, accepted again)."""
+    kernels = workflow / "kernels"
+    shutil.copytree(REPO / "kernels", kernels)
+    try:
+        assert snakemake(workflow, "--touch").returncode == 0
+        assert planned_jobs(workflow) == Counter(), "kernels accepted: nothing to run"
+        source = kernels / "window_attention" / "cpu" / "packed_attention_cpu.cpp"
+        source.write_text(source.read_text() + "\n// an edit\n")
+        assert planned_jobs(workflow) == Counter({**RETRAIN, "evaluate_bm25": 1, "split_tokens": 4})
+    finally:
+        shutil.rmtree(kernels)
+        assert snakemake(workflow, "--touch").returncode == 0
+    assert planned_jobs(workflow) == Counter()
+
+
 @pytest.fixture(scope="module")
 def report_page(workflow) -> Path:
     """Snakemake's report of the finished run (`snakemake --report report.html`), made once for the
