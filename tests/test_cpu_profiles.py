@@ -20,7 +20,8 @@ from rerank_scaling.precision import cpu_bf16_units
         ({"amx_bf16", "avx512_bf16"}, "GenuineIntel", "intel-amx"),
         ({"avx512_bf16"}, "AuthenticAMD", "amd-avx512-bf16"),
         ({"avx512_bf16"}, "GenuineIntel", "intel-avx512-bf16"),
-        ({"avx2"}, "AuthenticAMD", "no-bf16"),
+        ({"avx2"}, "AuthenticAMD", "amd-avx2"),
+        ({"avx2"}, "GenuineIntel", "no-bf16"),
     ],
 )
 def test_cpu_kind_from_flags(flags, vendor, kind) -> None:
@@ -31,6 +32,7 @@ def test_an_unmeasured_kind_gets_the_conservative_fallback() -> None:
     assert cpu_profile("no-bf16") is FALLBACK
     assert FALLBACK.near_tie_factor == SAFETY_FACTOR, "the factor used before the table"
     assert FALLBACK.eval_compile_pairs is None and FALLBACK.train_compile_steps is None
+    assert not FALLBACK.fused_fp32, "an unmeasured kind scores fp32 eagerly"
     assert all(p.source.startswith("benchmarks/results/") for p in PROFILES.values()), "each names its file"
     if cpu_bf16_units() == "amx_bf16":
         assert cpu_profile() is PROFILES["intel-amx"]

@@ -32,6 +32,10 @@ class CpuProfile:
     #: optimizer steps; None: never
     train_compile_steps: int | None
     source: str
+    #: the fp32 scoring (``evaluation.precision`` fp32, and the fp32 rescoring of near ties) runs
+    #: through the fused oneDNN encoder (:mod:`rerank_scaling.compute.fused_encoder`): measured faster
+    #: than the eager fp32 forward on this kind (``bench_fused_encoder.py --dtype fp32``); False: eager
+    fused_fp32: bool = False
 
 
 #: The measured kinds. Xeon with AMX: bench_eval_precision.py found the largest error of a split at
@@ -71,14 +75,15 @@ FALLBACK = CpuProfile(
 
 def cpu_kind(flags: frozenset[str] | None = None, vendor: str | None = None) -> str:
     """The CPU's kind for :data:`PROFILES`: ``intel-amx`` (AMX-BF16 tiles), ``amd-avx512-bf16``
-    (Zen 4/5), ``intel-avx512-bf16`` (Cooper Lake), else ``no-bf16``."""
+    (Zen 4/5), ``intel-avx512-bf16`` (Cooper Lake), ``amd-avx2`` (an AMD CPU without bf16 units:
+    Zen 1-3, AVX2 the widest vectors), else ``no-bf16``."""
     unit = cpu_bf16_units(flags)
     vendor = cpu_vendor() if vendor is None else vendor
     if unit == "amx_bf16":
         return "intel-amx"
     if unit == "avx512_bf16":
         return "amd-avx512-bf16" if "AMD" in vendor else "intel-avx512-bf16"
-    return "no-bf16"
+    return "amd-avx2" if "AMD" in vendor else "no-bf16"
 
 
 def cpu_profile(kind: str | None = None) -> CpuProfile:

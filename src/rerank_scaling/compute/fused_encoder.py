@@ -1,5 +1,6 @@
-"""A BERT encoder's scoring forward on a CPU in bf16 with each GEMM fused with its neighbours by oneDNN:
-the evaluation's bf16 path (:func:`rerank_scaling.evaluation.rerank.model_scores`) where it applies.
+"""A BERT encoder's scoring forward on a CPU with each GEMM fused with its neighbours by oneDNN: the
+evaluation's bf16 path (:func:`rerank_scaling.evaluation.rerank.model_scores`) where it applies, and its
+fp32 path on the CPU kinds where that was measured to pay.
 
 What limits the eager bf16 forward on a CPU with AMX is not its GEMMs but the kernels between them
 (``benchmarks/results/cpu_peak_amx.md``: at hidden size 384 and 48 tokens, GELU, residual adds, casts
@@ -33,11 +34,20 @@ from the eager bf16 path's by about bf16's error (``tests/test_fused_encoder.py`
 evaluation's near-tie rescoring (:mod:`rerank_scaling.evaluation.near_ties`) estimates its bound from
 the scores it is given, so every rank metric stays fp32's.
 
+**fp32.** With fp32 weights the same layers run as oneDNN fp32 primitives (PyTorch's SDPA and layer
+norm; the compiled kernels are bf16-only): the GEMMs are oneDNN's instead of MKL's, and the bias,
+GELU and residual are applied to the accumulator in the same pass. The scores differ from the eager
+fp32 forward's by float32 rounding (a few 1e-6; ``tests/test_fused_encoder.py``), far below any
+metric's noise (``benchmarks/results/eval_precision_fp32_*.md``). Whether that is faster depends on
+the CPU's GEMMs (on an AMD Zen 2, MKL's fp32 GEMM is the slower of the two): it is used where the CPU
+kind's measured profile says so (:attr:`rerank_scaling.compute.cpu_profiles.CpuProfile.fused_fp32`,
+from ``benchmarks/bench_fused_encoder.py --dtype fp32``), else the fp32 forward stays eager.
+
 **Where it applies** (:func:`fused_forward`, else the caller keeps the eager forward):
 :data:`FUSED_ENCODERS` holds one builder per transformers ``model_type``; the model must be a
 sentence-transformers module stack whose first module writes the encoder's last hidden state to
 ``token_embeddings`` for text (the ``mean`` head; the ``cls`` head's sequence-classification model
-stays eager), its weights bf16, on a CPU whose oneDNN has bf16, in inference mode.
+stays eager), its weights bf16 on a CPU whose oneDNN has bf16 (or fp32, above), in inference mode.
 ModernBERT, windowed attention (:mod:`rerank_scaling.training.sparse_encoder`) and GPUs keep their
 eager (or compiled) forward.
 """
@@ -230,10 +240,12 @@ def encoder_kernels() -> EncoderKernels | None:
 
 
 @functools.cache
-def announce(kind: str, layers: int, attention: str) -> None:
-    """Say, once per process and architecture, that the fused encoder scores, and how it attends."""
+def announce(dtype: str, kind: str, layers: int, attention: str) -> None:
+    """Say, once per process, precision and architecture, that the fused encoder scores, and how it
+    attends."""
     log.info(
-        "bf16 scoring by the fused oneDNN encoder (%s, %d layers; attention and layer norms: %s)",
+        "%s scoring by the fused oneDNN encoder (%s, %d layers; attention and layer norms: %s)",
+        dtype,
         kind,
         layers,
         attention,
@@ -246,14 +258,17 @@ FUSED_ENCODERS: dict[str, Callable[[Any, Any], Any]] = {"bert": FusedBert.of}
 
 
 def fused_forward(
-    model: Any, device: str, kernels: bool = True
+    model: Any, device: str, kernels: bool = True, fp32: bool | None = None
 ) -> Callable[[dict[str, Any]], dict[str, Any]] | None:
     """``model``'s forward (features -> features with ``scores``) through its fused encoder, or None
-    where it does not apply (module docstring: the caller keeps the eager forward); ``kernels``: its
-    attention and layer norms by the compiled kernels where built (else, or with False, PyTorch's).
-    Run it in inference mode, under the contexts the eager forward would run under (the fp32 score
-    layer)."""
+    where it does not apply (module docstring: the caller keeps the eager forward); ``kernels``: a bf16
+    encoder's attention and layer norms by the compiled kernels where built (else, or with False,
+    PyTorch's); ``fp32``: whether fp32 weights are fused too (None: where this CPU kind's profile
+    says it pays, :attr:`~rerank_scaling.compute.cpu_profiles.CpuProfile.fused_fp32`). Run it in
+    inference mode, under the contexts the eager forward would run under (the fp32 score layer)."""
     import torch
+
+    from rerank_scaling.compute.cpu_profiles import cpu_profile
 
     modules = list(model.children()) if isinstance(model, torch.nn.Sequential) else []
     first = modules[0] if modules else None
@@ -268,15 +283,17 @@ def fused_forward(
         and text.get("method_output_name") == "last_hidden_state"
         and getattr(hf.config, "model_type", None) in FUSED_ENCODERS
         and getattr(hf.config, "_attn_implementation", "sdpa") in ("sdpa", "eager")  # not windowed
-        and all(p.dtype == torch.bfloat16 for p in hf.encoder.parameters())
-        and torch.ops.mkldnn._is_mkldnn_bf16_supported()
     )
-    compiled = encoder_kernels() if applies and kernels else None
+    dtypes = {p.dtype for p in hf.encoder.parameters()} if applies else set()
+    low = dtypes == {torch.bfloat16} and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    precise = dtypes == {torch.float32} and (cpu_profile().fused_fp32 if fp32 is None else fp32)
+    applies = applies and (low or precise) and torch.backends.mkldnn.is_available()
+    compiled = encoder_kernels() if applies and low and kernels else None
     encoder = FUSED_ENCODERS[hf.config.model_type](hf, compiled) if applies else None
     if encoder is None:
         return None
     how = "compiled kernels" if compiled else "SDPA and PyTorch's layer norm"
-    announce(hf.config.model_type, len(encoder.layers), how)
+    announce("bf16" if low else "fp32", hf.config.model_type, len(encoder.layers), how)
 
     def forward(features: dict[str, Any]) -> dict[str, Any]:
         features = {**features, "token_embeddings": encoder(features)}
