@@ -72,6 +72,23 @@ FALLBACK = CpuProfile(
     source="none: the conservative defaults",
 )
 
+#: AMD without bf16 units (measured on an EPYC, family 23 model 49, Zen 2: AVX2, no AVX-512), where
+#: everything runs in fp32: PyTorch's fp32 GEMM (MKL) reached 46 GFLOP/s where oneDNN's reached 67 on
+#: the same shape in the same rounds, and the fused encoder's fp32 forward was 1.11x-1.20x the eager
+#: one over L1-L6, its dev pass 1.17x (geometric mean; fused_encoder_fp32_zen2.md, quiet, 3
+#: interleaved repeats), its scores within 2.4e-07 of eager's; on the default's final checkpoints
+#: the evaluation met the statistical bar (fused_fp32_bar_zen2.md). So this kind scores fp32
+#: through the fused encoder. The near-tie factor and compile thresholds are the fallback's (no bf16
+#: scoring here; no compile measured).
+PROFILES["amd-avx2"] = CpuProfile(
+    kind="amd-avx2",
+    near_tie_factor=FALLBACK.near_tie_factor,
+    eval_compile_pairs=None,
+    train_compile_steps=None,
+    source="benchmarks/results/fused_encoder_fp32_zen2.md, benchmarks/results/fused_fp32_bar_zen2.md",
+    fused_fp32=True,
+)
+
 
 def cpu_kind(flags: frozenset[str] | None = None, vendor: str | None = None) -> str:
     """The CPU's kind for :data:`PROFILES`: ``intel-amx`` (AMX-BF16 tiles), ``amd-avx512-bf16``
