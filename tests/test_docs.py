@@ -210,3 +210,30 @@ def test_the_statistical_bar_is_quoted_from_its_report():
     ]
     for quote in quotes:
         assert quote in page, quote
+
+
+def test_the_cpu_without_bf16_is_quoted_from_its_reports():
+    """docs/default-run.md's paragraph on the AMD EPYC without bf16 units, from the run's generated
+    block and the two reports it names."""
+    page = " ".join((REPO / "docs" / "default-run.md").read_text().split())
+    results = REPO / "benchmarks" / "results"
+    run = (results / "default_run_zen2.md").read_text()
+    wall = run.split("(`workflow_time.json`): **", 1)[1].split("**", 1)[0]
+    load = run.split("load average at the end ", 1)[1].split(" ", 1)[0]
+    stages = dict(re.findall(r"(train|eval) ([0-9.]+ min)", run))
+    encoder = (results / "fused_encoder_fp32_zen2.md").read_text()
+    torch_rate, onednn_rate = re.search(r"by library: torch (\d+), oneDNN (\d+)", encoder).groups()
+    dev_pass = encoder.split("fused over eager **", 1)[1].split("**", 1)[0]
+    bar = (results / "fused_fp32_bar_zen2.md").read_text()
+    assert "**met**" in bar
+    quotes = [
+        f"took **{wall}** for 70 jobs, load average {load} at the end",
+        f"training jobs summed {stages['train']} and its evaluation jobs {stages['eval']}",
+        f"ran at {torch_rate} GFLOP/s where oneDNN's ran at {onednn_rate}",
+        f"its dev pass is **{dev_pass}** faster",
+        f"1.17x (median over {bar.split('range ', 1)[1].split(' over ', 1)[1].split(' ', 1)[0]} checkpoints)",
+        f"by at most {bar.split('worst ratio ', 1)[1].split(' ', 1)[0]} of its standard error",
+    ]
+    assert f"median **{quotes[4].split('x', 1)[0]}x**" in bar
+    for quote in quotes:
+        assert quote in page, quote
