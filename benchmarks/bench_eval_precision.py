@@ -70,14 +70,31 @@ def fused_attention() -> str:
     return "the compiled packed_attention and row_layer_norm kernels" if encoder_kernels() else "SDPA"
 
 
-def final_checkpoints(results: Path) -> dict[str, Path]:
-    """Run name -> its last ckpt-XX directory, for every trained run under ``results/checkpoints``."""
+def final_checkpoints(results: Path, prefixes: list[str] | None = None) -> dict[str, Path]:
+    """Run name -> its last ckpt-XX directory, for every trained run under ``results/checkpoints``
+    (only those whose names start with one of ``prefixes``, where given)."""
     finals = {}
     for run in sorted((results / "checkpoints").iterdir()):
         ckpts = sorted(run.glob("ckpt-*/checkpoint.json"))
-        if ckpts:
+        if ckpts and (prefixes is None or run.name.startswith(tuple(prefixes))):
             finals[run.name] = ckpts[-1].parent
     return finals
+
+
+def run_splits(results: Path, settings: EvalSettings, names: list[str]) -> list[SplitData]:
+    """The evaluation's splits ``names`` of a finished run: its collection and BM25 runs, reranked
+    as ``settings`` say."""
+    return [
+        load_split(
+            str(results / "data" / "collection"),
+            str(results / "bm25" / "runs" / f"{name}.trec"),
+            name,
+            settings.rerank_depth,
+            (settings.max_queries or {}).get(name),
+            settings.seed,
+        )
+        for name in names
+    ]
 
 
 class NearTieReports(logging.Handler):
@@ -173,22 +190,8 @@ def main() -> None:
     base = settings_from_dict(EvalSettings, config["evaluation"], "evaluation")
     base = replace(base, final_only_splits=(), compile=args.compile)
     max_length = config["training"]["max_length"]
-    splits = [
-        load_split(
-            str(args.results / "data" / "collection"),
-            str(args.results / "bm25" / "runs" / f"{split}.trec"),
-            split,
-            base.rerank_depth,
-            (base.max_queries or {}).get(split),
-            base.seed,
-        )
-        for split in args.splits
-    ]
-    finals = {
-        run: ckpt
-        for run, ckpt in final_checkpoints(args.results).items()
-        if args.runs is None or run.startswith(tuple(args.runs))
-    }
+    splits = run_splits(args.results, base, args.splits)
+    finals = final_checkpoints(args.results, args.runs)
     trained_bf16 = final_checkpoints(args.bf16_trained) if args.bf16_trained else {}
     load_before = os.getloadavg()[0]
     start = time.perf_counter()

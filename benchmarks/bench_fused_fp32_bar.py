@@ -30,12 +30,11 @@ import pandas as pd
 import torch
 import transformers
 import yaml
-from bench_eval_precision import compare, final_checkpoints, score
+from bench_eval_precision import compare, final_checkpoints, run_splits, score
 from benchmark_output import commit, emit
 
 from rerank_scaling.compute import cpu_profiles
 from rerank_scaling.compute.cpu_profiles import cpu_kind
-from rerank_scaling.evaluation.checkpoints import load_split
 from rerank_scaling.evaluation.eval_settings import EvalSettings
 from rerank_scaling.precision import cpu_name
 from rerank_scaling.settings import settings_from_dict
@@ -58,22 +57,8 @@ def main() -> None:
     base = replace(base, final_only_splits=(), precision="fp32", compile="off")
     torch.set_num_threads(base.threads)
     max_length = config["training"]["max_length"]
-    splits = [
-        load_split(
-            str(args.results / "data" / "collection"),
-            str(args.results / "bm25" / "runs" / f"{split}.trec"),
-            split,
-            base.rerank_depth,
-            (base.max_queries or {}).get(split),
-            base.seed,
-        )
-        for split in args.splits
-    ]
-    finals = {
-        run: ckpt
-        for run, ckpt in final_checkpoints(args.results).items()
-        if args.runs is None or run.startswith(tuple(args.runs))
-    }
+    splits = run_splits(args.results, base, args.splits)
+    finals = final_checkpoints(args.results, args.runs)
     profile = cpu_profiles.cpu_profile()
     load_before, start = os.getloadavg()[0], time.perf_counter()
     tables, seconds, largest = [], {}, {}
