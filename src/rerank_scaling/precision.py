@@ -34,8 +34,10 @@ PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "fp16")
 CPU_BF16_FLAGS: tuple[str, ...] = ("amx_bf16", "avx512_bf16")
 
 
+@functools.cache
 def _cpuinfo() -> dict[str, str]:
-    """The first processor's fields of ``/proc/cpuinfo`` (empty where there is none)."""
+    """The first processor's fields of ``/proc/cpuinfo`` (empty where there is none), read once per
+    process (the fp32 scoring asks for the CPU kind's profile at every call)."""
     path = Path("/proc/cpuinfo")
     fields: dict[str, str] = {}
     if not path.exists():
