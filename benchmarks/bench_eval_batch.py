@@ -14,7 +14,11 @@ cast to bf16 once, :func:`rerank_scaling.precision.to_bf16_weights`) and the fp3
 (its fp32 share does not depend on the batch size: its calibration sample is
 :data:`rerank_scaling.evaluation.near_ties.CALIBRATION_PAIRS` pairs whatever the batch). The stage's
 time per checkpoint is the bf16 pass plus ``--rescored`` (the share of pairs rescored in fp32)
-times the fp32 pass. The table gives the medians (min-max) and, per size, each batch size's
+times the fp32 pass. On a CPU without bf16 units (``evaluation.precision: auto`` resolves to fp32
+there, :func:`rerank_scaling.precision.resolve_precision`) the evaluation scores every pair once in
+fp32 (through the fused encoder where the kind's profile says so) and there is no bf16 pass to
+time: the stage's time per checkpoint is the fp32 pass. The table gives the medians (min-max) and,
+per size, each batch size's
 throughput relative to ``--reference``; the batch size with the best geometric mean of those
 ratios over the sizes is the one the CPU kind's profile takes
 (:attr:`rerank_scaling.compute.cpu_profiles.CpuProfile.eval_batch_size`).
@@ -40,7 +44,7 @@ from rerank_scaling.compute.cpu_profiles import cpu_kind
 from rerank_scaling.data.ict import IctSettings, build_ict_collection
 from rerank_scaling.evaluation.rerank import model_scores, tokenize_pairs
 from rerank_scaling.families.models import build_cross_encoder
-from rerank_scaling.precision import cpu_name, to_bf16_weights
+from rerank_scaling.precision import cpu_name, resolve_precision, to_bf16_weights
 
 CONFIG = Path(__file__).resolve().parents[1] / "config.yaml"
 
@@ -71,11 +75,14 @@ def main() -> None:
     torch.set_num_threads(config["evaluation"]["threads"])
     max_length = config["training"]["max_length"]
     pairs, queries, texts = workload(config)
+    passes = ("bf16", "fp32") if resolve_precision("auto", "cpu") == "bf16" else ("fp32",)
+    rescored = args.rescored if "bf16" in passes else 1.0  # without bf16 units: every pair in fp32
     specs = {m["name"]: m for m in config["models"] if m["name"] in args.sizes}
     models, tokens = {}, None
     for name, spec in specs.items():
         fp32 = build_cross_encoder(spec, max_length, 0).eval()
-        models[name] = (fp32, to_bf16_weights(copy.deepcopy(fp32)))  # as the evaluation casts it
+        low = to_bf16_weights(copy.deepcopy(fp32)) if "bf16" in passes else None  # as the evaluation casts it
+        models[name] = (fp32, low)
         if tokens is None:
             tokens = tokenize_pairs(fp32.tokenizer, pairs, queries, texts, max_length)
             pad = fp32.tokenizer.pad_token_id or 0
@@ -83,13 +90,13 @@ def main() -> None:
         (n, b, p): functools.partial(model_scores, models[n][p == "bf16"], tokens, b, pad, "cpu")
         for n in specs
         for b in args.batch_sizes
-        for p in ("bf16", "fp32")
+        for p in passes
     }  # the warm-up round: one-off allocations and kernel selection
     seconds = interleaved_times(cells, args.repeats, shuffle=1)
     load = os.getloadavg()[0]
     median = {cell: statistics.median(values) for cell, values in seconds.items()}
     per_pair = {  # seconds per pair of one checkpoint's evaluation: bf16, plus the rescored share in fp32
-        (n, b): (median[(n, b, "bf16")] + args.rescored * median[(n, b, "fp32")]) / len(pairs)
+        (n, b): (median.get((n, b, "bf16"), 0.0) + rescored * median[(n, b, "fp32")]) / len(pairs)
         for n in specs
         for b in args.batch_sizes
     }
@@ -100,11 +107,17 @@ def main() -> None:
         f"{os.cpu_count()} CPUs, 1 thread, torch {torch.__version__}; {len(pairs)} pairs (the default's dev "
         f"split: {len(queries)} queries x {config['evaluation']['rerank_depth']}), max length {max_length}; "
         f"{args.repeats} interleaved repeats; load average at the end {load:.2f}. Seconds per pass: median "
-        "(min-max); per checkpoint: bf16 + "
-        f"{args.rescored:g} x fp32 (the near-tie rescoring's share).",
+        "(min-max); per checkpoint: "
+        + (
+            f"bf16 + {rescored:g} x fp32 (the near-tie rescoring's share)."
+            if "bf16" in passes
+            else "the fp32 pass (no bf16 units: `precision: auto` scores every pair in fp32)."
+        ),
         "",
-        f"| size | batch | bf16 pass s | fp32 pass s | pairs/s per checkpoint | vs batch {args.reference} |",
-        "|---|---:|---|---|---:|---:|",
+        "| size | batch | "
+        + " | ".join(f"{p} pass s" for p in passes)
+        + f" | pairs/s per checkpoint | vs batch {args.reference} |",
+        "|---|---:|" + "---|" * len(passes) + "---:|---:|",
     ]
     ratios: dict[int, list[float]] = {b: [] for b in args.batch_sizes}
     for name in specs:
@@ -112,11 +125,11 @@ def main() -> None:
             ratio = per_pair[(name, args.reference)] / per_pair[(name, batch)]
             ratios[batch].append(ratio)
             spans = []
-            for precision in ("bf16", "fp32"):
+            for precision in passes:
                 values = seconds[(name, batch, precision)]
                 spans.append(f"{statistics.median(values):.3f} ({min(values):.3f}-{max(values):.3f})")
             rate = 1 / per_pair[(name, batch)]
-            lines.append(f"| {name} | {batch} | {spans[0]} | {spans[1]} | {rate:.0f} | {ratio:.2f}x |")
+            lines.append(f"| {name} | {batch} | {' | '.join(spans)} | {rate:.0f} | {ratio:.2f}x |")
     means = {b: float(np.exp(np.mean(np.log(r)))) for b, r in ratios.items()}
     best = max(means, key=means.get)
     lines += [
