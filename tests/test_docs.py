@@ -214,7 +214,7 @@ def test_the_statistical_bar_is_quoted_from_its_report():
 
 def test_the_cpu_without_bf16_is_quoted_from_its_reports():
     """docs/default-run.md's paragraph on the AMD EPYC without bf16 units, from the run's generated
-    block and the two reports it names."""
+    blocks of its two fresh runs and the reports it names."""
     page = " ".join((REPO / "docs" / "default-run.md").read_text().split())
     results = REPO / "benchmarks" / "results"
     run = (results / "default_run_zen2.md").read_text()
@@ -237,6 +237,16 @@ def test_the_cpu_without_bf16_is_quoted_from_its_reports():
         f"{median} (median over {checkpoints} checkpoints, range {spread})",
         f"by at most {bar.split('worst ratio ', 1)[1].split(' ', 1)[0]} of its standard error",
         (results / "eval_batch_zen2.md").read_text().split("relative to batch 64: ", 1)[1].split(".\n", 1)[0],
+    ]
+    fused_run = (results / "default_run_zen2_fused.md").read_text()
+    fused_stages = dict(re.findall(r"(train|eval) ([0-9.]+ min)", fused_run))
+    fused_wall = fused_run.split("(`workflow_time.json`): **", 1)[1].split("**", 1)[0]
+    fused_load = fused_run.split("load average at the end ", 1)[1].split(" ", 1)[0]
+    train_ratio = float(fused_stages["train"].split()[0]) / float(stages["train"].split()[0])
+    quotes += [
+        f"with it took **{fused_wall}** for 70 jobs, load average {fused_load} at the end",
+        f"training jobs summed {fused_stages['train']} and evaluation jobs {fused_stages['eval']}",
+        f"took {train_ratio:.2f} of the earlier",
     ]
     for quote in quotes:
         assert quote in page, quote
