@@ -62,23 +62,25 @@ def test_training_code_holds_the_sparse_encoder_and_the_extension():
 
 
 def test_a_kernel_edit_changes_the_code_of_the_stages_that_build_it(tmp_path):
-    """The C++ of kernels/ is code of every stage that imports the module building it (training and
-    evaluation), whose digests change with any byte of it; a stage that never builds it keeps its own."""
+    """The C++ of kernels/ is code of every stage that imports the module building it (training,
+    evaluation, and planning, whose cost profiles time the evaluation's fused encoder), whose digests
+    change with any byte of it; a stage that never builds it (the fit) keeps its own."""
     import shutil
 
     checkout = tmp_path / "checkout"
     shutil.copytree(SOURCE, checkout / "src")
     shutil.copytree(REPO / "kernels", checkout / "kernels")
-    stages = ("training.train", "evaluation.evaluate", "planning.plan")
+    stages = ("training.train", "evaluation.evaluate", "planning.plan", "forecast.fit_stage")
     before = {stage: stage_digest(stage, checkout / "src") for stage in stages}
     assert "kernels/window_attention/cpu/packed_attention_cpu.cpp" in before["evaluation.evaluate"]
-    assert "kernels/" not in before["planning.plan"]
+    assert "kernels/" not in before["forecast.fit_stage"]
     kernel = checkout / "kernels" / "window_attention" / "cpu" / "packed_attention_cpu.cpp"
     kernel.write_text(kernel.read_text().replace("kRows = 4", "kRows = 2"))
     after = {stage: stage_digest(stage, checkout / "src") for stage in stages}
     assert after["training.train"] != before["training.train"]
     assert after["evaluation.evaluate"] != before["evaluation.evaluate"]
-    assert after["planning.plan"] == before["planning.plan"]
+    assert after["planning.plan"] != before["planning.plan"]
+    assert after["forecast.fit_stage"] == before["forecast.fit_stage"]
 
 
 def test_a_report_only_module_is_code_of_the_report_alone():

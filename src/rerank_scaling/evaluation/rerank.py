@@ -141,25 +141,6 @@ def _batches(tokens: TokenizedPairs, batch_size: int, pad_id: int) -> Any:
         yield start, batch
 
 
-def scoring_forward(
-    model: Any, device: str, compiled: bool = False, fused: bool = True
-) -> tuple[Any, Any, str]:
-    """``(model, forward, path)``: the forward :func:`model_scores` scores ``model`` with, and its path's
-    name: ``compiled``, the process's compiled graph of its architecture (the model it returns is the
-    one to run it on); ``fused``, its fused oneDNN encoder where one applies
-    (:func:`rerank_scaling.compute.fused_encoder.fused_forward`: bf16 weights on a CPU, fp32 ones
-    where the CPU kind's profile says it pays); else ``eager``. The planner's measured cost profiles
-    time the same path (:mod:`rerank_scaling.planning.measured_profiles`)."""
-    from rerank_scaling.compute.compiled_graphs import compiled_forward
-    from rerank_scaling.compute.fused_encoder import fused_forward
-
-    if compiled:
-        model, forward = compiled_forward(model)
-        return model, forward, "compiled"
-    forward = fused_forward(model, device) if fused else None
-    return (model, model, "eager") if forward is None else (model, forward, "fused")
-
-
 def model_scores(
     model: Any,
     tokens: TokenizedPairs,
@@ -171,11 +152,13 @@ def model_scores(
     fused: bool = True,
 ) -> list[float]:
     """Each pair's relevance logit under ``model`` as it is (its weights' dtype), in ``tokens``' order;
-    under autocast to the torch dtype ``autocast`` where given; by the forward :func:`scoring_forward`
-    picks (``compiled``: the compiled graph; else, with ``fused``, the fused oneDNN encoder where one
-    applies; else eager). The score layer runs in fp32 (:func:`rerank_scaling.precision.fp32_score_layer`)."""
+    under autocast to the torch dtype ``autocast`` where given; by the forward
+    :func:`rerank_scaling.compute.scoring_forward.scoring_forward` picks (``compiled``: the compiled
+    graph; else, with ``fused``, the fused oneDNN encoder where one applies; else eager). The score
+    layer runs in fp32 (:func:`rerank_scaling.precision.fp32_score_layer`)."""
     import torch
 
+    from rerank_scaling.compute.scoring_forward import scoring_forward
     from rerank_scaling.precision import fp32_score_layer
 
     model, forward, _ = scoring_forward(model, device, compiled, fused)

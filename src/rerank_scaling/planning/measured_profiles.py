@@ -116,7 +116,7 @@ class CostProfile:
     torch_version: str
     train_precision: str = "fp32"  # what the timed steps computed in (precision.resolve_precision)
     infer_precision: str = "fp32"
-    infer_path: str = "eager"  # the forward the inference batches were timed on (rerank.scoring_forward)
+    infer_path: str = "eager"  # the forward the inference batches were timed on (compute.scoring_forward)
     created: float = field(default_factory=time.time)
     cached: bool = False  # set on load; not stored
 
@@ -236,7 +236,7 @@ def measure_profile(
     (:func:`rerank_scaling.precision.resolve_precision`) the way the stages run them: training under
     autocast; inference as :func:`rerank_scaling.evaluation.rerank.score_pairs` scores (bf16 weights
     cast once on a CPU, else autocast; the score layer in fp32), timed on the forward the evaluation
-    runs (:func:`rerank_scaling.evaluation.rerank.scoring_forward`: the fused oneDNN encoder where it
+    runs (:func:`rerank_scaling.compute.scoring_forward.scoring_forward`: the fused oneDNN encoder where it
     applies; its FLOPs counted on the eager forward, which the counter sees), the path recorded as
     ``infer_path``. (The fp32 rescoring of bf16 near ties, a share of an evaluation's pairs, is not
     part of a pair's inference cost.)
@@ -244,7 +244,7 @@ def measure_profile(
     import sentence_transformers.cross_encoder  # noqa: F401  (imported before the memory baseline)
     import torch
 
-    from rerank_scaling.evaluation.rerank import scoring_forward
+    from rerank_scaling.compute.scoring_forward import scoring_forward
     from rerank_scaling.families.models import build_cross_encoder, model_stats
     from rerank_scaling.precision import autocast_dtype, casts_weights, fp32_score_layer, to_bf16_weights
 
