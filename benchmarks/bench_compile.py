@@ -15,6 +15,11 @@ of medians), and the compile's seconds (the first compiled call, with inductor's
 over what it saves a pair (evaluation) or a step (training), the work from which
 ``compile: auto`` compiles (:mod:`rerank_scaling.compute.cpu_profiles`). FLOPs, the CPU's name and the load
 average as in ``bench_cpu_peak.py``.
+
+``--precision`` (default: what ``precision: auto`` resolves to on this CPU): on a CPU without bf16
+units the trainer steps in fp32, so there the training step is timed in fp32 (eager and compiled, the
+same fused AdamW) against the same run's fp32 matmul peak; the evaluation's fp32 scoring has no
+compiled path (``evaluation.compile`` compiles the bf16 scoring) and is left out.
 """
 
 from __future__ import annotations
@@ -36,10 +41,15 @@ from benchmark_output import emit
 from rerank_scaling.compute.compiled_graphs import compile_in_place, compiled_forward, use_cache_dir
 from rerank_scaling.compute.cpu_profiles import cpu_kind
 from rerank_scaling.families.models import build_cross_encoder
-from rerank_scaling.precision import cpu_name, fp32_score_layer
+from rerank_scaling.precision import cpu_name, fp32_score_layer, resolve_precision
 
-EAGER_TRAIN, COMPILED_TRAIN = "bf16 autocast", "bf16 autocast, compiled"
-KINDS = ("eval eager", "eval compiled", "train eager", "train compiled")
+#: precision -> the trainer's step eagerly and compiled (bench_cpu_peak.Steps's training modes)
+TRAIN_MODES = {"bf16": ("bf16 autocast", "bf16 autocast, compiled"), "fp32": ("fp32", "fp32, compiled")}
+#: precision -> what is timed (the evaluation's fp32 scoring is not compiled in the pipeline)
+KINDS = {
+    "bf16": ("eval eager", "eval compiled", "train eager", "train compiled"),
+    "fp32": ("train eager", "train compiled"),
+}
 
 
 def compiled_eval(steps: Steps) -> Callable[[], Any]:
@@ -54,14 +64,15 @@ def compiled_eval(steps: Steps) -> Callable[[], Any]:
     return run
 
 
-def add_compiled_step(steps: Steps) -> None:
-    """A trained model whose encoder is compiled in place, with the trainer's fused AdamW."""
+def add_compiled_step(steps: Steps, label: str) -> None:
+    """A trained model whose encoder is compiled in place, with the trainer's fused AdamW, as the
+    training mode ``label``."""
     trained = build_cross_encoder(steps.spec, steps.max_length, 0).train()
     trained.model.get_input_embeddings().weight.requires_grad_(False)
     compile_in_place(trained[0])  # the encoder module (its Hugging Face model's caller)
     params = [p for p in trained.parameters() if p.requires_grad]
-    steps.train_models[COMPILED_TRAIN] = trained
-    steps.optimizers[COMPILED_TRAIN] = torch.optim.AdamW(params, lr=1e-5, fused=True)
+    steps.train_models[label] = trained
+    steps.optimizers[label] = torch.optim.AdamW(params, lr=1e-5, fused=True)
 
 
 def first_call_seconds(fn: Callable[[], Any]) -> float:
@@ -70,25 +81,30 @@ def first_call_seconds(fn: Callable[[], Any]) -> float:
     return time.perf_counter() - start
 
 
-def measure(spec: dict[str, Any], config: dict[str, Any], repeats: int) -> dict[str, Any]:
-    """Median, min and max seconds of each of :data:`KINDS`, interleaved, and the compile seconds."""
+def measure(spec: dict[str, Any], config: dict[str, Any], repeats: int, precision: str) -> dict[str, Any]:
+    """Median, min and max seconds of each of :data:`KINDS` of ``precision``, interleaved, and the
+    compile seconds."""
     max_length = config["training"]["max_length"]
     steps = Steps(
         spec, max_length, config["evaluation"]["batch_size"], config["training"]["pointwise_batch_size"]
     )
-    add_compiled_step(steps)
+    eager_train, compiled_train = TRAIN_MODES[precision]
+    add_compiled_step(steps, compiled_train)
+    kinds = KINDS[precision]
     calls = {
-        "eval eager": steps.evaluate("bf16 weights"),
-        "eval compiled": compiled_eval(steps),
-        "train eager": steps.train(EAGER_TRAIN),
-        "train compiled": steps.train(COMPILED_TRAIN),
+        "eval eager": lambda: steps.evaluate("bf16 weights"),
+        "eval compiled": lambda: compiled_eval(steps),
+        "train eager": lambda: steps.train(eager_train),
+        "train compiled": lambda: steps.train(compiled_train),
     }
-    for kind in ("eval eager", "train eager"):  # first: their features dicts reach their final keys
-        calls[kind]()
-    compile_s = {kind: first_call_seconds(calls[kind]) for kind in ("eval compiled", "train compiled")}
-    times: dict[str, list[float]] = {kind: [] for kind in KINDS}
+    calls = {kind: calls[kind]() for kind in kinds}
+    for kind in kinds:  # the eager ones first: their features dicts reach their final keys
+        if kind.endswith("eager"):
+            calls[kind]()
+    compile_s = {kind: first_call_seconds(calls[kind]) for kind in kinds if kind.endswith("compiled")}
+    times: dict[str, list[float]] = {kind: [] for kind in kinds}
     for _ in range(repeats):
-        for kind in KINDS:
+        for kind in kinds:
             times[kind].append(first_call_seconds(calls[kind]))
     return {
         "model": spec["name"],
@@ -105,19 +121,24 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--models", nargs="+", default=None, help="only these sizes (default: all)")
+    parser.add_argument("--precision", choices=["auto", "bf16", "fp32"], default="auto")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
+    precision = resolve_precision(args.precision, "cpu")
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    kinds = KINDS[precision]
+    parts = sorted({kind.split()[0] for kind in kinds}, key=("eval", "train").index)
     torch.set_num_threads(args.threads)
     transformers.logging.set_verbosity_error()
     cache = use_cache_dir()
     config = yaml.safe_load(args.config.read_text())
     load_before, start = os.getloadavg()[0], time.perf_counter()
-    peaks = [matmul_peak(torch.bfloat16, 3)[0]]
+    peaks = [matmul_peak(dtype, 3)[0]]
     rows = []
     for spec in config["models"]:
         if args.models is None or spec["name"] in args.models:
-            rows.append(measure(spec, config, args.repeats))
-            peaks.append(matmul_peak(torch.bfloat16, 3)[0])  # the peak between sizes too: the load drifts
+            rows.append(measure(spec, config, args.repeats, precision))
+            peaks.append(matmul_peak(dtype, 3)[0])  # the peak between sizes too: the load drifts
     peak = statistics.median(peaks)
     load_after, elapsed = os.getloadavg()[0], time.perf_counter() - start
     g = 1e9
@@ -137,28 +158,38 @@ def main() -> None:
         f"machine: compare the ratios, measured interleaved); run time {elapsed / 60:.1f} min; "
         f"{args.repeats} interleaved repeats; inductor cache `{cache}`.",
         "",
-        f"bf16 matmul peak, this run: **{peak / g:.0f} GFLOP/s** (median of {len(peaks)} measurements "
-        f"between sizes, {min(peaks) / g:.0f}-{max(peaks) / g:.0f}).",
+        f"{precision} matmul peak, this run: **{peak / g:.0f} GFLOP/s** (median of {len(peaks)} "
+        f"measurements between sizes, {min(peaks) / g:.0f}-{max(peaks) / g:.0f}).",
         "",
-        f"Evaluation: a forward of {config['evaluation']['batch_size']} pairs, bf16 weights; training: a "
-        f"pointwise step of {config['training']['pointwise_batch_size']} pairs, bf16 autocast, fused AdamW; "
-        f"{config['training']['max_length']} tokens. Cells: median ms (min-max) | GFLOP/s of the median "
+        (
+            f"Evaluation: a forward of {config['evaluation']['batch_size']} pairs, bf16 weights; training: "
+            f"a pointwise step of {config['training']['pointwise_batch_size']} pairs, bf16 autocast, "
+            "fused AdamW; "
+            if precision == "bf16"
+            else f"Training: a pointwise step of {config['training']['pointwise_batch_size']} pairs in fp32 "
+            "(no bf16 units: `precision: auto` trains in fp32), fused AdamW; the fp32 evaluation has no "
+            "compiled path; "
+        )
+        + f"{config['training']['max_length']} tokens. Cells: median ms (min-max) | GFLOP/s of the median "
         "(% of the peak).",
         "",
-        "| model | eval eager ms | eval eager GFLOP/s | eval compiled ms | eval compiled GFLOP/s | "
-        "train eager ms | train eager GFLOP/s | train compiled ms | train compiled GFLOP/s |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
-        *(f"| {row['model']} | " + " | ".join(cell(row, kind) for kind in KINDS) + " |" for row in rows),
+        "| model | " + " | ".join(f"{kind} ms | {kind} GFLOP/s" for kind in kinds) + " |",
+        "|---|" + "---:|" * (2 * len(kinds)),
+        *(f"| {row['model']} | " + " | ".join(cell(row, kind) for kind in kinds) + " |" for row in rows),
         "",
         "Speed-up (ratio of medians) and the compile's cost:",
         "",
-        "| model | eval speed-up | eval compile s | eval break-even pairs | train speed-up | "
-        "train compile s | train break-even steps |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| model | "
+        + " | ".join(
+            f"{part} speed-up | {part} compile s | {part} break-even {'pairs' if part == 'eval' else 'steps'}"
+            for part in parts
+        )
+        + " |",
+        "|---|" + "---:|" * (3 * len(parts)),
     ]
     for row in rows:
         cells = []
-        for kind in ("eval", "train"):
+        for kind in parts:
             eager = statistics.median(row["times"][f"{kind} eager"])
             compiled = statistics.median(row["times"][f"{kind} compiled"])
             saved = (eager - compiled) / row["pairs"][kind]

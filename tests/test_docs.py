@@ -238,6 +238,14 @@ def test_the_cpu_without_bf16_is_quoted_from_its_reports():
         f"by at most {bar.split('worst ratio ', 1)[1].split(' ', 1)[0]} of its standard error",
         (results / "eval_batch_zen2.md").read_text().split("relative to batch 64: ", 1)[1].split(".\n", 1)[0],
     ]
+    compiled = (results / "compile_zen2.md").read_text()
+    shares = [int(x) for x in re.findall(r"\| L\d \| [0-9.]+ \([0-9.-]+\) \| \d+ \((\d+)%\)", compiled)]
+    speedups = [float(x) for x in re.findall(r"\| L\d \| ([0-9.]+)x \|", compiled)]
+    quotes += [
+        f"at {min(shares)}-{max(shares)}% of the same run's fp32 matmul peak",
+        f"slower, {min(speedups):.2f}x-{max(speedups):.2f}x",
+    ]
+    assert len(shares) == len(speedups) == 5 and max(speedups) < 1
     fused_run = (results / "default_run_zen2_fused.md").read_text()
     fused_stages = dict(re.findall(r"(train|eval) ([0-9.]+ min)", fused_run))
     fused_wall = fused_run.split("(`workflow_time.json`): **", 1)[1].split("**", 1)[0]

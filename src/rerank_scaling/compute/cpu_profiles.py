@@ -81,8 +81,12 @@ FALLBACK = CpuProfile(
 #: through the fused encoder. Its evaluation batch size: bench_eval_batch.py (eval_batch_zen2.md,
 #: quiet, 5 interleaved repeats of the fused fp32 pass, the only one on this kind) found the config's
 #: 64 the best of 16-128 over the default sizes (geometric means relative to it: 16 0.956x, 32 0.995x,
-#: 128 0.961x), so it keeps ``evaluation.batch_size`` as configured, as the Xeon does. The near-tie
-#: factor and compile thresholds are the fallback's (no bf16 scoring here; no compile measured).
+#: 128 0.961x), so it keeps ``evaluation.batch_size`` as configured, as the Xeon does. Its training
+#: steps in fp32 (no bf16 units): bench_compile.py (compile_zen2.md, quiet, a cold inductor cache, 9
+#: interleaved repeats) found the eager fp32 step at 64-77% of the same run's fp32 matmul peak over
+#: L1-L6 and the compiled one 0.89x-0.94x of its speed (slower at every size, 31-59 s to compile), so
+#: the training step never compiles under ``auto`` here either. The near-tie factor is the fallback's
+#: (no bf16 scoring here), and the evaluation's compile threshold is moot (it compiles bf16 scoring).
 PROFILES["amd-avx2"] = CpuProfile(
     kind="amd-avx2",
     near_tie_factor=FALLBACK.near_tie_factor,
@@ -90,7 +94,7 @@ PROFILES["amd-avx2"] = CpuProfile(
     train_compile_steps=None,
     source=(
         "benchmarks/results/fused_encoder_fp32_zen2.md, benchmarks/results/fused_fp32_bar_zen2.md, "
-        "benchmarks/results/eval_batch_zen2.md"
+        "benchmarks/results/eval_batch_zen2.md, benchmarks/results/compile_zen2.md"
     ),
     fused_fp32=True,
 )
