@@ -252,7 +252,7 @@ def test_the_cpu_without_bf16_is_quoted_from_its_reports():
     fused_load = fused_run.split("load average at the end ", 1)[1].split(" ", 1)[0]
     train_ratio = float(fused_stages["train"].split()[0]) / float(stages["train"].split()[0])
     quotes += [
-        f"with it took **{fused_wall}** for 70 jobs, load average {fused_load} at the end",
+        f"scoring, took **{fused_wall}** for 70 jobs, load average {fused_load} at the end",
         f"training jobs summed {fused_stages['train']} and evaluation jobs {fused_stages['eval']}",
         f"took {train_ratio:.2f} of the earlier",
     ]
