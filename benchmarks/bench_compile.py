@@ -91,13 +91,13 @@ def measure(spec: dict[str, Any], config: dict[str, Any], repeats: int, precisio
     eager_train, compiled_train = TRAIN_MODES[precision]
     add_compiled_step(steps, compiled_train)
     kinds = KINDS[precision]
-    calls = {
+    makers = {  # each kind's timed callable, made only for the kinds this precision times
         "eval eager": lambda: steps.evaluate("bf16 weights"),
         "eval compiled": lambda: compiled_eval(steps),
         "train eager": lambda: steps.train(eager_train),
         "train compiled": lambda: steps.train(compiled_train),
     }
-    calls = {kind: calls[kind]() for kind in kinds}
+    calls = {kind: makers[kind]() for kind in kinds}
     for kind in kinds:  # the eager ones first: their features dicts reach their final keys
         if kind.endswith("eager"):
             calls[kind]()
