@@ -26,7 +26,7 @@ rule plan:
         training=section_json("training", TrainSettings.RESOURCE_KEYS),
         evaluation=section_json("evaluation", EvalSettings.RESOURCE_KEYS),
         device=config["device"],
-        cache="results/profiles",  # per device, shared by runs; not an output, so re-runs keep it
+        cache="results/profiles",  # per device and code, shared by runs; not an output, so re-runs keep it
         out=directory_of("output", "parquet"),
         figures=directory_of("output", "budget_curves"),
     threads: config["threads"]

@@ -231,6 +231,37 @@ def test_editing_a_library_module_reruns_the_stages_that_import_it(workflow, mod
     assert planned_jobs(workflow) == Counter(), "the old text back (a newer file): nothing to re-run"
 
 
+def test_an_edit_of_the_profiled_code_measures_the_cost_profiles_again(workflow):
+    """The plan's cost profiles outlive its runs (``results/profiles``, not an output) and are keyed
+    by the code a measurement runs (``measured_profiles.profile_code``): after an edit of it the
+    plan re-runs and times every model again instead of pricing them with the old code's timings
+    from the cache. The undo re-runs the plan (its code changed back), which finds the original
+    code's profiles in the cache."""
+    saved = workflow / "results" / "tiny" / "planning" / "profiles.json"
+    cache = workflow / "results" / "profiles"
+    before = set(cache.rglob("*.json"))
+    assert len(before) == 2 and all(
+        not profile["cached"] for profile in json.loads(saved.read_text())["profiles"]
+    ), "the first run measured both sizes"
+    # the plan and what reads its decisions and profiles: the advice and the report
+    replanned = Counter({"plan": 1, "advise_next": 1, "report_figures": 1, "report_answer": 1})
+
+    def cached_flags(*targets: str) -> list[bool]:
+        assert planned_jobs(workflow) == replanned
+        result = snakemake(workflow, *targets)
+        assert result.returncode == 0, result.stderr[-3000:]
+        return [profile["cached"] for profile in json.loads(saved.read_text())["profiles"]]
+
+    with edited(workflow, "planning/measured_profiles.py"):
+        # the plan alone (its readers run once, after the undo)
+        assert cached_flags(str(saved.relative_to(workflow))) == [False, False], (
+            "timed again on the edited code"
+        )
+    assert len(set(cache.rglob("*.json")) - before) == 2  # the first code's entries stay beside them
+    assert cached_flags() == [True, True], "the undone edit: the first code's profiles, from the cache"
+    assert planned_jobs(workflow) == Counter()
+
+
 def test_editing_a_kernel_reruns_the_stages_that_build_it(workflow):
     """The C++ under kernels/ is code of the stages that import its builder
     (``stage_code.COMPILED_SOURCES``): in the copy, with its kernels brought in and accepted

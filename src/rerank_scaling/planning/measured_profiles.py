@@ -3,8 +3,12 @@ Retrieval §3.3): for one model configuration a few timed training steps (binary
 inference batches on the configured device give seconds per example, achieved FLOP/s (analytic FLOPs of
 :mod:`.encoder_flops` / time), peak memory, and the ``torch.utils.flop_counter`` count of one step
 next to the analytic count (the FLOPs check). Profiles are cached as JSON, one file per (device
-name, model spec, max_length, batch, torch version, CPU threads) under ``<cache>/<device>/``,
-written atomically. :mod:`.cost_model` turns them into the price of a model size.
+name, model spec, max_length, batch, torch version, CPU threads, precisions, code) under
+``<cache>/<device>/``, written atomically. The code is :func:`profile_code`, the digest of what a
+measurement runs (this module and every module it imports, the compiled kernels included): a
+profile timed on other code (an edited fused encoder, a changed kernel) is measured again, one
+timed before a comment or docstring edit is reused. :mod:`.cost_model` turns them into the price
+of a model size.
 
 ``torch.utils.flop_counter`` sees the attention only in eager mode (in eval mode on CPU the fused
 SDPA kernel is invisible to it), so the profiles count FLOPs with eager attention and
@@ -34,13 +38,12 @@ from rerank_scaling.families.registry import family_of
 from rerank_scaling.planning.encoder_flops import EncoderShape
 from rerank_scaling.planning.process_probes import peak_rss_reset, proc_status_mb, timed
 from rerank_scaling.settings import model_spec
+from rerank_scaling.stage_code import running_code_digest
 
 log = logging.getLogger(__name__)
 
-#: Bump when the profiling procedure changes, so that old cache entries are not reused.
-PROFILE_VERSION = 5  # 2: eager attention while counting FLOPs; ModernBERT local layers; 3: precisions;
-# 4: inference as evaluation scores (bf16 weights cast once on a CPU, score layer fp32); 5: inference
-# timed on the evaluation's forward (the fused oneDNN encoder where it applies), its path recorded
+#: The stage entry whose code a measurement runs: the digest of it and its imports keys the cache.
+PROFILED_CODE = "planning.measured_profiles"
 FLOP_RATIO_RANGE = (0.9, 1.1)  # analytic / counted outside this range is flagged
 
 
@@ -169,6 +172,12 @@ def device_name(device: str) -> str:
     return f"cpu: {model} ({torch.get_num_threads()} threads)"
 
 
+def profile_code() -> str:
+    """The digest of the code a measurement runs (:data:`PROFILED_CODE` and its imports, as the
+    running package holds them: :func:`~rerank_scaling.stage_code.running_code_digest`)."""
+    return running_code_digest(PROFILED_CODE)
+
+
 def profile_key(
     device: str,
     spec: dict[str, Any],
@@ -177,7 +186,7 @@ def profile_key(
     precisions: tuple[str, str] = ("fp32", "fp32"),
 ) -> str:
     """Cache key: device name, model spec (without its name and role), max_length, batch, torch,
-    the (training, inference) precisions."""
+    the (training, inference) precisions and :func:`profile_code`."""
     import torch
 
     shape_spec = {k: v for k, v in sorted(spec.items()) if k not in ("name", "role")}
@@ -187,7 +196,7 @@ def profile_key(
         "max_length": max_length,
         "batch": batch,
         "torch": torch.__version__,
-        "version": PROFILE_VERSION,
+        "code": profile_code(),
         "precisions": list(precisions),
     }
     return json.dumps(payload, sort_keys=True)
