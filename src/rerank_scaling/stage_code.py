@@ -224,11 +224,11 @@ def stage_digest(entry: str, source: str | Path = "src", leave_out: tuple[str, .
     modules = {path.relative_to(source).with_suffix("").as_posix().replace("/", ".") for path in files}
     for module, folder in sorted(COMPILED_SOURCES.items()):
         if f"{PACKAGE}.{module}" in modules:
-            lines += _compiled_lines(source.parent, folder)
+            lines += compiled_lines(source.parent, folder)
     return "\n".join(lines) + "\n"
 
 
-def _compiled_lines(checkout: Path, folder: str) -> list[str]:
+def compiled_lines(checkout: Path, folder: str) -> list[str]:
     """``<SHA-256>  <path>`` of each compiled source under ``checkout/folder`` (none where the
     folder is absent: a package installed without its kernels builds none)."""
     paths = sorted(p for p in (checkout / folder).rglob("*") if p.suffix in COMPILED_SUFFIXES)

@@ -5,7 +5,9 @@ the PyTorch reference path with a warning instead of failing or hanging the job.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -102,3 +104,25 @@ def test_a_build_lock_held_too_long_times_out_and_a_dead_builds_lock_is_removed(
     # the holder is gone (as a killed build's flock is): the stale lock is removed, the build goes on
     result = run_probe(tmp_path, CXX="/bin/false")
     assert "removing" in result.stderr and not stale.exists(), result.stderr[-2000:]
+
+
+def test_a_prebuilt_cuda_library_of_other_kernel_sources_is_never_loaded(tmp_path, monkeypatch):
+    """An ahead-of-time CUDA build (a login node's ``TORCH_CUDA_ARCH_LIST`` build) is loaded without
+    compiling only while the checkout's kernel sources are those it was built from: after an edit
+    of a CUDA source (a comment is enough: the build does not parse them) the job must compile
+    instead of computing with the old library. Laid out as install.sh leaves it, on any machine."""
+    from rerank_scaling.compute import extension_build as eb
+
+    checkout = tmp_path / "checkout"
+    shutil.copytree(REPO / eb.KERNEL_FOLDER, checkout / eb.KERNEL_FOLDER)
+    monkeypatch.setattr(eb, "REPO", checkout)
+    monkeypatch.setattr(eb, "BUILD_DIR", tmp_path / "torch_extensions")
+    monkeypatch.setattr(eb, "cuda_architectures", lambda: "8.0;9.0")  # built for A100 and H100
+    build = eb.BUILD_DIR / eb.build_name(with_cuda=True)
+    build.mkdir(parents=True)
+    (build / "build_key.json").write_text(json.dumps(eb.build_record(with_cuda=True)))
+    (build / f"{build.name}.so").write_bytes(b"")
+    assert eb.prebuilt_cuda() == build / f"{build.name}.so"  # the sources it was built from
+    source = checkout / eb.KERNEL_FOLDER / eb.CUDA_SOURCE
+    source.write_text(source.read_text() + "\n// an edit\n")
+    assert eb.prebuilt_cuda() is None

@@ -11,6 +11,11 @@
   CUDA architectures (``TORCH_CUDA_ARCH_LIST``, else the visible GPUs' compute capabilities) and
   this CPU's instruction-set flags (the C++ code is compiled with ``-march=native``). An sm_90 build
   is never loaded on an A100, nor a build from a newer CPU on an older one.
+* **Never a build of other sources**: a finished build records the digest of the kernel sources it
+  was compiled from (:func:`sources_digest`) beside its key, and a prebuilt CUDA library is loaded
+  only where that digest is the checkout's; otherwise the job compiles (torch's ``load``, whose
+  ninja rebuilds what changed), as it does for every CPU build. An edited kernel never computes
+  with the library of its old text.
 * **A failed or mismatched build falls back**: if the CUDA build fails (an nvcc that does not
   match torch's CUDA, a missing toolkit) the CPU-only build is tried; if that fails too, or the
   library does not load, :func:`load_kernels` returns None after a warning and the callers use the
@@ -39,10 +44,14 @@ from typing import Any
 
 import torch
 
+from rerank_scaling.stage_code import COMPILED_SOURCES, compiled_lines
+
 log = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parents[3]
-KERNEL_DIR = REPO / "kernels" / "window_attention"
+#: The kernels' folder in the checkout (the compiled code of this module's importers: stage_code).
+KERNEL_FOLDER = COMPILED_SOURCES["compute.extension_build"]
+KERNEL_DIR = REPO / KERNEL_FOLDER
 BUILD_DIR = Path(os.environ.get("RERANK_SCALING_BUILD_DIR", REPO / "build")) / "torch_extensions"
 BUILD_TIMEOUT_S = float(os.environ.get("RERANK_SCALING_BUILD_TIMEOUT", 1800))
 CPU_SOURCES = (
@@ -91,6 +100,18 @@ def build_key(with_cuda: bool) -> dict[str, str]:
         "arch": cuda_architectures() if with_cuda else "none",
         "cpu": cpu_flags(),
     }
+
+
+def sources_digest() -> str:
+    """SHA-256 of the kernel sources of the checkout (every C++/CUDA file under
+    :data:`KERNEL_FOLDER`, byte for byte: :func:`~rerank_scaling.stage_code.compiled_lines`)."""
+    return hashlib.sha256("\n".join(compiled_lines(REPO, KERNEL_FOLDER)).encode()).hexdigest()
+
+
+def build_record(with_cuda: bool) -> dict[str, str]:
+    """What a finished build's ``build_key.json`` holds: its :func:`build_key` and the
+    :func:`sources_digest` it was compiled from."""
+    return {**build_key(with_cuda), "sources": sources_digest()}
 
 
 def build_name(with_cuda: bool) -> str:
@@ -165,16 +186,16 @@ def build(with_cuda: bool, verbose: bool = False) -> Any:
             is_python_module=False,
             verbose=verbose,
         )
-    (directory / "build_key.json").write_text(json.dumps(build_key(with_cuda), indent=1, sort_keys=True))
+    (directory / "build_key.json").write_text(json.dumps(build_record(with_cuda), indent=1, sort_keys=True))
     return torch.ops.window_attention
 
 
 def prebuilt_cuda() -> Path | None:
-    """A finished CUDA build (its ``build_key.json`` written) for this torch, CUDA and CPU whose
-    architecture list covers every visible GPU: an ahead-of-time build made with
-    ``TORCH_CUDA_ARCH_LIST`` on a login node, loaded on a compute node without compiling (nvcc
-    need not be there). None when there is none."""
-    wanted = build_key(with_cuda=True)
+    """A finished CUDA build (its ``build_key.json`` written) for this torch, CUDA and CPU and of
+    the checkout's kernel sources, whose architecture list covers every visible GPU: an
+    ahead-of-time build made with ``TORCH_CUDA_ARCH_LIST`` on a login node, loaded on a compute node
+    without compiling (nvcc need not be there). None when there is none."""
+    wanted = build_record(with_cuda=True)
     capabilities = {
         f"{major}.{minor}"
         for major, minor in map(torch.cuda.get_device_capability, range(torch.cuda.device_count()))
@@ -182,7 +203,7 @@ def prebuilt_cuda() -> Path | None:
     for key_file in sorted(BUILD_DIR.glob("window_attention_cuda_*/build_key.json")):
         key = json.loads(key_file.read_text())
         built_for = {arch.removesuffix("+PTX") for arch in key.get("arch", "").replace(" ", ";").split(";")}
-        same = all(key.get(field) == wanted[field] for field in ("torch", "cuda", "cpu"))
+        same = all(key.get(field) == wanted[field] for field in ("torch", "cuda", "cpu", "sources"))
         library = key_file.parent / f"{key_file.parent.name}.so"
         if same and capabilities <= built_for and library.exists():
             return library
