@@ -96,7 +96,10 @@ def start_job_server():
         or DeploymentMethod.APPTAINER in methods
     ):
         return
-    JOB_SERVER.append(job_server.start(Path(RESULTS) / "logs" / "job_server.log"))
+    # in the compute jobs' import-time environment (their shells set HF_HUB_OFFLINE=1): a job whose
+    # differs (the data jobs' where the user's has no HF_HUB_OFFLINE) starts as a plain process
+    log = Path(RESULTS) / "logs" / "job_server.log"
+    JOB_SERVER.append(job_server.start(log, env={"HF_HUB_OFFLINE": "1"}))
 
 
 def stop_job_server():

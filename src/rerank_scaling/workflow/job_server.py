@@ -17,6 +17,16 @@ conda/apptainer deployments, whose jobs run another interpreter) and stops it wh
 ``$RERANK_SCALING_JOB_SERVER`` names its socket. The server dies with Snakemake (``PR_SET_PDEATHSIG``)
 and, on SIGTERM, terminates its jobs first.
 
+**What a forked job shares with the server: the libraries' import-time reading of the
+environment.** huggingface_hub reads ``HF_HUB_OFFLINE`` and its cache paths once, when imported,
+so a job forked from a server imported online would run online although its shell set
+``HF_HUB_OFFLINE=1`` (as the compute rules do). The server therefore serves a job only where the
+variables of :data:`IMPORT_TIME_PREFIXES` have the same values in the job's environment as in its
+own; any other job is told to start as a plain process (:func:`differing`, logged), and the
+Snakefile starts the server in the compute jobs' environment (``start(..., env=...)``:
+``HF_HUB_OFFLINE=1``). Thread counts are not among them: Snakemake sets ``OMP_NUM_THREADS`` per job
+and the jobs that compute call ``torch.set_num_threads`` themselves.
+
 What it changes besides the time: Snakemake's benchmark files measure a job's process tree, which
 is now the client's, so their ``cpu_time`` and memory columns (not their wall time ``s``) no longer
 describe the job. ``RERANK_SCALING_JOB_SERVER=off`` (:data:`OFF`) runs without a server, for a run
@@ -45,6 +55,10 @@ SERVER_VARIABLE = "RERANK_SCALING_JOB_SERVER"
 #: What the server imports once (third-party only: the project's own code is imported per job).
 PRELOAD = ("torch", "transformers", "sentence_transformers", "pandas", "pyarrow.parquet", "scipy.optimize")
 RELAYED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+#: Environment variables the preloaded libraries read once, when imported (huggingface_hub's
+#: ``HF_HUB_OFFLINE``, ``HF_HOME`` and cache paths, transformers' and sentence-transformers' own): a
+#: job is forked only where its values equal the server's.
+IMPORT_TIME_PREFIXES = ("HF_", "HUGGINGFACE_", "TRANSFORMERS_", "SENTENCE_TRANSFORMERS_", "XDG_CACHE_HOME")
 #: ``$RERANK_SCALING_JOB_SERVER`` set to this: no server is started and jobs start as before.
 OFF = "off"
 
@@ -52,6 +66,18 @@ OFF = "off"
 def wanted() -> bool:
     """Whether this run may start a server (the user has not set ``RERANK_SCALING_JOB_SERVER=off``)."""
     return os.environ.get(SERVER_VARIABLE) != OFF
+
+
+def import_time_env(env: dict[str, str]) -> dict[str, str]:
+    """The variables of ``env`` that :data:`IMPORT_TIME_PREFIXES` name."""
+    return {name: value for name, value in env.items() if name.startswith(IMPORT_TIME_PREFIXES)}
+
+
+def differing(job_env: dict[str, str], server_env: dict[str, str]) -> list[str]:
+    """The import-time variables (:func:`import_time_env`) whose values differ between a job's
+    environment and the server's (set in one only, or to other values)."""
+    job, server = import_time_env(job_env), import_time_env(server_env)
+    return sorted(name for name in job.keys() | server.keys() if job.get(name) != server.get(name))
 
 
 def _message(sock: socket.socket) -> dict | None:
@@ -143,6 +169,16 @@ def serve(path: str) -> None:
                 conn, _ = server.accept()
                 message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
                 request = json.loads(message)
+                other = differing(request["env"], os.environ)
+                if other:  # the preloaded libraries read other values: the job starts on its own
+                    print(
+                        f"job {request['module']}: started plain, its {', '.join(other)} differ", flush=True
+                    )
+                    for fd in fds:
+                        os.close(fd)
+                    _send(conn, {"plain": other})
+                    conn.close()
+                    continue
                 pid = os.fork()
                 if pid == 0:
                     server.close()
@@ -208,6 +244,9 @@ def run(argv: list[str]) -> None:
     started = _message(conn)
     if started is None:
         sys.exit("job server: no answer")
+    if "plain" in started:  # its import-time environment is not the server's (see differing)
+        conn.close()
+        os.execv(sys.executable, [sys.executable, *argv])
 
     def relay(sig: int, _frame: object) -> None:
         _send(conn, {"signal": sig})
@@ -230,7 +269,7 @@ def run(argv: list[str]) -> None:
             sys.exit(code)
 
 
-def start(log: Path) -> subprocess.Popen | None:
+def start(log: Path, env: dict[str, str] | None = None) -> subprocess.Popen | None:
     """Start a server for this process's jobs (its socket in a new temporary folder, short enough
     for AF_UNIX), wait until it listens and name it in ``$RERANK_SCALING_JOB_SERVER``; None (jobs
     start as before) when it did not come up within a minute, with the reason in ``log``.
@@ -239,7 +278,10 @@ def start(log: Path) -> subprocess.Popen | None:
     plain processes, each importing torch while the server imported it too, three processes on two
     cores: the data jobs took 0.4 min instead of 0.1 and training 13.0 min instead of 11.8 (summed;
     the DAG 11.5 min against 11.0, one quiet fresh-clone run each), more than the ~8 s a re-run of
-    one light job saves by not waiting."""
+    one light job saves by not waiting.
+
+    ``env``: variables set for the server on top of this process's environment (the import-time
+    environment of the jobs it should serve, :func:`differing`)."""
     folder = tempfile.mkdtemp(prefix="rerank-jobs-")
     path = os.path.join(folder, "socket")
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -249,7 +291,7 @@ def start(log: Path) -> subprocess.Popen | None:
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            env={**os.environ, PARENT_VARIABLE: str(os.getpid())},
+            env={**os.environ, **(env or {}), PARENT_VARIABLE: str(os.getpid())},
         )
     deadline = time.monotonic() + 60
     while not os.path.exists(path):
