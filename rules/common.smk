@@ -94,12 +94,13 @@ def start_job_server():
         or "SLURM_JOB_ID" in os.environ
         or DeploymentMethod.CONDA in methods
         or DeploymentMethod.APPTAINER in methods
+        or job_server.running()  # one this run's environment names (a test session's): used, left running
     ):
         return
     # in the compute jobs' import-time environment (their shells set HF_HUB_OFFLINE=1): a job whose
     # differs (the data jobs' where the user's has no HF_HUB_OFFLINE) starts as a plain process
     log = Path(RESULTS) / "logs" / "job_server.log"
-    JOB_SERVER.append(job_server.start(log, env={"HF_HUB_OFFLINE": "1"}))
+    JOB_SERVER.append(job_server.start(log, env=job_server.COMPUTE_ENV))
 
 
 def stop_job_server():

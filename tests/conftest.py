@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import copy
 import json
 import os
 import re
 import shutil
+import subprocess
 import sys
+import tempfile
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
+
+from rerank_scaling.workflow import job_server
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -80,9 +86,44 @@ def snakemake_command(workdir: Path, configfile: str, *args: str) -> list[str]:
     ]
 
 
-def workflow_env() -> dict[str, str]:
-    """Environment for a Snakemake subprocess: rule shells call ``python``, which must be this one."""
-    return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+#: This test process's job server (one per xdist worker): ``{"started": its socket, "" if it failed}``.
+_SHARED_SERVER: dict[str, str] = {}
+
+
+def shared_job_server() -> dict[str, str]:
+    """``$RERANK_SCALING_JOB_SERVER`` naming a job server of this test process, started at its first
+    use as the Snakefile starts one (:data:`job_server.COMPUTE_ENV`) and stopped when the process
+    exits. A Snakemake run given it forks its jobs there (``job_server.running``) instead of
+    waiting ~6 s for a server of its own to import torch, transformers and sentence-transformers.
+    Empty where the user turned the server off or it did not start (each run then starts its own)."""
+    if os.environ.get(job_server.SERVER_VARIABLE) == job_server.OFF:
+        return {}
+    if _SHARED_SERVER.get("started") is None:
+        _SHARED_SERVER["started"] = ""  # one attempt per process: a failed start is not retried
+        log = Path(tempfile.mkdtemp(prefix="rerank-test-jobs-")) / "job_server.log"
+        server = job_server.start(log, env=job_server.COMPUTE_ENV)
+        path = os.environ.pop(job_server.SERVER_VARIABLE, None)  # given to the runs, not to every child
+        if server is not None and path is not None:
+            atexit.register(_stop_shared_server, server, [log.parent, Path(path).parent])
+            _SHARED_SERVER["started"] = path
+    path = _SHARED_SERVER["started"]
+    return {job_server.SERVER_VARIABLE: path} if path else {}
+
+
+def _stop_shared_server(server: subprocess.Popen, folders: list[Path]) -> None:
+    server.terminate()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        server.wait(timeout=30)
+    for folder in folders:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def workflow_env(own_server: bool = False) -> dict[str, str]:
+    """Environment for a Snakemake subprocess: rule shells call ``python``, which must be this one.
+    Its local jobs fork from :func:`shared_job_server`, or with ``own_server`` from a server the run
+    starts itself as a user's run does (for the tests of how a run's jobs die with it)."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    return env if own_server else {**env, **shared_job_server()}
 
 
 def painted(png: str | Path) -> float:

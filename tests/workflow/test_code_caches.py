@@ -186,7 +186,11 @@ def test_killing_snakemake_leaves_no_scoring_job_running(workflow):
     log.unlink()
     command = snakemake_command(workflow, "tiny.yaml", "--cores", "2", "--forcerun", "evaluate_run", TARGET)
     process = subprocess.Popen(
-        command, cwd=workflow, env=copy_env(workflow), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        command,
+        cwd=workflow,
+        env=copy_env(workflow, own_server=True),  # the run's own server, which dies with Snakemake
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 300
     while not (log.exists() and "scoring in" in log.read_text()):  # started scoring 5 checkpoints

@@ -41,7 +41,7 @@ def resume_config() -> dict:
 
 
 def snakemake(workdir: Path, *args: str, fault: str | None = None) -> subprocess.CompletedProcess:
-    env = workflow_env()
+    env = workflow_env(own_server=True)
     env.pop("RERANK_SCALING_FAULT", None)
     if fault:
         env["RERANK_SCALING_FAULT"] = fault
@@ -84,7 +84,9 @@ def prepared(module_dir) -> Path:
     workdir = copy_workflow(module_dir / "resume")
     (workdir / "resume.yaml").write_text(yaml.safe_dump(resume_config()))
     command = snakemake_command(workdir, "resume.yaml", "--cores", "1", "--until", "training_examples")
-    result = subprocess.run(command, capture_output=True, text=True, cwd=workdir, env=workflow_env())
+    result = subprocess.run(
+        command, capture_output=True, text=True, cwd=workdir, env=workflow_env(own_server=True)
+    )
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     return workdir
 
@@ -136,7 +138,7 @@ def test_sigterm_saves_the_state_and_the_rerun_resumes_from_that_step(prepared, 
 
 def test_killing_snakemake_and_the_job_together_then_rerun_incomplete(prepared, uninterrupted, tmp_path):
     workdir = copy_of(prepared, tmp_path / "w")
-    env = {**workflow_env(), "RERANK_SCALING_FAULT": "published:2:hold"}
+    env = {**workflow_env(own_server=True), "RERANK_SCALING_FAULT": "published:2:hold"}
     command = snakemake_command(workdir, "resume.yaml", "--cores", "1", "--until", "train")
     process = subprocess.Popen(
         command,

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import REPO, copy_workflow, job_table, snakemake_command, workflow_env
+from conftest import REPO, copy_workflow, job_table, shared_job_server, snakemake_command, workflow_env
 
 from rerank_scaling.data.source_digests import file_sha256
 from rerank_scaling.laws.forecast_status import STATUSES
@@ -27,14 +27,16 @@ from rerank_scaling.report.browser import (
     rendered_dom,
     screenshot,
 )
+from rerank_scaling.workflow import job_server
 
 pytestmark = pytest.mark.slow
 
 
-def copy_env(workdir: Path) -> dict[str, str]:
+def copy_env(workdir: Path, own_server: bool = False) -> dict[str, str]:
     """The environment of Snakemake on the workflow copy in ``workdir``: its jobs run the copy's own
-    code (its ``src`` first on PYTHONPATH), as a user's jobs run their checkout's."""
-    return {**workflow_env(), "PYTHONPATH": str(workdir / "src")}
+    code (its ``src`` first on PYTHONPATH), as a user's jobs run their checkout's (``own_server``:
+    :func:`conftest.workflow_env`'s)."""
+    return {**workflow_env(own_server), "PYTHONPATH": str(workdir / "src")}
 
 
 def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
@@ -101,6 +103,15 @@ def test_the_dag_runs_end_to_end(workflow):
     trained = decisions["verdict"].str.fullmatch(r"train \S+")
     assert (decisions.loc[trained, "p_best"] >= 0.8).all()
     assert planned_jobs(workflow) == Counter(), "a finished workflow must have nothing left to do"
+
+
+def test_a_run_given_a_running_job_server_uses_it_and_leaves_it_running(workflow):
+    """The fixture's run had the test process's job server in its environment
+    (``conftest.shared_job_server``): it started none of its own (whose log the Snakefile's
+    ``onstart`` writes) and left that one running for the next run."""
+    path = shared_job_server()[job_server.SERVER_VARIABLE]
+    assert job_server.running(path)
+    assert not (workflow / "results" / "tiny" / "logs" / "job_server.log").exists()
 
 
 #: What a changed metrics table re-runs: the merge, and every stage that reads it.

@@ -12,8 +12,9 @@ forked child would live outside the job's cgroup and accounting) or for anything
 ``run`` execs the interpreter as before.
 
 The Snakefile starts one per local run (:func:`start`, in ``onstart``; not for dry runs, SLURM or
-conda/apptainer deployments, whose jobs run another interpreter) and stops it when the run ends
-(:func:`stop`); the rules' ``rerank_python`` and ``rerank_python_exec`` go through :func:`run` while
+conda/apptainer deployments, whose jobs run another interpreter, nor where its environment names a
+server that is :func:`running`, which it then uses and leaves running) and stops it when the run
+ends (:func:`stop`); the rules' ``rerank_python`` and ``rerank_python_exec`` go through :func:`run` while
 ``$RERANK_SCALING_JOB_SERVER`` names its socket. The server dies with Snakemake (``PR_SET_PDEATHSIG``)
 and, on SIGTERM, terminates its jobs first.
 
@@ -59,6 +60,9 @@ RELAYED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 #: ``HF_HUB_OFFLINE``, ``HF_HOME`` and cache paths, transformers' and sentence-transformers' own): a
 #: job is forked only where its values equal the server's.
 IMPORT_TIME_PREFIXES = ("HF_", "HUGGINGFACE_", "TRANSFORMERS_", "SENTENCE_TRANSFORMERS_", "XDG_CACHE_HOME")
+#: The import-time environment of the jobs a workflow's server is for: the compute rules' shells set
+#: ``HF_HUB_OFFLINE=1`` (models come from the prefetched cache).
+COMPUTE_ENV = {"HF_HUB_OFFLINE": "1"}
 #: ``$RERANK_SCALING_JOB_SERVER`` set to this: no server is started and jobs start as before.
 OFF = "off"
 
@@ -66,6 +70,21 @@ OFF = "off"
 def wanted() -> bool:
     """Whether this run may start a server (the user has not set ``RERANK_SCALING_JOB_SERVER=off``)."""
     return os.environ.get(SERVER_VARIABLE) != OFF
+
+
+def running(path: str | None = None) -> bool:
+    """Whether a server listens at ``path`` (default: the socket ``$RERANK_SCALING_JOB_SERVER``
+    names): a Snakemake run whose environment names a running server (a test session's,
+    ``tests/conftest.py``) sends its jobs there instead of starting one of its own."""
+    path = os.environ.get(SERVER_VARIABLE) if path is None else path
+    if path in (None, "", OFF) or not os.path.exists(path):
+        return False
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(path)
+        except OSError:
+            return False
+    return True
 
 
 def import_time_env(env: dict[str, str]) -> dict[str, str]:
@@ -168,6 +187,11 @@ def serve(path: str) -> None:
             if kind == "accept":
                 conn, _ = server.accept()
                 message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
+                if not message:  # a probe (running): connected, then closed
+                    for fd in fds:
+                        os.close(fd)
+                    conn.close()
+                    continue
                 request = json.loads(message)
                 other = differing(request["env"], os.environ)
                 if other:  # the preloaded libraries read other values: the job starts on its own
