@@ -46,9 +46,12 @@ def server(tmp_path_factory):
     folder = tmp_path_factory.mktemp("jobs")
     (folder / "probe.py").write_text(JOB)
     (folder / "hub_probe.py").write_text(HUB_JOB)
-    started = job_server.start(folder / "server.log")
-    assert started is not None, (folder / "server.log").read_text()
-    yield started, folder, os.environ[job_server.SERVER_VARIABLE]
+    with pytest.MonkeyPatch.context() as patch:
+        # as in a fresh Snakemake process; importing sentence_transformers sets it (in the server too)
+        patch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+        started = job_server.start(folder / "server.log")
+        assert started is not None, (folder / "server.log").read_text()
+        yield started, folder, os.environ[job_server.SERVER_VARIABLE]
     job_server.stop(started)
     assert started.poll() is not None and job_server.SERVER_VARIABLE not in os.environ
 

@@ -57,9 +57,20 @@ SERVER_VARIABLE = "RERANK_SCALING_JOB_SERVER"
 PRELOAD = ("torch", "transformers", "sentence_transformers", "pandas", "pyarrow.parquet", "scipy.optimize")
 RELAYED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 #: Environment variables the preloaded libraries read once, when imported (huggingface_hub's
-#: ``HF_HUB_OFFLINE``, ``HF_HOME`` and cache paths, transformers' and sentence-transformers' own): a
-#: job is forked only where its values equal the server's.
-IMPORT_TIME_PREFIXES = ("HF_", "HUGGINGFACE_", "TRANSFORMERS_", "SENTENCE_TRANSFORMERS_", "XDG_CACHE_HOME")
+#: ``HF_HUB_OFFLINE``, ``HF_HOME`` and cache paths, transformers' and sentence-transformers' own;
+#: inductor's and dynamo's configs and torch's logging, which transformers imports): a job is forked
+#: only where its values equal the server's.
+IMPORT_TIME_PREFIXES = (
+    "HF_",
+    "HUGGINGFACE_",
+    "TRANSFORMERS_",
+    "SENTENCE_TRANSFORMERS_",
+    "XDG_CACHE_HOME",
+    "TORCHINDUCTOR_",
+    "TORCHDYNAMO_",
+    "TORCH_COMPILE_",
+    "TORCH_LOGS",
+)
 #: The import-time environment of the jobs a workflow's server is for: the compute rules' shells set
 #: ``HF_HUB_OFFLINE=1`` (models come from the prefetched cache).
 COMPUTE_ENV = {"HF_HUB_OFFLINE": "1"}
@@ -168,6 +179,7 @@ def serve(path: str) -> None:
         os._exit(0)
 
     signal.signal(signal.SIGTERM, terminate)
+    started_env = dict(os.environ)  # the imports below set some (sentence_transformers: inductor's cache dir)
     for name in PRELOAD:
         importlib.import_module(name)
     own = {p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p} | {os.getcwd(), ""}
@@ -193,7 +205,7 @@ def serve(path: str) -> None:
                     conn.close()
                     continue
                 request = json.loads(message)
-                other = differing(request["env"], os.environ)
+                other = differing(request["env"], started_env)
                 if other:  # the preloaded libraries read other values: the job starts on its own
                     print(
                         f"job {request['module']}: started plain, its {', '.join(other)} differ", flush=True
