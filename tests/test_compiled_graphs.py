@@ -111,6 +111,29 @@ def test_a_second_process_finds_the_graph_in_inductors_cache(tmp_path) -> None:
     assert any((tmp_path / "inductor").rglob("*")), "the cache lives where the variable points"
 
 
+# Where a job's compiled graphs are cached, after its model library was imported (as in a job).
+WHERE = """
+import sentence_transformers
+from rerank_scaling.compute.compiled_graphs import use_cache_dir
+print(use_cache_dir())
+"""
+
+
+def test_the_cache_is_the_users_directory_else_the_workflows_not_torchs_default(tmp_path) -> None:
+    """Importing sentence_transformers sets TORCHINDUCTOR_CACHE_DIR to torch's default under /tmp (a
+    node's local disk under SLURM): a plain job (a SLURM job, a run without the job server) then
+    cached its graphs there instead of under results/.cache/inductor as documented."""
+    env = {key: value for key, value in os.environ.items() if key != CACHE_ENV}
+    where = [sys.executable, "-c", WHERE]
+    found = subprocess.run(where, env=env, cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert found.stdout.split()[-1] == str(tmp_path / "results" / ".cache" / "inductor")
+    mine = str(tmp_path / "mine")
+    found = subprocess.run(
+        where, env={**env, CACHE_ENV: mine}, cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    assert found.stdout.split()[-1] == mine
+
+
 @pytest.mark.parametrize(
     ("requested", "device", "work", "threshold", "expected"),
     [

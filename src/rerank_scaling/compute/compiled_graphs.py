@@ -18,7 +18,9 @@ reuses the graph (the weights are graph inputs, not constants). Across processes
 caches (its FX graph and AOT autograd caches) hold the generated code, under
 ``TORCHINDUCTOR_CACHE_DIR``; a job that finds it unset sets it to :data:`DEFAULT_CACHE_DIR` (relative
 to the working directory: the repository root under Snakemake), so the C++ compile of a graph is paid
-once per machine and code version, and later jobs only trace (seconds).
+once per machine and code version, and later jobs only trace (seconds). Importing sentence_transformers
+sets the variable to torch's own default (``/tmp/torchinductor_<user>``, a node's local disk under
+SLURM) in the job's environment, so that value counts as unset (:func:`use_cache_dir`).
 """
 
 from __future__ import annotations
@@ -43,10 +45,17 @@ _COMPILED: dict[str, tuple[Any, Any]] = {}
 
 
 def use_cache_dir(directory: str | os.PathLike[str] | None = None) -> Path:
-    """Inductor's cache directory: ``$TORCHINDUCTOR_CACHE_DIR`` where set, else ``directory`` (default
-    :data:`DEFAULT_CACHE_DIR`), which is then exported so inductor and its compile workers use it."""
-    if CACHE_ENV not in os.environ:
+    """Inductor's cache directory: ``$TORCHINDUCTOR_CACHE_DIR`` where set to other than torch's
+    default (which a library's import sets it to: the module docstring), else ``directory``
+    (default :data:`DEFAULT_CACHE_DIR`), which is then exported so inductor and its compile workers
+    use it (and inductor's memoized paths cleared)."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    from torch._inductor.utils import clear_caches
+
+    current = os.environ.get(CACHE_ENV)
+    if current is None or os.path.abspath(current) == os.path.abspath(default_cache_dir()):
         os.environ[CACHE_ENV] = str(Path(directory or DEFAULT_CACHE_DIR).absolute())
+        clear_caches()
     path = Path(os.environ[CACHE_ENV])
     path.mkdir(parents=True, exist_ok=True)
     return path
