@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import atexit
-import contextlib
 import copy
 import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 from collections import Counter
@@ -103,19 +101,12 @@ def shared_job_server() -> dict[str, str]:
         log = Path(tempfile.mkdtemp(prefix="rerank-test-jobs-")) / "job_server.log"
         server = job_server.start(log, env=job_server.COMPUTE_ENV)
         path = os.environ.pop(job_server.SERVER_VARIABLE, None)  # given to the runs, not to every child
+        atexit.register(shutil.rmtree, log.parent, ignore_errors=True)
         if server is not None and path is not None:
-            atexit.register(_stop_shared_server, server, [log.parent, Path(path).parent])
+            atexit.register(job_server.stop, server, path)
             _SHARED_SERVER["started"] = path
     path = _SHARED_SERVER["started"]
     return {job_server.SERVER_VARIABLE: path} if path else {}
-
-
-def _stop_shared_server(server: subprocess.Popen, folders: list[Path]) -> None:
-    server.terminate()
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        server.wait(timeout=30)
-    for folder in folders:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def workflow_env(own_server: bool = False) -> dict[str, str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -109,7 +110,9 @@ def test_a_run_given_a_running_job_server_uses_it_and_leaves_it_running(workflow
     """The fixture's run had the test process's job server in its environment
     (``conftest.shared_job_server``): it started none of its own (whose log the Snakefile's
     ``onstart`` writes) and left that one running for the next run."""
-    path = shared_job_server()[job_server.SERVER_VARIABLE]
+    if os.environ.get(job_server.SERVER_VARIABLE) == job_server.OFF:
+        pytest.skip("RERANK_SCALING_JOB_SERVER=off: no job server is started")
+    path = shared_job_server()[job_server.SERVER_VARIABLE]  # a KeyError: the server did not start
     assert job_server.running(path)
     assert not (workflow / "results" / "tiny" / "logs" / "job_server.log").exists()
 
@@ -250,10 +253,7 @@ def test_an_edit_of_the_profiled_code_measures_the_cost_profiles_again(workflow)
     code's profiles in the cache."""
     saved = workflow / "results" / "tiny" / "planning" / "profiles.json"
     cache = workflow / "results" / "profiles"
-    before = set(cache.rglob("*.json"))
-    assert len(before) == 2 and all(
-        not profile["cached"] for profile in json.loads(saved.read_text())["profiles"]
-    ), "the first run measured both sizes"
+    before = set(cache.rglob("*.json"))  # whatever earlier tests of this module left
     # the plan and what reads its decisions and profiles: the advice and the report
     replanned = Counter({"plan": 1, "advise_next": 1, "report_figures": 1, "report_answer": 1})
 

@@ -339,9 +339,10 @@ def start(log: Path, env: dict[str, str] | None = None) -> subprocess.Popen | No
     return server
 
 
-def stop(server: subprocess.Popen | None) -> None:
-    """Stop ``server`` (SIGTERM: its running jobs are terminated first) and remove its socket."""
-    path = os.environ.pop(SERVER_VARIABLE, None)
+def stop(server: subprocess.Popen | None, path: str | None = None) -> None:
+    """Stop ``server`` (SIGTERM: its running jobs are terminated first) and remove its socket:
+    ``path``, else the one ``$RERANK_SCALING_JOB_SERVER`` names (then unset)."""
+    path = os.environ.pop(SERVER_VARIABLE, None) if path is None else path
     if server is None:
         return
     if server.poll() is None:
