@@ -22,4 +22,7 @@ if [[ "${1:-}" == "--prefetch" ]]; then
   exec .venv/bin/snakemake prefetch --force --cores 1 "$@"  # the target first: --configfile takes several values
 fi
 .venv/bin/snakemake --cores 2 "$@"
+for arg in "$@"; do  # a dry run (./run.sh -n) shows the plan: there are no results to report on yet
+  case "$arg" in -n | -np | -pn | --dry-run | --dryrun) exit 0 ;; esac
+done
 .venv/bin/snakemake --cores 1 --report results/report.html "$@"
