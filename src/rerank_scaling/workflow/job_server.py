@@ -208,7 +208,8 @@ def serve(path: str) -> None:
                 other = differing(request["env"], started_env)
                 if other:  # the preloaded libraries read other values: the job starts on its own
                     print(
-                        f"job {request['module']}: started plain, its {', '.join(other)} differ", flush=True
+                        f"job {request['module']}: started plain (its {', '.join(other)} not the server's)",
+                        flush=True,
                     )
                     for fd in fds:
                         os.close(fd)
