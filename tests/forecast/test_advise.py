@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 from test_cli import README_CSV, REPO
 
 from rerank_scaling.forecast.advise import Candidate, Group, TargetForecast, advise
@@ -75,6 +76,75 @@ def test_the_preposterior_ranks_a_linear_law_s_candidates_as_the_hand_formula_do
     )
     now = hand_width(fitted[:-1], fitted[-1], target)  # the four fitted points as they are
     assert advice["width_now"].iloc[0] / ratio.iloc[0] == pytest.approx(now, rel=1e-9)
+    # the widths do not depend on the outcome here: every candidate is told from the best
+    assert advice["tied_with_best"].tolist() == [True] + [False] * (len(sizes) - 1)
+    assert (advice["reduction_margin"] < 0.1 * advice["expected_width_reduction"].abs()).all()
+
+
+def residual_least_squares(group: Group, rows: pd.DataFrame, held: pd.DataFrame, seed: int) -> TargetForecast:
+    """The straight line of :func:`least_squares` with sigma estimated from its residuals: the
+    width after a run, 2 t s sqrt(1 + h), depends on the run's outcome, as the ensemble's does, so
+    a preposterior's expected width is a Monte Carlo estimate with noise of its own."""
+    design = np.column_stack([np.ones(len(rows)), np.log(rows["N"].to_numpy(float))])
+    weights, values = rows["seeds"].to_numpy(float), rows["value"].to_numpy(float)
+    inverse = np.linalg.inv(design.T @ (design * weights[:, None]))
+    beta = inverse @ design.T @ (weights * values)
+    s = np.sqrt(np.sum(weights * (values - design @ beta) ** 2) / (len(rows) - 2))
+    at = np.column_stack([np.ones(len(held)), np.log(held["N"].to_numpy(float))])
+    sd = s * np.sqrt(1 + np.einsum("ij,jk,ik->i", at, inverse, at))
+    draws = at @ beta + np.random.default_rng(seed).standard_normal((DRAWS, len(held))) * sd
+    half = stats.t.ppf(0.975, len(rows) - 2) * sd[0]
+    point = float(at[0] @ beta)
+    return TargetForecast(2 * half, 0.0, draws, point - half, point + half, point)
+
+
+def noisy_line_group() -> Group:
+    group = line_group(np.array([1e7, 2e7, 4e7, 8e7]))
+    noise = np.array([0.004, -0.006, 0.005, -0.002])  # residual sd about 0.006
+    return Group(group.metric, group.fit_rows.assign(value=group.fit_rows["value"] + noise), group.settings)
+
+
+def test_the_reduction_s_monte_carlo_margin_covers_its_expectation_and_is_not_too_wide():
+    """Known truth: the expected reduction of a candidate under the residual-sigma line, from
+    1500 outcomes. Over 60 simulation seeds of 8 outcomes each, the reported 95% margin covers it
+    at nominal (at least 53 of 60: a true rate of 0.95 gives fewer with probability 0.01) and is
+    the width its noise calls for (mean margin within 0.75-1.25 times t_7 sd / sqrt(8), the sd that
+    of the 1500 outcomes' reductions)."""
+    group, target, outcomes = noisy_line_group(), 1e9, 8
+    candidate = [Candidate("N=1.6e+08", 1.6e8, 1.0)]
+    truth = advise(group, target, candidate, outcomes=1500, seed=1000, fit=residual_least_squares).iloc[0]
+    ideal = (
+        stats.t.ppf(0.975, outcomes - 1)
+        * truth["reduction_margin"]
+        / stats.t.ppf(0.975, 1499)
+        * np.sqrt(1500 / outcomes)
+    )
+    found = pd.concat(
+        [advise(group, target, candidate, outcomes, seed, residual_least_squares) for seed in range(60)]
+    )
+    covered = (found["expected_width_reduction"] - truth["expected_width_reduction"]).abs() <= found[
+        "reduction_margin"
+    ]
+    assert covered.sum() >= 53, covered.sum()
+    assert 0.75 <= found["reduction_margin"].mean() / ideal <= 1.25, found["reduction_margin"].mean() / ideal
+
+
+def test_two_runs_alike_are_mostly_tied_and_a_clearly_better_one_is_told_apart():
+    """Two candidates at one size and price differ only by their simulated outcomes: over 40 seeds
+    the simulation cannot tell them apart in at least 34 (a true rate of 0.95 gives fewer with
+    probability 0.003). Rerunning the smallest size is told apart from a new size towards the
+    target at every seed (the hand formula's widths differ by far more than the noise)."""
+    group, target = noisy_line_group(), 1e9
+    alike = [Candidate("A", 1.6e8, 1.0), Candidate("B", 1.6e8, 1.0), Candidate("rerun", 1e7, 1.0)]
+    tables = [advise(group, target, alike, 8, seed, residual_least_squares) for seed in range(40)]
+    tied = [t.set_index("candidate").loc[["A", "B"], "tied_with_best"].all() for t in tables]
+    assert sum(tied) >= 34, sum(tied)
+    assert all(t["candidate"].iloc[-1] == "rerun" and not t["tied_with_best"].iloc[-1] for t in tables)
+    sentence = next_sentence(tables[int(np.argmax(tied))])
+    best, other = ("A", "B") if "Next: train A " in sentence else ("B", "A")
+    assert (
+        sentence.startswith(f"Next: train {best} (cost 1); ") and f"cannot tell it from {other}:" in sentence
+    )
 
 
 def test_cost_reorders_the_candidates():
@@ -131,7 +201,12 @@ def test_the_readme_example_gets_ranked_advice(tmp_path, capsys):
     )
     said = capsys.readouterr().out
     assert said.splitlines()[0] == next_sentence(advice)
-    assert said.startswith(f"Next: train {advice['candidate'].iloc[0]} (cost ")
+    best = advice.iloc[0]
+    if best["expected_width_reduction"] > best["reduction_margin"]:
+        assert said.startswith(f"Next: train {best['candidate']} (cost ")
+    else:  # 3 outcomes of 60-resample refits: a reduction within its Monte Carlo margin is no answer
+        assert said.startswith("Next: unknown; the simulation cannot tell whether any candidate shrinks")
+    assert f" ± {best['reduction_margin']:.2g} over 3 simulated outcomes" in said
 
 
 def test_a_candidates_file_is_ranked_and_priced_as_given(tmp_path):

@@ -6,11 +6,16 @@ finished workflow)."""
 
 from __future__ import annotations
 
+import html
+
+import pandas as pd
 import pytest
 from conftest import painted
 from test_answer import build, with_held_out_gaps, write_results
 from test_answer_advice import with_advice
 
+from rerank_scaling.forecast.advise_stage import STAGE_OUTCOMES
+from rerank_scaling.report.answer_advice import next_sentence
 from rerank_scaling.report.browser import (
     INSTALL_HINT,
     find_chromium,
@@ -52,7 +57,10 @@ def test_the_next_run_is_on_the_page_as_a_reader_opens_it(tmp_path):
     dom = rendered_dom(root / "answer.html")
     assert landing_problems(dom) == []
     assert "What to run next (to be surer of the forecast)" in dom
-    assert '<p id="answer-advice"><strong>Next: train ' in dom and 'id="answer-advice-table"' in dom
-    assert "reduction per unit cost" in dom
+    advice = pd.read_csv(root / "planning" / "advice.csv")
+    sentence = html.escape(next_sentence(advice, "device-hours"), quote=False)
+    assert f'<p id="answer-advice"><strong>{sentence}</strong>' in dom and 'id="answer-advice-table"' in dom
+    assert sentence.startswith("Next: ") and f"over {STAGE_OUTCOMES} simulated outcomes" in sentence
+    assert "reduction per unit cost" in dom and "its 95% Monte Carlo margin" in dom
     shot = screenshot(root / "answer.html", tmp_path / "answer.png", width=1400, height=2200)
     assert painted(shot) > 0.05

@@ -17,6 +17,17 @@ misfit path, :func:`coherent_at`, chose worse runs: :mod:`.advise_plan`):
    95% interval width W_k and the spread of the members' point forecasts (max - min across forms);
 4. the expected width is the mean of W_k; the reduction W_now - E[W] is ranked per unit cost.
 
+The expected reduction is a Monte Carlo estimate over K outcomes, and the refits' percentile
+widths are noisy themselves (100 resamples), so each row carries its 95% Monte Carlo margin
+(``reduction_margin``: the half-width of the Student-t interval, K - 1 degrees of freedom, of the
+mean of the paired reductions W_now,k - W_k) and whether the simulation can tell the candidate
+from the best (``tied_with_best``: the paired differences of their reductions per unit cost,
+(W_now,k - W_k^best) / c_best - (W_now,k - W_k) / c, have a mean within their 95% margin of zero,
+the test :mod:`rerank_scaling.planning.decisions` puts to its Monte Carlo P(best)). On the
+embedded default's runs the first-ranked candidate changes with the seed at the command's 4
+outcomes (``benchmarks/bench_advice_noise.py``); the answer says which candidates the simulation
+cannot tell apart.
+
 The refits use the same bootstrap seeds for every candidate (k-th refit: ``seed + 1 + k``), and
 W_now is the mean width of refits on the current points with those seeds, so the differences are
 not resampling noise of differently seeded widths (common random numbers). Known answer
@@ -33,6 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from rerank_scaling.laws import discrepancy, ensemble
 from rerank_scaling.laws.fit_settings import FitSettings
@@ -243,8 +255,12 @@ class Preposterior:
     def current(self) -> np.ndarray:
         """:data:`READ` now, mean over the refits' own seeds: a reduction is then not the resampling
         noise of two differently seeded widths."""
-        found = np.array([self.refit(self.group.fit_rows, k) for k in range(len(self.pick))], float)
-        return np.array([mean_or_nan(column) for column in found.T])
+        return np.array([mean_or_nan(column) for column in self.current_outcomes().T])
+
+    def current_outcomes(self) -> np.ndarray:
+        """(outcomes, :data:`READ`) of the current points, the k-th refitted with the k-th seed: what
+        each outcome's refit is paired with."""
+        return np.array([self.refit(self.group.fit_rows, k) for k in range(len(self.pick))], float)
 
     def after(self, columns: list[int], candidates: list[Candidate]) -> np.ndarray:
         """(outcomes, :data:`READ`) after every one of ``candidates`` ran (their held columns
@@ -263,6 +279,27 @@ def mean_or_nan(values: np.ndarray) -> float:
     return float(np.nanmean(values)) if np.isfinite(values).any() else np.nan
 
 
+def margin95(values: np.ndarray) -> float:
+    """The half-width of the 95% Student-t interval of the mean of ``values``' finite entries (n - 1
+    degrees of freedom: a few outcomes estimate their own spread poorly); NaN below two."""
+    finite = values[np.isfinite(values)]
+    if len(finite) < 2:
+        return np.nan
+    return float(stats.t.ppf(0.975, len(finite) - 1) * np.std(finite, ddof=1) / np.sqrt(len(finite)))
+
+
+def tied_with_first(per_cost: list[np.ndarray]) -> list[bool]:
+    """For paired per-outcome reductions per unit cost (the best candidate first): whether the
+    simulation cannot tell each candidate from the best, the mean of their paired differences
+    within its 95% margin (:func:`margin95`) of zero (True, unknown, where fewer than two pair)."""
+    found = []
+    for values in per_cost:
+        difference = per_cost[0] - values
+        margin = margin95(difference)
+        found.append(not (np.isfinite(margin) and mean_or_nan(difference) > margin))
+    return found
+
+
 def advise(
     group: Group,
     target: float,
@@ -272,24 +309,29 @@ def advise(
     fit: Fit = ensemble_at,
 ) -> pd.DataFrame:
     """One row per candidate, best first (module docstring): ``candidate, size, steps, seed, cost,
-    expected_width, expected_width_reduction, reduction_per_cost, width_now, form_spread_now,
-    expected_form_spread``. ``fit`` is how the points are fitted (the fit stage's ensemble; a
-    test's least squares)."""
+    expected_width, expected_width_reduction, reduction_per_cost, reduction_margin, tied_with_best,
+    outcomes, width_now, form_spread_now, expected_form_spread``. ``fit`` is how the points are
+    fitted (the fit stage's ensemble; a test's least squares)."""
     simulation = Preposterior.start(group, target, candidates, outcomes, seed, fit)
-    width_now, spread_now = simulation.current()[:2]
-    records = []
+    now = simulation.current_outcomes()
+    width_now, spread_now = mean_or_nan(now[:, 0]), mean_or_nan(now[:, 1])
+    records, paired = [], []
     for column, candidate in enumerate(candidates, start=1):
         found = simulation.after([column], [candidate])
         expected = mean_or_nan(found[:, 0])
+        paired.append((now[:, 0] - found[:, 0]) / candidate.cost)  # this outcome's reduction per cost
         records.append(
             {
                 "candidate": candidate.label, "size": candidate.size, "steps": candidate.steps,
                 "seed": candidate.seed, "cost": candidate.cost, "expected_width": expected,
                 "expected_width_reduction": width_now - expected,
                 "reduction_per_cost": (width_now - expected) / candidate.cost,
+                "reduction_margin": margin95(now[:, 0] - found[:, 0]), "outcomes": outcomes,
                 "width_now": width_now, "form_spread_now": spread_now,
                 "expected_form_spread": mean_or_nan(found[:, 1]),
             }
         )  # fmt: skip
     table = pd.DataFrame(records)
-    return table.sort_values("reduction_per_cost", ascending=False, kind="stable").reset_index(drop=True)
+    order = table.sort_values("reduction_per_cost", ascending=False, kind="stable").index
+    table = table.loc[order].reset_index(drop=True)
+    return table.assign(tied_with_best=tied_with_first([paired[i] for i in order]))

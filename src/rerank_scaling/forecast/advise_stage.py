@@ -15,6 +15,10 @@ measured cost profiles (``planning/plan.parquet``'s ``profile`` rows: seconds pe
 a power law in N through them, :class:`rerank_scaling.planning.cost_model.PowerLaw`) times the
 fitted runs' training examples. Writes ``advice.csv`` (:data:`.advise_table.ADVICE_COLUMNS`, then
 ``metric, split, objective, target, target_size, cost_unit``); no rows when there is no held-out size.
+
+It simulates :data:`STAGE_OUTCOMES` outcomes per candidate, four times the command's default: at
+4 the answer's first-ranked run changed with the seed on the default's runs, and each row's
+Monte Carlo margin is what the answer's sentence reports (``benchmarks/bench_advice_noise.py``).
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ from rerank_scaling.settings import parse_json_arg, settings_from_dict
 
 log = logging.getLogger(__name__)
 COST_UNIT = "device-hours"
+#: Simulated outcomes per candidate for the answer (each one refit of the ensemble per candidate).
+STAGE_OUTCOMES = 4 * OUTCOMES
 
 
 def headline_rows(metrics: pd.DataFrame, metric: str, split: str, objective: str) -> pd.DataFrame:
@@ -70,8 +76,9 @@ def stage_advice(
     settings: FitSettings,
     split: str,
     objective: str,
+    outcomes: int = STAGE_OUTCOMES,
 ) -> pd.DataFrame:
-    """advice.csv's rows (module docstring)."""
+    """advice.csv's rows (module docstring), ``outcomes`` simulated per candidate."""
     metric = settings.metrics[0]
     rows = headline_rows(metrics, metric, split, objective)
     held = rows[rows["role"] == "held_out"]
@@ -88,7 +95,7 @@ def stage_advice(
     examples = float(group.fit_rows.groupby("model")["examples"].max().median())  # a run's whole training
     candidates = priced(default_candidates(group, float(sizes.max())), plan, examples)
     try:
-        advice = advise(group, float(sizes.max()), candidates, OUTCOMES, settings.seed)
+        advice = advise(group, float(sizes.max()), candidates, outcomes, settings.seed)
     except ValueError as error:  # no law form forecasts the target from these sizes
         log.info("no advice: %s", error)
         return none

@@ -27,9 +27,11 @@ from rerank_scaling.laws.protocols import last_checkpoints, prepare, seed_spread
 from rerank_scaling.registries.measures import MetricSpec
 
 CANDIDATE_COLUMNS = ("model", "size", "cost")
-#: advice.csv's columns, in order (the first five are the ranking's; the rest say why).
+#: advice.csv's columns, in order (the first five are the ranking's; then its Monte Carlo noise:
+#: :func:`.advise.advise`; the rest say why).
 ADVICE_COLUMNS = [
     "candidate", "cost", "expected_width", "expected_width_reduction", "reduction_per_cost",
+    "reduction_margin", "tied_with_best", "outcomes",
     "size", "steps", "seed", "width_now", "form_spread_now", "expected_form_spread",
 ]  # fmt: skip
 

@@ -2,12 +2,15 @@
 (:mod:`rerank_scaling.forecast.advise`), for the answer page and ``rerank-scaling advise``.
 
 Input: an advice table (``advice.csv``: ``candidate, cost, expected_width,
-expected_width_reduction, reduction_per_cost, width_now, form_spread_now, expected_form_spread``,
-best first).
+expected_width_reduction, reduction_per_cost, reduction_margin, tied_with_best, outcomes, width_now,
+form_spread_now, expected_form_spread``, best first). A reduction is a Monte Carlo estimate: the
+sentence names the best candidate only with its noise, says when no reduction is beyond it, and
+names the candidates the simulation cannot tell from the best.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 NO_ADVICE = (
@@ -20,26 +23,56 @@ SHOWN = {
     "cost": "cost",
     "expected_width": "expected 95% width after it",
     "expected_width_reduction": "expected reduction",
+    "reduction_margin": "its 95% Monte Carlo margin",
     "reduction_per_cost": "reduction per unit cost",
+    "tied_with_best": "not told from the best",
     "expected_form_spread": "spread across law forms after it",
 }
 
 
+def noise(row: pd.Series) -> str:
+    """The reduction with its 95% Monte Carlo margin and the number of simulated outcomes."""
+    margin = float(row.get("reduction_margin", np.nan))
+    outcomes = row.get("outcomes")
+    count = f"{int(outcomes)} simulated outcomes" if pd.notna(outcomes) else "the simulated outcomes"
+    if not np.isfinite(margin):
+        return f"reduction {row['expected_width_reduction']:.3g}, its noise unknown from {count}"
+    return f"reduction {row['expected_width_reduction']:.3g} ± {margin:.2g} over {count}"
+
+
 def next_sentence(advice: pd.DataFrame, unit: str = "") -> str:
-    """ "Next: train X (cost C); the target's interval is expected to shrink from W to W'." (or why
-    no candidate is expected to shrink it)."""
+    """ "Next: train X (cost C); the target's interval is expected to shrink from W to W'." with the
+    reduction's 95% Monte Carlo margin and the candidates the simulation cannot tell from X, or why
+    no candidate is expected to shrink it beyond that noise."""
     if advice.empty:
         return NO_ADVICE
-    best = advice.iloc[0]
+    best = advice.loc[advice["reduction_per_cost"].fillna(-np.inf).idxmax()]  # a budget reorders rows
     cost = f"{best['cost']:.3g}{' ' + unit if unit else ''}"
-    if not best["expected_width_reduction"] > 0:
+    margin = float(best.get("reduction_margin", np.nan))
+    reduction = best["expected_width_reduction"]
+    now = f"width {best['width_now']:.3g}; the best, {best['candidate']}: {noise(best)}"
+    if not reduction > 0:
         return (
-            "Next: no candidate is expected to shrink the target's interval "
-            f"(width {best['width_now']:.3g}); more runs of these sizes are not expected to tell more."
+            f"Next: no candidate is expected to shrink the target's interval ({now}); more runs of "
+            "these sizes are not expected to tell more."
         )
-    return (
+    if np.isfinite(margin) and reduction <= margin:
+        return (
+            f"Next: unknown; the simulation cannot tell whether any candidate shrinks the target's "
+            f"interval ({now}). More simulated outcomes (rerank-scaling advise --outcomes) narrow "
+            "that margin."
+        )
+    sentence = (
         f"Next: train {best['candidate']} (cost {cost}); the target's interval is expected to shrink "
-        f"from {best['width_now']:.3g} to {best['expected_width']:.3g}."
+        f"from {best['width_now']:.3g} to {best['expected_width']:.3g} ({noise(best)})."
+    )
+    tied = advice[advice.get("tied_with_best", False) & (advice["candidate"] != best["candidate"])]
+    if tied.empty:
+        return sentence
+    names = ", ".join(tied["candidate"].astype(str))
+    return (
+        f"{sentence} The simulation cannot tell it from {names}: their reductions per unit cost "
+        "differ from its by less than the 95% Monte Carlo margin."
     )
 
 
@@ -69,7 +102,7 @@ def form_sentence(advice: pd.DataFrame) -> str:
 
 def advice_table(advice: pd.DataFrame, rows: int = 6) -> pd.DataFrame:
     """The best ``rows`` candidates with readable headings and numbers."""
-    shown = advice.head(rows)[list(SHOWN)].rename(columns=SHOWN)
+    shown = advice.head(rows)[[c for c in SHOWN if c in advice.columns]].rename(columns=SHOWN)
     return shown.apply(lambda column: column.map(lambda v: f"{v:.3g}" if isinstance(v, float) else v))
 
 
