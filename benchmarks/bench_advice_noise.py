@@ -5,8 +5,9 @@ simulation seeds, at the command's outcome count and at the stage's.
     python benchmarks/bench_advice_noise.py results/default --seeds 6 \
         --out benchmarks/results/advice_noise.md
 
-For each outcome count K and seed s (``fitting.seed`` = s: other outcome draws and other refit
-resamples, the same runs) it reports the first-ranked candidate, its expected reduction of the
+For each outcome count K and seed s (``fitting.seed`` = 1000 s: other outcome draws and other
+refit resamples, the same runs; outcome k is refitted with seed + 1 + k, so seeds 1000 apart share
+no refit) it reports the first-ranked candidate, its expected reduction of the
 target's 95% width with the 95% Monte Carlo margin (:func:`rerank_scaling.forecast.advise.margin95`),
 and the candidates the simulation could not tell from it (``tied_with_best``). A pick that changes
 with the seed while the others are not tied would be advice the margin misstates; a pick that
@@ -31,6 +32,9 @@ from rerank_scaling.forecast.advise_stage import STAGE_OUTCOMES, stage_advice
 from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.precision import cpu_name
 from rerank_scaling.settings import settings_from_dict
+
+#: Simulation seeds this far apart share no refit seed (outcome k of seed s is refitted with s + 1 + k).
+SEED_STEP = 1000
 
 
 def one(job: tuple[Path, Path, int, int]) -> dict:
@@ -63,7 +67,8 @@ def report(rows: pd.DataFrame, results: Path, config: Path) -> list[str]:
         f"{rows['seed'].nunique()}` at commit {commit()}, on {cpu_name()} ({os.cpu_count()} CPUs; "
         f"load average {os.getloadavg()[0]:.1f} at the end). The advise stage on that run's results "
         "(its headline forecast, the grid's candidates priced from its cost profiles), repeated with "
-        "other simulation seeds: other outcome draws and refit resamples, the same runs. K: simulated "
+        f"other simulation seeds ({SEED_STEP} apart: no refit seed shared): other outcome draws and "
+        "refit resamples, the same runs. K: simulated "
         f"outcomes per candidate ({OUTCOMES}: `rerank-scaling advise`'s default; {STAGE_OUTCOMES}: the "
         "stage's). Margin: the 95% Monte Carlo margin of the reduction (Student t). Tied: the "
         "candidates whose reduction per unit cost the simulation could not tell from the first's.",
@@ -99,7 +104,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--out")
     args = parser.parse_args()
-    jobs = [(args.results, args.config, k, s) for k in (OUTCOMES, STAGE_OUTCOMES) for s in range(args.seeds)]
+    seeds = [SEED_STEP * s for s in range(args.seeds)]
+    jobs = [(args.results, args.config, k, s) for k in (OUTCOMES, STAGE_OUTCOMES) for s in seeds]
     with ProcessPoolExecutor(args.workers) as pool:
         rows = pd.DataFrame(list(pool.map(one, jobs)))
     emit("\n".join(report(rows, args.results, args.config)), args.out)

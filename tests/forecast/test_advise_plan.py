@@ -115,6 +115,9 @@ def test_advise_with_a_budget_writes_the_plans_and_says_the_best(tmp_path, capsy
     said = capsys.readouterr().out.splitlines()
     assert said[1] == plan_sentence(plans, 5.0)
     assert said[1].startswith(f"Budget 5: train {plans['plan'].iloc[0]} (cost ")
+    # the plan's reduction with its Monte Carlo margin over the 2 outcomes (Student t, 1 df)
+    assert f" ± {plans['reduction_margin'].iloc[0]:.2g} over 2 simulated outcomes)" in said[1]
+    assert (plans["reduction_margin"] > 0).all()
 
 
 @pytest.mark.parametrize(

@@ -55,6 +55,7 @@ from rerank_scaling.forecast.advise import (
     Group,
     Preposterior,
     ensemble_at,
+    margin95,
     mean_or_nan,
 )
 
@@ -65,7 +66,8 @@ MOST_PLANS = 12
 #: plans.csv's columns, best first.
 PLAN_COLUMNS = [
     "plan", "cost", "runs", "score", "score_now", "expected_abs_error", "expected_width",
-    "expected_width_reduction", "expected_form_spread", "width_now", "form_spread_now",
+    "expected_width_reduction", "reduction_margin", "outcomes", "expected_form_spread", "width_now",
+    "form_spread_now",
 ]  # fmt: skip
 #: What a plan is ranked by: a name of :data:`.advise.READ` -> its plans.csv column (lower is better).
 CRITERIA = {"interval_score": "score", "width": "expected_width"}
@@ -165,17 +167,21 @@ def scored_plans(
 ) -> pd.DataFrame:
     """Every plan (indices into ``candidates``, the simulation's columns 1..n) simulated: the table
     :func:`advise_budget` returns, best first."""
-    width_now, spread_now, score_now, _ = simulation.current()
+    now = simulation.current_outcomes()
+    width_now, spread_now, score_now, _ = (mean_or_nan(column) for column in now.T)
     records = []
     for plan in plans:
         found = simulation.after([i + 1 for i in plan], [candidates[i] for i in plan])
         width, spread, score, error = (mean_or_nan(column) for column in found.T)
+        margin = margin95(now[:, 0] - found[:, 0])  # the reduction's 95% Monte Carlo margin
         records.append(
             {
                 "plan": plan_label(candidates, plan), "members": tuple(candidates[i].label for i in plan),
                 "cost": sum(candidates[i].cost for i in plan), "runs": len(plan), "score": score,
                 "score_now": score_now, "expected_abs_error": error, "expected_width": width,
-                "expected_width_reduction": width_now - width, "expected_form_spread": spread,
+                "expected_width_reduction": width_now - width, "reduction_margin": margin,
+                "outcomes": len(simulation.pick),
+                "expected_form_spread": spread,
                 "width_now": width_now, "form_spread_now": spread_now,
             }
         )  # fmt: skip

@@ -86,8 +86,9 @@ def plan_sentence(plans: pd.DataFrame, budget: float, unit: str = "") -> str:
     change = "shrink" if best["expected_width"] < best["width_now"] else "widen"
     return (
         f"Budget {money}: train {best['plan']} (cost {best['cost']:.3g}); the target's interval is "
-        f"expected to {change} from {best['width_now']:.3g} to {best['expected_width']:.3g}, the law forms' "
-        f"spread from {best['form_spread_now']:.3g} to {best['expected_form_spread']:.3g}."
+        f"expected to {change} from {best['width_now']:.3g} to {best['expected_width']:.3g} "
+        f"({noise(best)}), the law forms' spread from {best['form_spread_now']:.3g} to "
+        f"{best['expected_form_spread']:.3g}."
     )
 
 
