@@ -11,7 +11,9 @@ no refit) it reports the first-ranked candidate, its expected reduction of the
 target's 95% width with the 95% Monte Carlo margin (:func:`rerank_scaling.forecast.advise.margin95`),
 and the candidates the simulation could not tell from it (``tied_with_best``). A pick that changes
 with the seed while the others are not tied would be advice the margin misstates; a pick that
-changes inside the tied set is the noise the answer's sentence names.
+changes inside the tied set is the noise the answer's sentence names. The last column counts the
+answer's sentences (:func:`rerank_scaling.report.answer_advice.next_sentence`): "train X", "unknown"
+(the best reduction within its margin of zero), "no candidate" (beyond it, below zero).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from rerank_scaling.forecast.advise import OUTCOMES
 from rerank_scaling.forecast.advise_stage import STAGE_OUTCOMES, stage_advice
 from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.precision import cpu_name
+from rerank_scaling.report.answer_advice import next_sentence
 from rerank_scaling.settings import settings_from_dict
 
 #: Simulation seeds this far apart share no refit seed (outcome k of seed s is refitted with s + 1 + k).
@@ -55,7 +58,7 @@ def one(job: tuple[Path, Path, int, int]) -> dict:
         "reduction": best["expected_width_reduction"], "margin": best["reduction_margin"],
         "width_now": best["width_now"], "tied": ", ".join(tied) or "none",
         "told_apart": int((~advice["tied_with_best"]).sum()), "candidates": len(advice),
-        "cpu_s": time.process_time() - started,
+        "cpu_s": time.process_time() - started, "advice": advice,
     }  # fmt: skip
 
 
@@ -82,8 +85,8 @@ def report(rows: pd.DataFrame, results: Path, config: Path) -> list[str]:
             f"| {r.outcomes} | {r.seed} | {r.first} | {r.width_now:.3f} | {r.reduction:.3f} ± "
             f"{r.margin:.3f} | {r.tied} | {r.told_apart} of {r.candidates} | {r.cpu_s:.0f} |"
         )
-    lines += ["", "| K | distinct first-ranked over seeds | a first-ranked outside another seed's tied set |",
-              "|---:|---|---:|"]  # fmt: skip
+    lines += ["", "| K | distinct first-ranked over seeds | a first-ranked outside another seed's tied set "
+              "| the answer's sentence (train / unknown / none) |", "|---:|---|---:|---|"]  # fmt: skip
     for outcomes, part in rows.groupby("outcomes"):
         firsts = part["first"].unique()
         outside = sum(
@@ -92,7 +95,11 @@ def report(rows: pd.DataFrame, results: Path, config: Path) -> list[str]:
             for _, other in part.iterrows()
         )
         pairs = len(part) * (len(part) - 1)
-        lines.append(f"| {outcomes} | {len(firsts)} ({', '.join(firsts)}) | {outside} of {pairs} pairs |")
+        said = [next_sentence(advice).split(" ", 2)[1].rstrip(";") for advice in part["advice"]]
+        kinds = f"{said.count('train')} / {said.count('unknown')} / {said.count('no')}"
+        lines.append(
+            f"| {outcomes} | {len(firsts)} ({', '.join(firsts)}) | {outside} of {pairs} pairs | {kinds} |"
+        )
     return [*lines, ""]
 
 

@@ -287,3 +287,28 @@ def test_the_docs_quote_the_advisor_benchmark_as_generated():
     readme = " ".join((REPO / "docs" / "forecasts.md").read_text().split())
     for quote in advisor_quotes():
         assert " ".join(quote.split()) in readme, quote
+
+
+def advice_noise_quote() -> str:
+    """The forecasts page's sentence on the advice's Monte Carlo noise, from
+    benchmarks/results/advice_noise.md's summary table (K, distinct first-ranked, outside, sentences)."""
+    report = (REPO / "benchmarks" / "results" / "advice_noise.md").read_text()
+    rows = {}
+    for line in report.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        if len(cells) == 4 and cells[0].isdigit():
+            rows[int(cells[0])] = (cells[1].split(" ", 1)[0], cells[2].replace(" pairs", ""), cells[3])
+    seeds = len({line.split(" | ")[1] for line in report.splitlines() if line.count(" | ") == 7
+                 and line.split(" | ")[1].strip().isdigit()})  # fmt: skip
+    (few, many) = sorted(rows)
+    return (
+        f"over {seeds} simulation seeds, the first-ranked run was one of {rows[few][0]} candidates at "
+        f"{few} outcomes and one of {rows[many][0]} at {many}; a seed's first-ranked run lay outside "
+        f"another seed's tied set in {rows[few][1]} pairs at {few} outcomes and {rows[many][1]} at {many}. "
+        f"The answer's sentence at {many} outcomes (train / unknown / no candidate): {rows[many][2]}"
+    )
+
+
+def test_the_docs_quote_the_advice_noise_benchmark_as_generated():
+    page = " ".join((REPO / "docs" / "forecasts.md").read_text().split())
+    assert advice_noise_quote() in page, advice_noise_quote()

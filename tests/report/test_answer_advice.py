@@ -83,3 +83,31 @@ def test_without_advice_the_page_says_why(tmp_path):
     pd.DataFrame(columns=ADVICE_COLUMNS).to_csv(root / "planning" / "advice.csv", index=False)
     markdown, page = build(root)
     assert NO_ADVICE in markdown and NO_ADVICE in page
+
+
+def advice_rows(reductions: list[float], margins: list[float], tied: list[bool]) -> pd.DataFrame:
+    """An advice table of candidates A, B, C (cost 1, width now 0.2), best first."""
+    return pd.DataFrame(
+        {"candidate": ["A", "B", "C"][: len(reductions)], "cost": 1.0, "width_now": 0.2,
+         "expected_width": [0.2 - r for r in reductions], "expected_width_reduction": reductions,
+         "reduction_per_cost": reductions, "reduction_margin": margins, "tied_with_best": tied,
+         "outcomes": 16}
+    )  # fmt: skip
+
+
+def test_the_sentence_names_a_run_only_beyond_the_simulation_s_noise():
+    told = next_sentence(advice_rows([0.05, 0.04, 0.01], [0.02, 0.02, 0.02], [True, True, False]))
+    assert told == (
+        "Next: train A (cost 1); the target's interval is expected to shrink from 0.2 to 0.15 "
+        "(reduction 0.05 ± 0.02 over 16 simulated outcomes). The simulation cannot tell it from B: "
+        "their reductions per unit cost differ from its by less than the 95% Monte Carlo margin."
+    )
+    assert next_sentence(advice_rows([0.05, 0.01], [0.02, 0.02], [True, False])).endswith("outcomes).")
+    unknown = next_sentence(advice_rows([0.015, 0.01], [0.02, 0.02], [True, True]))
+    assert unknown.startswith("Next: unknown; the simulation cannot tell whether any candidate shrinks")
+    assert "the best, A: reduction 0.015 ± 0.02 over 16 simulated outcomes" in unknown
+    assert next_sentence(advice_rows([-0.01], [0.02], [True])).startswith("Next: unknown;")
+    widens = next_sentence(advice_rows([-0.03], [0.02], [True]))
+    assert widens.startswith("Next: no candidate is expected to shrink the target's interval (width 0.2;")
+    one = next_sentence(advice_rows([0.05], [float("nan")], [True]))  # one outcome: no margin
+    assert one.startswith("Next: train A") and "its noise unknown from 16 simulated outcomes" in one

@@ -42,21 +42,23 @@ def noise(row: pd.Series) -> str:
 
 def next_sentence(advice: pd.DataFrame, unit: str = "") -> str:
     """ "Next: train X (cost C); the target's interval is expected to shrink from W to W'." with the
-    reduction's 95% Monte Carlo margin and the candidates the simulation cannot tell from X, or why
-    no candidate is expected to shrink it beyond that noise."""
+    reduction's 95% Monte Carlo margin and the candidates the simulation cannot tell from X; or
+    "unknown" where the best reduction lies within its margin of zero; or, where even the best
+    widens the interval beyond its margin, that no candidate is expected to shrink it."""
     if advice.empty:
         return NO_ADVICE
     best = advice.loc[advice["reduction_per_cost"].fillna(-np.inf).idxmax()]  # a budget reorders rows
     cost = f"{best['cost']:.3g}{' ' + unit if unit else ''}"
     margin = float(best.get("reduction_margin", np.nan))
+    margin = margin if np.isfinite(margin) else 0.0  # one outcome: the estimate alone
     reduction = best["expected_width_reduction"]
     now = f"width {best['width_now']:.3g}; the best, {best['candidate']}: {noise(best)}"
-    if not reduction > 0:
+    if not reduction >= -margin:
         return (
             f"Next: no candidate is expected to shrink the target's interval ({now}); more runs of "
             "these sizes are not expected to tell more."
         )
-    if np.isfinite(margin) and reduction <= margin:
+    if not reduction > margin:
         return (
             f"Next: unknown; the simulation cannot tell whether any candidate shrinks the target's "
             f"interval ({now}). More simulated outcomes (rerank-scaling advise --outcomes) narrow "
