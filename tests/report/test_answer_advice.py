@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 from test_answer import SIZES, build, write_results
 
 from rerank_scaling.forecast import advise_stage
@@ -48,8 +49,15 @@ def with_advice(root: Path) -> Path:
     return root
 
 
-def test_the_advise_stage_ranks_the_grid_s_candidates_priced_from_the_profiles(tmp_path):
-    root = with_advice(write_results(tmp_path / "run", decisions=True))
+@pytest.fixture(scope="module")
+def advised(tmp_path_factory) -> Path:
+    """One results directory with the advise stage run on it (16 outcomes per candidate), shared by
+    the module's tests: they read it, and the page's build writes only its own files."""
+    return with_advice(write_results(tmp_path_factory.mktemp("advised") / "run", decisions=True))
+
+
+def test_the_advise_stage_ranks_the_grid_s_candidates_priced_from_the_profiles(advised):
+    root = advised
     advice = pd.read_csv(root / "planning" / "advice.csv")
     assert advice.columns.tolist()[: len(ADVICE_COLUMNS)] == ADVICE_COLUMNS
     # L1-L3 again, the midpoints between them and to the target L4
@@ -64,8 +72,8 @@ def test_the_advise_stage_ranks_the_grid_s_candidates_priced_from_the_profiles(t
     assert advice["reduction_per_cost"].is_monotonic_decreasing
 
 
-def test_the_answer_page_says_what_to_run_next_on_top_of_the_table(tmp_path):
-    root = with_advice(write_results(tmp_path / "run", decisions=True))
+def test_the_answer_page_says_what_to_run_next_on_top_of_the_table(advised):
+    root = advised
     advice = pd.read_csv(root / "planning" / "advice.csv")
     markdown, page = build(root)
     sentence = next_sentence(advice, "device-hours")
