@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import re
+from pathlib import Path
 
 import pytest
 import yaml
@@ -51,6 +53,8 @@ LADDER = {
     "layers": 1,
     "role": "fit",
 }
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def minimal_config() -> dict:
@@ -239,3 +243,22 @@ def test_the_filled_shipped_configs_equal_what_snakemakes_validator_fills(repo, 
     )
     assert ours == theirs
     assert load_config(repo / "config.yaml")["cluster"]["max_runtime"] == 2880
+
+
+def test_the_default_resample_count_keeps_the_interval_s_monte_carlo_error_within_the_bar():
+    """A numerical shortcut is judged by the project's bar (a change below a quarter of the
+    quantity's standard error is no change): config.yaml's ``fitting.bootstrap`` must be a count
+    that benchmarks/results/interval_mc.md measured within it on the default's runs."""
+    report = (REPO / "benchmarks" / "results" / "interval_mc.md").read_text()
+    verdicts = dict(re.findall(r"^\| (\d+) \| [\d.]+ \| (yes|no) \|$", report, re.M))
+    assert verdicts, "interval_mc.md has no summary table"
+    bootstrap = yaml.safe_load((REPO / "config.yaml").read_text())["fitting"]["bootstrap"]
+    assert verdicts.get(str(bootstrap)) == "yes", (bootstrap, verdicts)
+    worst = dict(re.findall(r"^\| (\d+) \| ([\d.]+) \| (?:yes|no) \|$", report, re.M))
+    seeds = re.search(r"with (\d+) seeds per resample count", report).group(1)
+    quote = (
+        f"headline forecast refitted with {seeds} seeds) the endpoints' sd reached {worst['100']} of the "
+        f"forecast's standard error at 100 resamples, {worst['200']} at 200 and {worst['500']} at 500"
+    )
+    forecasts = " ".join((REPO / "docs" / "forecasts.md").read_text().split())
+    assert quote in forecasts, quote
