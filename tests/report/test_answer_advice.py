@@ -93,13 +93,16 @@ def test_without_advice_the_page_says_why(tmp_path):
     assert NO_ADVICE in markdown and NO_ADVICE in page
 
 
-def advice_rows(reductions: list[float], margins: list[float], tied: list[bool]) -> pd.DataFrame:
-    """An advice table of candidates A, B, C (cost 1, width now 0.2), best first."""
+def advice_rows(
+    reductions: list[float], margins: list[float], tied: list[bool], costs: list[float] | None = None
+) -> pd.DataFrame:
+    """An advice table of candidates A, B, C (cost 1 unless given, width now 0.2), best first."""
+    costs = costs or [1.0] * len(reductions)
     return pd.DataFrame(
-        {"candidate": ["A", "B", "C"][: len(reductions)], "cost": 1.0, "width_now": 0.2,
+        {"candidate": ["A", "B", "C"][: len(reductions)], "cost": costs, "width_now": 0.2,
          "expected_width": [0.2 - r for r in reductions], "expected_width_reduction": reductions,
-         "reduction_per_cost": reductions, "reduction_margin": margins, "tied_with_best": tied,
-         "outcomes": 16}
+         "reduction_per_cost": [r / c for r, c in zip(reductions, costs, strict=True)],
+         "reduction_margin": margins, "tied_with_best": tied, "outcomes": 16}
     )  # fmt: skip
 
 
@@ -117,5 +120,13 @@ def test_the_sentence_names_a_run_only_beyond_the_simulation_s_noise():
     assert next_sentence(advice_rows([-0.01], [0.02], [True])).startswith("Next: unknown;")
     widens = next_sentence(advice_rows([-0.03], [0.02], [True]))
     assert widens.startswith("Next: no candidate is expected to shrink the target's interval (width 0.2;")
+    # the default's run (planning/advice.csv): the cheapest gain within its noise, a dearer one beyond
+    dearer = next_sentence(
+        advice_rows([0.014, 0.023, 0.01], [0.019, 0.015, 0.02], [True, True, True], [1, 2, 4])
+    )
+    assert dearer.startswith(
+        "Next: train B (cost 2); the target's interval is expected to shrink from 0.2 to 0.177"
+    )
+    assert dearer.endswith("Ranked ahead of it per unit cost, but within the simulation's noise: A.")
     one = next_sentence(advice_rows([0.05], [float("nan")], [True]))  # one outcome: no margin
     assert one.startswith("Next: train A") and "its noise unknown from 16 simulated outcomes" in one

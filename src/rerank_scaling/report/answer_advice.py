@@ -41,40 +41,47 @@ def noise(row: pd.Series) -> str:
 
 
 def next_sentence(advice: pd.DataFrame, unit: str = "") -> str:
-    """ "Next: train X (cost C); the target's interval is expected to shrink from W to W'." with the
-    reduction's 95% Monte Carlo margin and the candidates the simulation cannot tell from X; or
-    "unknown" where the best reduction lies within its margin of zero; or, where even the best
-    widens the interval beyond its margin, that no candidate is expected to shrink it."""
+    """ "Next: train X (cost C); the target's interval is expected to shrink from W to W'." for X the
+    best-ranked candidate (reduction per unit cost) whose reduction exceeds its 95% Monte Carlo
+    margin, with that margin; then the candidates the simulation cannot tell from the best, or those
+    ranked ahead of X within their noise. Without such a candidate: "unknown", or, where even the
+    best widens the interval beyond its margin, that no candidate is expected to shrink it."""
     if advice.empty:
         return NO_ADVICE
-    best = advice.loc[advice["reduction_per_cost"].fillna(-np.inf).idxmax()]  # a budget reorders rows
-    cost = f"{best['cost']:.3g}{' ' + unit if unit else ''}"
-    margin = float(best.get("reduction_margin", np.nan))
-    margin = margin if np.isfinite(margin) else 0.0  # one outcome: the estimate alone
-    reduction = best["expected_width_reduction"]
+    ranked = advice.sort_values("reduction_per_cost", ascending=False, kind="stable", na_position="last")
+    best = ranked.iloc[0]  # a budget reorders advice.csv's rows: the ranking is by reduction per cost
+    margins = ranked.get("reduction_margin", pd.Series(np.nan, index=ranked.index)).fillna(0.0)
+    sure = ranked[ranked["expected_width_reduction"] > margins]  # one outcome: the estimate alone
     now = f"width {best['width_now']:.3g}; the best, {best['candidate']}: {noise(best)}"
-    if not reduction >= -margin:
+    if sure.empty and not best["expected_width_reduction"] >= -margins.iloc[0]:
         return (
             f"Next: no candidate is expected to shrink the target's interval ({now}); more runs of "
             "these sizes are not expected to tell more."
         )
-    if not reduction > margin:
+    if sure.empty:
         return (
             f"Next: unknown; the simulation cannot tell whether any candidate shrinks the target's "
             f"interval ({now}). More simulated outcomes (rerank-scaling advise --outcomes) narrow "
             "that margin."
         )
+    chosen = sure.iloc[0]
+    cost = f"{chosen['cost']:.3g}{' ' + unit if unit else ''}"
     sentence = (
-        f"Next: train {best['candidate']} (cost {cost}); the target's interval is expected to shrink "
-        f"from {best['width_now']:.3g} to {best['expected_width']:.3g} ({noise(best)})."
+        f"Next: train {chosen['candidate']} (cost {cost}); the target's interval is expected to shrink "
+        f"from {chosen['width_now']:.3g} to {chosen['expected_width']:.3g} ({noise(chosen)})."
     )
-    tied = advice[advice.get("tied_with_best", False) & (advice["candidate"] != best["candidate"])]
+    if chosen["candidate"] != best["candidate"]:
+        ahead = ranked.loc[: chosen.name].iloc[:-1]
+        return (
+            f"{sentence} Ranked ahead of it per unit cost, but within the simulation's noise: "
+            f"{', '.join(ahead['candidate'].astype(str))}."
+        )
+    tied = ranked[ranked.get("tied_with_best", False) & (ranked["candidate"] != best["candidate"])]
     if tied.empty:
         return sentence
-    names = ", ".join(tied["candidate"].astype(str))
     return (
-        f"{sentence} The simulation cannot tell it from {names}: their reductions per unit cost "
-        "differ from its by less than the 95% Monte Carlo margin."
+        f"{sentence} The simulation cannot tell it from {', '.join(tied['candidate'].astype(str))}: "
+        "their reductions per unit cost differ from its by less than the 95% Monte Carlo margin."
     )
 
 
