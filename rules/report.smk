@@ -53,6 +53,7 @@ rule advise_next:
         fitting=section_json("fitting"),
         split=fitted_splits()[0],
         objective=config["training"]["objectives"][0],
+    threads: config["threads"]  # the candidates' simulations run side by side
     resources:
         **job_resources("advise_next", mem_mb=2000, runtime=10),
     log:
@@ -64,7 +65,7 @@ rule advise_next:
     shell:
         "rerank_python -m rerank_scaling.forecast.advise_stage --metrics {input.metrics} --fits {input.fits}"
         " --plan {input.plan} --fitting {params.fitting:q} --split {params.split}"
-        " --objective {params.objective} --out {output.advice} > {log} 2>&1"
+        " --objective {params.objective} --workers {threads} --out {output.advice} > {log} 2>&1"
 
 
 rule report_answer:

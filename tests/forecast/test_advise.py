@@ -147,6 +147,13 @@ def test_two_runs_alike_are_mostly_tied_and_a_clearly_better_one_is_told_apart()
     )
 
 
+def test_the_simulation_in_two_processes_gives_the_serial_numbers():
+    group, candidates = noisy_line_group(), [Candidate(f"N={n:g}", n, 1.0) for n in (1e7, 1.6e8, 3.2e8)]
+    serial = advise(group, 1e9, candidates, 6, 3, residual_least_squares)
+    forked = advise(group, 1e9, candidates, 6, 3, residual_least_squares, workers=2)
+    pd.testing.assert_frame_equal(serial, forked)
+
+
 def test_cost_reorders_the_candidates():
     """Ranked by reduction per unit cost: the best reduction at ten times the price of the second
     best loses to it."""

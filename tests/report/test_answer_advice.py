@@ -44,7 +44,7 @@ def with_advice(root: Path) -> Path:
     advise_stage.main(
         ["--metrics", str(root / "metrics" / "all.parquet"), "--fits", str(root / "laws" / "fits.parquet"),
          "--plan", str(root / "planning" / "plan.parquet"), "--fitting", FITTING, "--split", "dev",
-         "--objective", "pointwise", "--out", str(root / "planning" / "advice.csv")]
+         "--objective", "pointwise", "--workers", "2", "--out", str(root / "planning" / "advice.csv")]
     )  # fmt: skip
     return root
 

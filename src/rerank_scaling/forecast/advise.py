@@ -39,7 +39,9 @@ affordable set of runs, not this ranking spent down (:mod:`.advise_plan`).
 
 from __future__ import annotations
 
+import multiprocessing
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -300,6 +302,38 @@ def tied_with_first(per_cost: list[np.ndarray]) -> list[bool]:
     return found
 
 
+#: What forked workers of :func:`simulated` read: set in the parent just before they fork.
+_FORKED: tuple[Preposterior, list[Candidate]] | None = None
+
+
+def simulated_one(simulation: Preposterior, candidates: list[Candidate], task: int) -> np.ndarray:
+    """(outcomes, :data:`READ`): task 0 the current points' refits, task i candidate i's."""
+    if task == 0:
+        return simulation.current_outcomes()
+    return simulation.after([task], [candidates[task - 1]])
+
+
+def _forked_task(task: int) -> np.ndarray:
+    simulation, candidates = _FORKED
+    return simulated_one(simulation, candidates, task)
+
+
+def simulated(simulation: Preposterior, candidates: list[Candidate], workers: int = 1) -> list[np.ndarray]:
+    """:func:`simulated_one` of the current points and of every candidate, in ``workers`` forked
+    processes (each refit's seed is its outcome's, so the numbers are the serial run's)."""
+    global _FORKED
+    tasks = range(len(candidates) + 1)
+    if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return [simulated_one(simulation, candidates, task) for task in tasks]
+    _FORKED = (simulation, candidates)
+    try:
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(min(workers, len(tasks)), mp_context=context) as pool:
+            return list(pool.map(_forked_task, tasks))
+    finally:
+        _FORKED = None
+
+
 def advise(
     group: Group,
     target: float,
@@ -307,17 +341,17 @@ def advise(
     outcomes: int = OUTCOMES,
     seed: int = 0,
     fit: Fit = ensemble_at,
+    workers: int = 1,
 ) -> pd.DataFrame:
     """One row per candidate, best first (module docstring): ``candidate, size, steps, seed, cost,
     expected_width, expected_width_reduction, reduction_per_cost, reduction_margin, tied_with_best,
     outcomes, width_now, form_spread_now, expected_form_spread``. ``fit`` is how the points are
-    fitted (the fit stage's ensemble; a test's least squares)."""
+    fitted (the fit stage's ensemble; a test's least squares), in ``workers`` processes."""
     simulation = Preposterior.start(group, target, candidates, outcomes, seed, fit)
-    now = simulation.current_outcomes()
+    now, *after = simulated(simulation, candidates, workers)
     width_now, spread_now = mean_or_nan(now[:, 0]), mean_or_nan(now[:, 1])
     records, paired = [], []
-    for column, candidate in enumerate(candidates, start=1):
-        found = simulation.after([column], [candidate])
+    for candidate, found in zip(candidates, after, strict=True):
         expected = mean_or_nan(found[:, 0])
         paired.append((now[:, 0] - found[:, 0]) / candidate.cost)  # this outcome's reduction per cost
         records.append(

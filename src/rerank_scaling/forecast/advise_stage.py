@@ -77,8 +77,10 @@ def stage_advice(
     split: str,
     objective: str,
     outcomes: int = STAGE_OUTCOMES,
+    workers: int = 1,
 ) -> pd.DataFrame:
-    """advice.csv's rows (module docstring), ``outcomes`` simulated per candidate."""
+    """advice.csv's rows (module docstring), ``outcomes`` simulated per candidate in ``workers``
+    processes."""
     metric = settings.metrics[0]
     rows = headline_rows(metrics, metric, split, objective)
     held = rows[rows["role"] == "held_out"]
@@ -95,7 +97,7 @@ def stage_advice(
     examples = float(group.fit_rows.groupby("model")["examples"].max().median())  # a run's whole training
     candidates = priced(default_candidates(group, float(sizes.max())), plan, examples)
     try:
-        advice = advise(group, float(sizes.max()), candidates, outcomes, settings.seed)
+        advice = advise(group, float(sizes.max()), candidates, outcomes, settings.seed, workers=workers)
     except ValueError as error:  # no law form forecasts the target from these sizes
         log.info("no advice: %s", error)
         return none
@@ -123,11 +125,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--split", required=True)
     parser.add_argument("--objective", required=True)
     parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--workers", type=int, default=1, help="processes the simulation runs in")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     settings = settings_from_dict(FitSettings, parse_json_arg(args.fitting), "fitting")
     metrics, fits, plan = (pd.read_parquet(p) for p in (args.metrics, args.fits, args.plan))
-    advice = stage_advice(metrics, fits, plan, settings, args.split, args.objective)
+    advice = stage_advice(metrics, fits, plan, settings, args.split, args.objective, workers=args.workers)
     write_text(args.out, advice.to_csv(index=False))
     log.info("wrote %s (%d candidates)", args.out, len(advice))
 

@@ -148,6 +148,7 @@ def advise_runs(
     seed: int = 0,
     outcomes: int = OUTCOMES,
     budget: float | None = None,
+    workers: int = 1,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(advice.csv's rows, plans.csv's rows) for a table of runs: every run of the table is fitted
     (a ``role`` column's held-out rows are left out), the target is ``target``. advice.csv: one row
@@ -162,7 +163,7 @@ def advise_runs(
             f"--budget with {len(chosen)} candidates: plans are enumerated for at most "
             f"{MOST_CANDIDATES}; give a --candidates file with fewer"
         )
-    advice = advise(group, target, chosen, outcomes, seed)
+    advice = advise(group, target, chosen, outcomes, seed, workers=workers)
     if budget is None:
         return advice[ADVICE_COLUMNS], pd.DataFrame(columns=PLAN_COLUMNS)
     plans = advise_budget(group, target, chosen, budget, outcomes, seed)
