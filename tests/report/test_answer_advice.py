@@ -14,7 +14,7 @@ from test_answer import SIZES, build, write_results
 
 from rerank_scaling.forecast import advise_stage
 from rerank_scaling.forecast.advise_table import ADVICE_COLUMNS
-from rerank_scaling.report.answer_advice import NO_ADVICE, next_sentence
+from rerank_scaling.report.answer_advice import NO_ADVICE, advice_table, form_sentence, next_sentence
 
 FITTING = json.dumps({"metrics": ["nDCG@10"], "size_axis": "non_embedding", "bootstrap": 30})
 #: Measured seconds per training example of each size (the plan's profile rows).
@@ -128,5 +128,9 @@ def test_the_sentence_names_a_run_only_beyond_the_simulation_s_noise():
         "Next: train B (cost 2); the target's interval is expected to shrink from 0.2 to 0.177"
     )
     assert dearer.endswith("Ranked ahead of it per unit cost, but within the simulation's noise: A.")
+    rows = advice_rows([0.014, 0.023, 0.01], [0.019, 0.015, 0.02], [True, True, True], [1, 2, 4])
+    spread = rows.assign(form_spread_now=0.02, expected_form_spread=[0.03, 0.01, 0.02])
+    assert form_sentence(spread).endswith("after B, 0.01 expected.")  # the run the sentence names
+    assert advice_table(rows)["not told from the best"].tolist() == ["yes", "yes", "yes"]
     one = next_sentence(advice_rows([0.05], [float("nan")], [True]))  # one outcome: no margin
     assert one.startswith("Next: train A") and "its noise unknown from 16 simulated outcomes" in one

@@ -40,6 +40,21 @@ def noise(row: pd.Series) -> str:
     return f"reduction {row['expected_width_reduction']:.3g} ± {margin:.2g} over {count}"
 
 
+def ranked_and_sure(advice: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``advice`` ranked by reduction per unit cost (a budget reorders advice.csv's rows), and its
+    rows whose reduction exceeds its 95% Monte Carlo margin (one outcome: the estimate alone)."""
+    ranked = advice.sort_values("reduction_per_cost", ascending=False, kind="stable", na_position="last")
+    margins = ranked.get("reduction_margin", pd.Series(np.nan, index=ranked.index)).fillna(0.0)
+    return ranked, ranked[ranked["expected_width_reduction"] > margins]
+
+
+def named_run(advice: pd.DataFrame) -> pd.Series:
+    """The run the sentence names (:func:`next_sentence`): the best-ranked one beyond its noise,
+    else the best-ranked one."""
+    ranked, sure = ranked_and_sure(advice)
+    return (sure if len(sure) else ranked).iloc[0]
+
+
 def next_sentence(advice: pd.DataFrame, unit: str = "") -> str:
     """ "Next: train X (cost C); the target's interval is expected to shrink from W to W'." for X the
     best-ranked candidate (reduction per unit cost) whose reduction exceeds its 95% Monte Carlo
@@ -48,10 +63,9 @@ def next_sentence(advice: pd.DataFrame, unit: str = "") -> str:
     best widens the interval beyond its margin, that no candidate is expected to shrink it."""
     if advice.empty:
         return NO_ADVICE
-    ranked = advice.sort_values("reduction_per_cost", ascending=False, kind="stable", na_position="last")
-    best = ranked.iloc[0]  # a budget reorders advice.csv's rows: the ranking is by reduction per cost
+    ranked, sure = ranked_and_sure(advice)
+    best = ranked.iloc[0]
     margins = ranked.get("reduction_margin", pd.Series(np.nan, index=ranked.index)).fillna(0.0)
-    sure = ranked[ranked["expected_width_reduction"] > margins]  # one outcome: the estimate alone
     now = f"width {best['width_now']:.3g}; the best, {best['candidate']}: {noise(best)}"
     if sure.empty and not best["expected_width_reduction"] >= -margins.iloc[0]:
         return (
@@ -102,8 +116,9 @@ def plan_sentence(plans: pd.DataFrame, budget: float, unit: str = "") -> str:
 
 
 def form_sentence(advice: pd.DataFrame) -> str:
-    """What the best run does to the spread of the target's point forecast across law forms."""
-    best = advice.iloc[0]
+    """What the named run (:func:`named_run`) does to the spread of the target's point forecast
+    across law forms."""
+    best = named_run(advice)
     return (
         f"The law forms' point forecasts of the target now spread over {best['form_spread_now']:.3g}; "
         f"after {best['candidate']}, {best['expected_form_spread']:.3g} expected."
@@ -112,7 +127,10 @@ def form_sentence(advice: pd.DataFrame) -> str:
 
 def advice_table(advice: pd.DataFrame, rows: int = 6) -> pd.DataFrame:
     """The best ``rows`` candidates with readable headings and numbers."""
-    shown = advice.head(rows)[[c for c in SHOWN if c in advice.columns]].rename(columns=SHOWN)
+    shown = advice.head(rows)[[c for c in SHOWN if c in advice.columns]]
+    if "tied_with_best" in shown:
+        shown = shown.assign(tied_with_best=shown["tied_with_best"].map({True: "yes", False: "no"}))
+    shown = shown.rename(columns=SHOWN)
     return shown.apply(lambda column: column.map(lambda v: f"{v:.3g}" if isinstance(v, float) else v))
 
 
