@@ -256,5 +256,12 @@ def test_the_cpu_without_bf16_is_quoted_from_its_reports():
         f"training jobs summed {fused_stages['train']} and evaluation jobs {fused_stages['eval']}",
         f"took {train_ratio:.2f} of the earlier",
     ]
+    resampled = (results / "default_run_zen2_b500.md").read_text()
+    resampled_stages = dict(re.findall(r"(laws|planning) ([0-9.]+ min)", resampled))
+    quotes += [
+        f"took **{resampled.split('(`workflow_time.json`): **', 1)[1].split('**', 1)[0]}** for 70 jobs, "
+        f"load average {resampled.split('load average at the end ', 1)[1].split(' ', 1)[0]} at the end",
+        f"the fit stage's job {resampled_stages['laws']} and planning's two {resampled_stages['planning']}",
+    ]
     for quote in quotes:
         assert quote in page, quote
