@@ -18,15 +18,16 @@ misfit path, :func:`coherent_at`, chose worse runs: :mod:`.advise_plan`):
 4. the expected width is the mean of W_k; the reduction W_now - E[W] is ranked per unit cost.
 
 The expected reduction is a Monte Carlo estimate over K outcomes, and the refits' percentile
-widths are noisy themselves (100 resamples), so each row carries its 95% Monte Carlo margin
+widths are noisy themselves (the fit stage's resamples), so each row carries its 95% Monte Carlo margin
 (``reduction_margin``: the half-width of the Student-t interval, K - 1 degrees of freedom, of the
 mean of the paired reductions W_now,k - W_k) and whether the simulation can tell the candidate
 from the best (``tied_with_best``: the paired differences of their reductions per unit cost,
 (W_now,k - W_k^best) / c_best - (W_now,k - W_k) / c, have a mean within their 95% margin of zero,
 the test :mod:`rerank_scaling.planning.decisions` puts to its Monte Carlo P(best)). On the
 embedded default's runs the first-ranked candidate changes with the seed at the command's 4
-outcomes (``benchmarks/bench_advice_noise.py``); the answer says which candidates the simulation
-cannot tell apart.
+outcomes and at the stage's 16 (``benchmarks/bench_advice_noise.py``); the answer names the run
+beyond its noise and those the simulation cannot tell apart
+(:func:`rerank_scaling.report.answer_advice.next_sentence`).
 
 The refits use the same bootstrap seeds for every candidate (k-th refit: ``seed + 1 + k``), and
 W_now is the mean width of refits on the current points with those seeds, so the differences are
