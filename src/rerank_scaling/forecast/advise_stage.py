@@ -19,6 +19,7 @@ fitted runs' training examples. Writes ``advice.csv`` (:data:`.advise_table.ADVI
 It simulates :data:`STAGE_OUTCOMES` outcomes per candidate, four times the command's default: at
 4 the answer's first-ranked run changed with the seed on the default's runs, and each row's
 Monte Carlo margin is what the answer's sentence reports (``benchmarks/bench_advice_noise.py``).
+``--workers`` (the rule's threads) simulates the candidates side by side.
 """
 
 from __future__ import annotations
