@@ -65,9 +65,9 @@ def next_sentence(advice: pd.DataFrame, unit: str = "") -> str:
         return NO_ADVICE
     ranked, sure = ranked_and_sure(advice)
     best = ranked.iloc[0]
-    margins = ranked.get("reduction_margin", pd.Series(np.nan, index=ranked.index)).fillna(0.0)
+    margin = float(np.nan_to_num(best.get("reduction_margin", np.nan)))  # one outcome: none
     now = f"width {best['width_now']:.3g}; the best, {best['candidate']}: {noise(best)}"
-    if sure.empty and not best["expected_width_reduction"] >= -margins.iloc[0]:
+    if sure.empty and not best["expected_width_reduction"] >= -margin:
         return (
             f"Next: no candidate is expected to shrink the target's interval ({now}); more runs of "
             "these sizes are not expected to tell more."
