@@ -43,10 +43,9 @@ SEED_STEP = 1000
 def one(job: tuple[Path, Path, int, int]) -> dict:
     """The stage's advice on ``results`` with ``outcomes`` and simulation seed ``seed``."""
     results, config, outcomes, seed = job
-    fitting = yaml.safe_load(config.read_text())["fitting"]
-    settings = replace(settings_from_dict(FitSettings, fitting, "fitting"), seed=seed)
-    split = (settings.splits or ["dev"])[0]
-    objective = yaml.safe_load(config.read_text())["training"]["objectives"][0]
+    sections = yaml.safe_load(config.read_text())
+    settings = replace(settings_from_dict(FitSettings, sections["fitting"], "fitting"), seed=seed)
+    split, objective = (settings.splits or ["dev"])[0], sections["training"]["objectives"][0]
     tables = [pd.read_parquet(results / name) for name in
               ("metrics/all.parquet", "laws/fits.parquet", "planning/plan.parquet")]  # fmt: skip
     started = time.process_time()

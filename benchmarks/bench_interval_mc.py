@@ -27,12 +27,10 @@ import pandas as pd
 import yaml
 from benchmark_output import REPO, commit, emit
 
-from rerank_scaling.forecast.advise import Group, ensemble_at
-from rerank_scaling.forecast.advise_stage import ceiling_of, headline_rows
-from rerank_scaling.forecast.advise_table import one_group
+from rerank_scaling.forecast.advise import ensemble_at
+from rerank_scaling.forecast.advise_stage import headline_group
 from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.precision import cpu_name
-from rerank_scaling.registries.size_axes import size_column
 from rerank_scaling.settings import settings_from_dict
 
 #: The bar: an endpoint's Monte Carlo sd at most this many of the forecast's standard errors.
@@ -44,23 +42,17 @@ def one(job: tuple[Path, Path, str, int, int]) -> dict:
     results, config, objective, bootstrap, seeds = job
     fitting = yaml.safe_load(config.read_text())["fitting"]
     settings = replace(settings_from_dict(FitSettings, fitting, "fitting"), bootstrap=bootstrap)
-    split, metric = (settings.splits or ["dev"])[0], settings.metrics[0]
     metrics, fits = (pd.read_parquet(results / name) for name in ("metrics/all.parquet", "laws/fits.parquet"))
-    rows = headline_rows(metrics, metric, split, objective)
-    held = rows[rows["role"] == "held_out"]
-    fitted = one_group(rows, settings, "metrics/all.parquet")
-    group = Group(
-        metric, fitted.fit_rows, settings, fitted.spread, ceiling_of(fits, metric, split, objective)
-    )
-    sizes = held[size_column(settings.size_axis)]
-    target = group.held([("target", float(sizes.max()))])
+    headline = headline_group(metrics, fits, settings, (settings.splits or ["dev"])[0], objective)
+    group = headline.group
+    target = group.held([("target", headline.target_size)])
     started = time.process_time()
     found = [ensemble_at(group, group.fit_rows, target, seed) for seed in range(seeds)]
     cpu = (time.process_time() - started) / seeds
     low, high = (np.array([getattr(f, side) for f in found]) for side in ("low", "high"))
     se = float(np.median(high - low)) / (2 * 1.96)
     return {
-        "objective": objective, "target": str(held.loc[sizes.idxmax(), "model"]),
+        "objective": objective, "target": headline.target,
         "bootstrap": bootstrap, "low": low.mean(), "high": high.mean(), "se": se,
         "low_sd": low.std(ddof=1) / se, "high_sd": high.std(ddof=1) / se, "cpu_s": cpu,
     }  # fmt: skip

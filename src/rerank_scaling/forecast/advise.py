@@ -255,14 +255,10 @@ class Preposterior:
         truth = float(self.now.draws[self.pick[k], 0])
         return after.width, after.form_spread, interval_score(after, truth), abs(after.point - truth)
 
-    def current(self) -> np.ndarray:
-        """:data:`READ` now, mean over the refits' own seeds: a reduction is then not the resampling
-        noise of two differently seeded widths."""
-        return np.array([mean_or_nan(column) for column in self.current_outcomes().T])
-
     def current_outcomes(self) -> np.ndarray:
         """(outcomes, :data:`READ`) of the current points, the k-th refitted with the k-th seed: what
-        each outcome's refit is paired with."""
+        each outcome's refit is paired with (their mean, not one differently seeded refit, is "now":
+        a reduction is then not the resampling noise of two differently seeded widths)."""
         return np.array([self.refit(self.group.fit_rows, k) for k in range(len(self.pick))], float)
 
     def after(self, columns: list[int], candidates: list[Candidate]) -> np.ndarray:

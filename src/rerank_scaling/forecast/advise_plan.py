@@ -132,13 +132,13 @@ def advise_budget(
     simulation = Preposterior.start(group, target, candidates, outcomes, seed, fit, draw)
     read = READ.index(criterion)  # the criterion's place in what a refit reads
     largest = largest_affordable(candidates, budget)
+    now = simulation.current_outcomes()  # refitted once: the screening and the plans' scores pair with it
     if len(plans) > MOST_PLANS:
         if anchor:  # too many to simulate: screen among the plans the anchor keeps first
             plans = [plan for plan in plans if largest in plan]
-        now = simulation.current()[read]
         alone = [mean_or_nan(simulation.after([i + 1], [c])[:, read]) for i, c in enumerate(candidates)]
-        plans = screened(plans, now - np.array(alone, float))
-    table = scored_plans(simulation, candidates, plans, criterion)
+        plans = screened(plans, mean_or_nan(now[:, read]) - np.array(alone, float))
+    table = scored_plans(simulation, candidates, plans, criterion, now)
     return anchored_first(table, candidates[largest].label) if anchor else table
 
 
@@ -164,10 +164,12 @@ def scored_plans(
     candidates: list[Candidate],
     plans: list[tuple[int, ...]],
     criterion: str = "width",
+    now: np.ndarray | None = None,
 ) -> pd.DataFrame:
     """Every plan (indices into ``candidates``, the simulation's columns 1..n) simulated: the table
-    :func:`advise_budget` returns, best first."""
-    now = simulation.current_outcomes()
+    :func:`advise_budget` returns, best first; ``now``: the current points' refits
+    (:meth:`.advise.Preposterior.current_outcomes`), made here when not given."""
+    now = simulation.current_outcomes() if now is None else now
     width_now, spread_now, score_now, _ = (mean_or_nan(column) for column in now.T)
     records = []
     for plan in plans:

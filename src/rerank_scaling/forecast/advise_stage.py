@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import argparse
 import logging
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -70,6 +70,33 @@ def priced(candidates: list[Candidate], plan: pd.DataFrame, examples: float) -> 
     return [replace(c, cost=float(seconds(c.size)) * examples / 3600) for c in candidates]
 
 
+@dataclass(frozen=True)
+class Headline:
+    """The headline forecast's fitted group and its target: the largest held-out size."""
+
+    group: Group
+    target_size: float
+    target: str
+
+
+def headline_group(
+    metrics: pd.DataFrame, fits: pd.DataFrame, settings: FitSettings, split: str, objective: str
+) -> Headline | None:
+    """The headline forecast's points as the fit stage fits them (its settings and reranking
+    ceiling) and its target; None without a held-out size or with fewer than two fitted sizes."""
+    metric = settings.metrics[0]
+    rows = headline_rows(metrics, metric, split, objective)
+    held = rows[rows["role"] == "held_out"]
+    if held.empty or rows.loc[rows["role"] == "fit", "model"].nunique() < 2:
+        return None
+    fitted = one_group(rows, settings, "metrics/all.parquet")  # sizes on fitting.size_axis
+    group = Group(
+        metric, fitted.fit_rows, settings, fitted.spread, ceiling_of(fits, metric, split, objective)
+    )
+    sizes = held[size_column(settings.size_axis)]
+    return Headline(group, float(sizes.max()), str(held.loc[sizes.idxmax(), "model"]))
+
+
 def stage_advice(
     metrics: pd.DataFrame,
     fits: pd.DataFrame,
@@ -82,29 +109,22 @@ def stage_advice(
 ) -> pd.DataFrame:
     """advice.csv's rows (module docstring), ``outcomes`` simulated per candidate in ``workers``
     processes."""
-    metric = settings.metrics[0]
-    rows = headline_rows(metrics, metric, split, objective)
-    held = rows[rows["role"] == "held_out"]
     none = pd.DataFrame(columns=[*ADVICE_COLUMNS, "metric", "split", "objective", "target", "target_size"])
-    if held.empty or rows.loc[rows["role"] == "fit", "model"].nunique() < 2:
+    headline = headline_group(metrics, fits, settings, split, objective)
+    if headline is None:
         log.info("no advice: no held-out size, or fewer than two fitted sizes")
         return none
-    fitted = one_group(rows, settings, "metrics/all.parquet")  # sizes on fitting.size_axis
-    group = Group(
-        metric, fitted.fit_rows, settings, fitted.spread, ceiling_of(fits, metric, split, objective)
-    )
-    sizes = held[size_column(settings.size_axis)]
-    target = held.loc[sizes.idxmax()]
+    group = headline.group
     examples = float(group.fit_rows.groupby("model")["examples"].max().median())  # a run's whole training
-    candidates = priced(default_candidates(group, float(sizes.max())), plan, examples)
+    candidates = priced(default_candidates(group, headline.target_size), plan, examples)
     try:
-        advice = advise(group, float(sizes.max()), candidates, outcomes, settings.seed, workers=workers)
+        advice = advise(group, headline.target_size, candidates, outcomes, settings.seed, workers=workers)
     except ValueError as error:  # no law form forecasts the target from these sizes
         log.info("no advice: %s", error)
         return none
     return advice[ADVICE_COLUMNS].assign(
-        metric=metric, split=split, objective=objective, target=str(target["model"]),
-        target_size=float(sizes.max()), cost_unit=COST_UNIT,
+        metric=group.metric, split=split, objective=objective, target=headline.target,
+        target_size=headline.target_size, cost_unit=COST_UNIT,
     )  # fmt: skip
 
 
