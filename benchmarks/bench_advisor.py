@@ -214,13 +214,35 @@ def draw_prices(rng: np.random.Generator) -> tuple[list[float], float, float]:
     return costs, float(budget), float(exponent)
 
 
-def one_ladder(args: tuple[int, int, int, int, str, str, bool]) -> dict:
-    index, bootstrap, outcomes, seed, world, criterion, anchor = args
+@dataclass(frozen=True)
+class LadderSetup:
+    """One simulated ladder before anything is bought: its true law, starting runs and prices."""
+
+    truth: Truth
+    start: list[tuple[float, float, int]]  # (size, value, seed) of the fitted runs
+    candidates: list[Candidate]
+    budget: float
+    exponent: float
+    kind: str
+
+
+def ladder_setup(index: int, seed: int) -> tuple[LadderSetup, np.random.Generator]:
+    """Ladder ``index`` of seed ``seed``, and its generator after those draws (for the ladder's
+    later ones): the same ladder for every script that asks (``bench_advisor_ceiling.py`` too)."""
     rng = np.random.default_rng([seed, index])
     truth = draw_truth(rng, index % 4)
     start = [(n, truth.run(n, rng), 0) for n in FITTED]
     costs, budget, exponent = draw_prices(rng)
     candidates = [Candidate(label, n, c) for (n, label), c in zip(CANDIDATES, costs, strict=True)]
+    kind = ["bound", "break", "plain", "plain"][index % 4]
+    return LadderSetup(truth, start, candidates, budget, exponent, kind), rng
+
+
+def one_ladder(args: tuple[int, int, int, int, str, str, bool]) -> dict:
+    index, bootstrap, outcomes, seed, world, criterion, anchor = args
+    setup, rng = ladder_setup(index, seed)
+    truth, start, candidates, budget = setup.truth, setup.start, setup.candidates, setup.budget
+    costs, exponent = [c.cost for c in candidates], setup.exponent
     group = group_of(start, bootstrap, truth.ceiling)
     plans = advise_budget(
         group, TARGET, candidates, budget, outcomes, index, world=world, criterion=criterion, anchor=anchor
@@ -234,7 +256,7 @@ def one_ladder(args: tuple[int, int, int, int, str, str, bool]) -> dict:
         "random affordable": list(rng.permutation(affordable)),
     }
     outcomes_of = {i: truth.run(CANDIDATES[i][0], rng) for i in range(len(CANDIDATES))}  # one per run
-    row = {"ladder": index, "kind": ["bound", "break", "plain", "plain"][index % 4], "budget": budget,
+    row = {"ladder": index, "kind": setup.kind, "budget": budget,
            "cost_exponent": exponent, "plans": len(maximal)}  # fmt: skip
     width0, error0, score0 = scored(target_forecast(group, TARGET, index), truth.mean(TARGET))
     row.update(width_start=width0, error_start=error0, score_start=score0)
