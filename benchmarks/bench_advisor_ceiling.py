@@ -109,10 +109,12 @@ ORACLES: dict[str, Callable[[pd.DataFrame], pd.Series]] = {
 }
 
 
-def oracle_values(rows: pd.DataFrame, draws: int) -> pd.DataFrame:
+def oracle_values(rows: pd.DataFrame, draws: int, choosing: int | None = None) -> pd.DataFrame:
     """Per ladder: the largest-affordable plan's and each oracle's plan's scoring-half means, and
-    whether the oracle chose another plan."""
-    choose = rows[rows["draw"] < draws // 2].groupby(["ladder", "plan", "largest"], as_index=False)
+    whether the oracle chose another plan; the oracles choose on the first ``choosing`` draws (all
+    of the choosing half by default)."""
+    choosing = draws // 2 if choosing is None else min(choosing, draws // 2)
+    choose = rows[rows["draw"] < choosing].groupby(["ladder", "plan", "largest"], as_index=False)
     score = rows[rows["draw"] >= draws // 2].groupby(["ladder", "plan"])[list(QUANTITIES)].mean()
     chosen_means = choose[list(QUANTITIES)].mean()
     ratios = ratio_to_largest(chosen_means)
@@ -159,6 +161,27 @@ def beats_both(values: pd.DataFrame, rng: np.random.Generator) -> list[str]:
     return found
 
 
+def saturation_table(rows: pd.DataFrame, draws: int) -> list[str]:
+    """Each oracle's width and |error| ratios when it chooses on 1, 2, ... of the choosing draws
+    (scored on the same scoring half): where more draws buy little, the oracle is near the best
+    any rule knowing the law could choose."""
+    counts = range(1, draws // 2 + 1)
+    lines = [
+        "| oracle: the plan with | " + " | ".join(f"choosing on {k}" for k in counts) + " |",
+        "|---|" + "---|" * len(counts),
+    ]
+    found = {k: oracle_values(rows, draws, k) for k in counts}
+    for name in ORACLES:
+        cells = []
+        for k in counts:
+            values = found[k]
+            width = values[f"width {name}"].mean() / values["width largest"].mean()
+            error = values[f"error {name}"].mean() / values["error largest"].mean()
+            cells.append(f"{width:.3f} / {error:.3f}")
+        lines.append(f"| {name} | {' | '.join(cells)} |")
+    return lines
+
+
 def report(rows: pd.DataFrame, args: argparse.Namespace) -> str:
     values = oracle_values(rows, args.draws)
     rng = np.random.default_rng(args.seed)
@@ -193,6 +216,12 @@ def report(rows: pd.DataFrame, args: argparse.Namespace) -> str:
             *(report_table(choice, rng) if len(choice) else ["(none)"]),
             "",
             verdict,
+            "",
+            "How the oracles' width / |error| ratios (to the largest rule's, all ladders) change with "
+            "the number of draws they choose on, scored on the same scoring draws: where more draws "
+            "buy little, more knowledge of each plan's expected values would buy little more.",
+            "",
+            *saturation_table(rows, args.draws),
             "",
         ]
     )

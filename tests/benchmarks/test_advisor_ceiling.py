@@ -39,6 +39,13 @@ def test_each_oracle_picks_the_plan_its_criterion_names_and_is_scored_on_other_d
     # no plan is better on both, so the guarded sum keeps the largest-affordable plan
     assert not values["other the smallest width + |error| ratio sum, neither worse than the largest's"].any()
     assert ceiling.beats_both(values, np.random.default_rng(0)) == []
+    # without noise on the choosing draws, one draw tells the oracles what two do
+    table = ceiling.saturation_table(rows_of(plans, 30), DRAWS)
+    assert table[0] == "| oracle: the plan with | choosing on 1 | choosing on 2 |"
+    for line in table[2:]:
+        first, second = (cell.strip() for cell in line.strip("|").split(" | ")[1:])
+        assert first == second, line
+    assert "| the narrowest expected interval | 0.900 / 1.100 |" in table[2]
 
 
 def test_a_plan_better_on_both_is_found_by_every_oracle_and_called_so():
@@ -69,3 +76,20 @@ def test_a_real_ladder_s_plans_are_the_simulation_s_and_the_report_reads():
     args = argparse.Namespace(ladders=1, seed=1, bootstrap=8, draws=2)
     text = ceiling.report(rows, args)
     assert all(name in text for name in ceiling.ORACLES)
+
+
+def test_an_oracle_chooses_on_the_draws_it_is_given_only():
+    """Draw 0 says "narrow" is narrower, draw 1 says much the opposite: choosing on one draw takes
+    "narrow", on both the largest-affordable plan; the scoring draws (2, 3) are what it is credited."""
+    found = []
+    for draw, (big, narrow) in enumerate([(0.20, 0.18), (0.20, 0.30), (0.20, 0.19), (0.20, 0.19)]):
+        for plan, width, largest in (("L", big, True), ("narrow", narrow, False)):
+            found.append(
+                {"ladder": 0, "kind": "plain", "plan": plan, "largest": largest, "draw": draw,
+                 "width": width, "error": 0.04, "score": width}
+            )  # fmt: skip
+    rows = pd.DataFrame(found)
+    name = "the narrowest expected interval"
+    one, both = (ceiling.oracle_values(rows, DRAWS, k) for k in (1, 2))
+    assert one[f"other {name}"].item() and one[f"width {name}"].item() == 0.19
+    assert not both[f"other {name}"].item() and both[f"width {name}"].item() == 0.20

@@ -316,7 +316,7 @@ def ceiling_quote() -> str:
         f"choosing the narrowest expected interval, it reaches a width {width[1]} and an |error| "
         f"{width[2]} times the largest rule's; choosing the smallest expected |error|, a width "
         f"{error[1]} and an |error| {error[2]}; lowering both at once, a width {both[1]} and an "
-        f"|error| {both[2]} (on all {ladders} ladders)"
+        f"|error| {both[2]} (on all {ladders} ladders"
     )
 
 
