@@ -252,7 +252,7 @@ def one_ladder(args: tuple[int, int, int, int, str, str, bool]) -> dict:
     affordable = [i for i, c in enumerate(costs) if c <= budget]
     orders = {
         "advisor": list(index_of[plans["plan"].iloc[0]]),
-        "largest affordable": sorted(affordable, key=lambda i: -CANDIDATES[i][0]),
+        "largest affordable": largest_first(costs, budget),
         "random affordable": list(rng.permutation(affordable)),
     }
     outcomes_of = {i: truth.run(CANDIDATES[i][0], rng) for i in range(len(CANDIDATES))}  # one per run
@@ -290,14 +290,27 @@ def one_ladder(args: tuple[int, int, int, int, str, str, bool]) -> dict:
     return row
 
 
-def ratio_ci(a: np.ndarray, b: np.ndarray, rng: np.random.Generator, resamples: int = 4000) -> str:
-    """mean(a) / mean(b) with a paired percentile-bootstrap 95% interval over ladders."""
+def ratio_interval(
+    a: np.ndarray, b: np.ndarray, rng: np.random.Generator, resamples: int = 4000
+) -> tuple[float, float, float]:
+    """mean(a) / mean(b) and its paired percentile-bootstrap 95% interval over ladders."""
     keep = np.isfinite(a) & np.isfinite(b)
     a, b = a[keep], b[keep]
     picks = rng.integers(0, len(a), (resamples, len(a)))
     ratios = a[picks].mean(axis=1) / b[picks].mean(axis=1)
     low, high = np.percentile(ratios, [2.5, 97.5])
-    return f"{a.mean() / b.mean():.3f} [{low:.3f}, {high:.3f}]"
+    return float(a.mean() / b.mean()), float(low), float(high)
+
+
+def ratio_ci(a: np.ndarray, b: np.ndarray, rng: np.random.Generator, resamples: int = 4000) -> str:
+    """:func:`ratio_interval` as "ratio [low, high]"."""
+    ratio, low, high = ratio_interval(a, b, rng, resamples)
+    return f"{ratio:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def largest_first(costs: list[float], budget: float) -> list[int]:
+    """The largest-affordable rule's buys: candidates by size, largest first, while affordable."""
+    return buy(sorted(range(len(CANDIDATES)), key=lambda i: -CANDIDATES[i][0]), costs, budget)
 
 
 def plan_values(rows: pd.DataFrame, quantity: str) -> np.ndarray:

@@ -38,7 +38,7 @@ def test_each_oracle_picks_the_plan_its_criterion_names_and_is_scored_on_other_d
     assert np.allclose(values["error the smallest expected |error|"], 0.036)
     # no plan is better on both, so the guarded sum keeps the largest-affordable plan
     assert not values["other the smallest width + |error| ratio sum, neither worse than the largest's"].any()
-    assert ceiling.beats_both(values, np.random.default_rng(0)) == []
+    assert ceiling.beats_both(ceiling.intervals(values, np.random.default_rng(0))) == []
     # without noise on the choosing draws, one draw tells the oracles what two do
     table = ceiling.saturation_table(rows_of(plans, 30), DRAWS)
     assert table[0] == "| oracle: the plan with | choosing on 1 | choosing on 2 |"
@@ -52,7 +52,7 @@ def test_a_plan_better_on_both_is_found_by_every_oracle_and_called_so():
     plans = {"L": (0.20, 0.040, True), "better": (0.18, 0.036, False)}
     values = ceiling.oracle_values(rows_of(plans, 30), DRAWS)
     assert all(values[f"other {name}"].all() for name in ceiling.ORACLES)
-    assert ceiling.beats_both(values, np.random.default_rng(0)) == list(ceiling.ORACLES)
+    assert ceiling.beats_both(ceiling.intervals(values, np.random.default_rng(0))) == list(ceiling.ORACLES)
 
 
 def test_luck_on_the_choosing_draws_is_not_credited():
