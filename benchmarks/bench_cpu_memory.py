@@ -43,7 +43,8 @@ from benchmark_output import emit
 from scipy.optimize import nnls
 
 from rerank_scaling.evaluation.eval_settings import EvalSettings
-from rerank_scaling.evaluation.metrics import MetricSettings, metric_names
+from rerank_scaling.evaluation.metric_settings import MetricSettings
+from rerank_scaling.evaluation.metrics import metric_names
 from rerank_scaling.precision import cpu_name
 from rerank_scaling.settings import settings_of, without
 from rerank_scaling.workflow.cpu_memory import (

@@ -17,7 +17,7 @@ from rerank_scaling.data.bm25 import Bm25Settings
 from rerank_scaling.data.ict import IctSettings
 from rerank_scaling.data.training_examples import ExampleSettings
 from rerank_scaling.evaluation.eval_settings import EvalSettings
-from rerank_scaling.evaluation.metrics import MetricSettings
+from rerank_scaling.evaluation.metric_settings import MetricSettings
 from rerank_scaling.laws.fit_settings import FitSettings
 from rerank_scaling.planning.plan_settings import PlanSettings
 from rerank_scaling.registries.objectives import StepSettings

@@ -16,7 +16,8 @@ import registry_toys as toys
 
 from rerank_scaling import settings as config_schema
 from rerank_scaling.data.fraction_check import fraction_problems
-from rerank_scaling.evaluation.metrics import MetricSettings, evaluate, metric_names
+from rerank_scaling.evaluation.metric_settings import MetricSettings
+from rerank_scaling.evaluation.metrics import evaluate, metric_names
 from rerank_scaling.forecast.table import known_metric
 from rerank_scaling.laws import registry as law_registry
 from rerank_scaling.laws.fit_settings import FitSettings

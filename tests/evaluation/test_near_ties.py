@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from rerank_scaling.evaluation import rerank
-from rerank_scaling.evaluation.metrics import MetricSettings, evaluate_per_query
+from rerank_scaling.evaluation.metric_settings import MetricSettings
+from rerank_scaling.evaluation.metrics import evaluate_per_query
 from rerank_scaling.evaluation.near_ties import (
     NearTieReport,
     calibration_sample,

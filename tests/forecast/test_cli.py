@@ -288,7 +288,8 @@ def test_forecasts_of_two_attention_variants_say_which_is_which():
 
 def test_every_metric_the_evaluation_writes_has_a_known_direction():
     """The forecast command needs no declared direction for a name the pipeline writes."""
-    from rerank_scaling.evaluation.metrics import MetricSettings, metric_names
+    from rerank_scaling.evaluation.metric_settings import MetricSettings
+    from rerank_scaling.evaluation.metrics import metric_names
     from rerank_scaling.forecast.table import known_metric
 
     names = metric_names(MetricSettings.of(ce_sizes=(16, 64), relative_prob_k=(1, 10), rr_m=(2, 10)))

@@ -21,14 +21,15 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, ClassVar
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rerank_scaling.data.collection import Queries
 from rerank_scaling.data.trec import Qrels, ranked
 from rerank_scaling.registries.objectives import EXAMPLE_FORMATS
 from rerank_scaling.settings import SectionSettings
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,8 @@ def pointwise_examples(
     selected: list[QueryExamples], queries: Queries, texts: dict[str, str], settings: ExampleSettings
 ) -> pd.DataFrame:
     """(q, d, label) rows: each positive followed by ``pointwise_negatives`` BM25 negatives."""
+    import pandas as pd  # here, not at the top: the Snakefile imports this module (its settings)
+
     rows = []
     for example in selected:
         for positive in example.positives:
@@ -115,6 +118,8 @@ def group_examples(
     selected: list[QueryExamples], queries: Queries, texts: dict[str, str], settings: ExampleSettings
 ) -> pd.DataFrame:
     """Groups of 1 positive + ``group_negatives`` BM25 negatives, one row per (query, positive)."""
+    import pandas as pd
+
     rows = []
     for example in selected:
         for positive in example.positives:

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from rerank_scaling.data.collection import Queries
 from rerank_scaling.data.source_digests import file_sha256
 from rerank_scaling.data.trec import Qrels, Run
-from rerank_scaling.evaluation.metrics import MetricSettings
+from rerank_scaling.evaluation.metric_settings import MetricSettings
 from rerank_scaling.precision import casts_weights
 from rerank_scaling.settings import SectionSettings
 from rerank_scaling.stage_code import running_code_digest

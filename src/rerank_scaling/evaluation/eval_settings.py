@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Protocol, TypeVar
 
-from rerank_scaling.evaluation.metrics import MetricSettings
+from rerank_scaling.evaluation.metric_settings import MetricSettings
 from rerank_scaling.settings import RESOURCE_KEYS, SectionSettings
 
 

@@ -152,7 +152,8 @@ def merge_counts(
     """What ``merge_metrics`` holds and reads of ``runs`` runs' per-query tables at ``checkpoints``
     evaluated checkpoints each (None: a split's queries unknown): a file is a run's, a checkpoint's
     or a (checkpoint, split)'s rows by ``evaluation.unit``; a run keeps two checkpoints' rows."""
-    from rerank_scaling.evaluation.metrics import MetricSettings, metric_names
+    from rerank_scaling.evaluation.metric_settings import MetricSettings
+    from rerank_scaling.registries.measures import metric_names
     from rerank_scaling.settings import settings_of
 
     queries, splits = workload.eval_queries, config["dataset"]["eval_splits"]

@@ -14,16 +14,17 @@ def evaluation_metrics(evaluation: dict[str, Any]) -> list[str]:
     """The fittable metric names the evaluation stage writes with these ``evaluation`` settings
     (not the counts of queries CE drops, ``CE@k_dropped``).
 
-    Taken from :func:`rerank_scaling.evaluation.metrics.evaluate` itself (on an empty run), so the list
-    cannot drift from what the evaluation produces.
+    The registry's :func:`~rerank_scaling.registries.measures.metric_names`, the list
+    :func:`rerank_scaling.evaluation.metrics.evaluate` writes one row per, so it cannot drift from
+    what the evaluation produces; read here without importing the metrics' computation (ir_measures,
+    pandas), which the Snakefile's parse, run by every Snakemake start, does not need.
     """
     from rerank_scaling.evaluation.eval_settings import EvalSettings
-    from rerank_scaling.evaluation.metrics import DROPPED, evaluate
     from rerank_scaling.settings import settings_of
 
     settings = settings_of(EvalSettings, evaluation)
-    names = evaluate({}, {}, {}, settings.metric_settings())["metric"].tolist()
-    return [name for name in names if not name.endswith(DROPPED)]
+    names = measures.metric_names(settings.metric_settings())
+    return [name for name in names if not name.endswith(measures.DROPPED)]
 
 
 def fitting_problems(config: dict[str, Any]) -> Problems:
