@@ -89,8 +89,16 @@ class Law:
         return grid
 
 
+def positive_power(x: np.ndarray, exponent: np.ndarray) -> np.ndarray:
+    """``x ** exponent`` for positive ``x`` (sizes, steps, FLOPs) as ``exp(exponent * log x)``:
+    the laws' x has one column and the exponent one value per refit, so the logarithm is taken of
+    the n points only and one exponential per element remains, about half of ``np.power``'s time
+    per element, which is most of a bootstrap refit's (within an ulp of it)."""
+    return np.exp(exponent * np.log(x))
+
+
 def _power(sign: int, var: str) -> Callable[[np.ndarray, Variables], np.ndarray]:
-    return lambda p, x: p[0] - sign * p[1] * x[var] ** (-p[2])
+    return lambda p, x: p[0] - sign * p[1] * positive_power(x[var], -p[2])
 
 
 def _asymptote_starts(asymptote: Range, unbounded: tuple[float, ...]) -> tuple[float, ...]:
@@ -144,7 +152,7 @@ def ceiling_power_law(var: str, sign: int, ceiling: float) -> Law:
         (0.0, 0.0),
         (np.inf, 5.0),
         ((0.01, 0.1, 1.0), (0.05, 0.2, 0.5, 1.5)),
-        lambda p, x: ceiling - sign * p[0] * x[var] ** (-p[1]),
+        lambda p, x: ceiling - sign * p[0] * positive_power(x[var], -p[1]),
         amplitudes=("b",),
     )
 
@@ -154,7 +162,7 @@ def additive_law(sign: int, asymptote: Range = UNBOUNDED) -> Law:
     ``a``."""
 
     def f(p: np.ndarray, x: Variables) -> np.ndarray:
-        return p[0] - sign * (p[1] * x["N"] ** (-p[2]) + p[3] * x["S"] ** (-p[4]))
+        return p[0] - sign * (p[1] * positive_power(x["N"], -p[2]) + p[3] * positive_power(x["S"], -p[4]))
 
     label = "a - b N^{-alpha} - c S^{-beta}" if sign > 0 else "a + b N^{-alpha} + c S^{-beta}"
     return Law(
@@ -184,7 +192,7 @@ def multiplicative_law(asymptote: Range = UNBOUNDED) -> Law:
         (asymptote[0], -np.inf, -5.0, -5.0),
         (asymptote[1], np.inf, 5.0, 5.0),
         (_asymptote_starts(asymptote, (0.0, 1.0, 3.0)), (-0.1, 0.1), (-0.5, 0.5), (-0.5, 0.5)),
-        lambda p, x: p[0] + p[1] * x["N"] ** p[2] * x["S"] ** p[3],
+        lambda p, x: p[0] + p[1] * positive_power(x["N"], p[2]) * positive_power(x["S"], p[3]),
         amplitudes=("b",),
     )
 
@@ -227,7 +235,7 @@ def bnsl_law(breaks: int, sign: int, asymptote: Range = UNBOUNDED) -> Law:
     """Broken neural scaling law with ``breaks`` breaks over FLOPs C (Caballero et al. 2023)."""
 
     def f(p: np.ndarray, x: Variables) -> np.ndarray:
-        value = p[1] * x["C"] ** (-p[2])
+        value = p[1] * positive_power(x["C"], -p[2])
         for i in range(breaks):
             c, d, g = p[3 + 3 * i : 6 + 3 * i]
             value = value * (1 + (x["C"] / d) ** (1 / g)) ** (-c * g)
