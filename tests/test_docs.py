@@ -263,5 +263,13 @@ def test_the_cpu_without_bf16_is_quoted_from_its_reports():
         f"load average {resampled.split('load average at the end ', 1)[1].split(' ', 1)[0]} at the end",
         f"the fit stage's job {resampled_stages['laws']} and planning's two {resampled_stages['planning']}",
     ]
+    zen1 = (results / "default_run_zen1.md").read_text()
+    zen1_stages = dict(re.findall(r"(train|eval) ([0-9.]+ min)", zen1))
+    quotes += [
+        f"took **{zen1.split('(`workflow_time.json`): **', 1)[1].split('**', 1)[0]}** for 70 jobs, "
+        f"load average {zen1.split('load average at the end ', 1)[1].split(' ', 1)[0]} at the end",
+        f"training jobs summed {zen1_stages['train']} and evaluation jobs {zen1_stages['eval']}",
+    ]
+    assert "family 23 model 1" in zen1
     for quote in quotes:
         assert quote in page, quote
