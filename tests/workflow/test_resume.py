@@ -41,7 +41,14 @@ def resume_config() -> dict:
 
 
 def snakemake(workdir: Path, *args: str, fault: str | None = None) -> subprocess.CompletedProcess:
-    env = workflow_env(own_server=True)
+    """The run on ``workdir`` up to ``train``, its trainer stopped by ``fault`` if given. Its jobs fork
+    from the test process's job server (:func:`conftest.shared_job_server`): a trainer stopped by
+    its own fault hook dies the same way under it as under a server of the run's own, which would
+    cost each run the server's start (importing torch, transformers and sentence-transformers:
+    ~10 s on an AMD EPYC Zen 1). Only the run killed together with its job
+    (:func:`test_killing_snakemake_and_the_job_together_then_rerun_incomplete`) starts its own, as a
+    user's run does, since there the server's process group is what dies with Snakemake."""
+    env = workflow_env()
     env.pop("RERANK_SCALING_FAULT", None)
     if fault:
         env["RERANK_SCALING_FAULT"] = fault
@@ -84,9 +91,7 @@ def prepared(module_dir) -> Path:
     workdir = copy_workflow(module_dir / "resume")
     (workdir / "resume.yaml").write_text(yaml.safe_dump(resume_config()))
     command = snakemake_command(workdir, "resume.yaml", "--cores", "1", "--until", "training_examples")
-    result = subprocess.run(
-        command, capture_output=True, text=True, cwd=workdir, env=workflow_env(own_server=True)
-    )
+    result = subprocess.run(command, capture_output=True, text=True, cwd=workdir, env=workflow_env())
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     return workdir
 
