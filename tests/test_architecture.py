@@ -73,7 +73,7 @@ WORKFLOW_READS: dict[str, str] = {
     "training.train_settings": "the training stage's specification: settings, grid keys",
 }
 #: What a stage's implementation loads and no parse of the Snakefile may (pandas and ir_measures:
-#: 0.4-0.9 s of every Snakemake start, a SLURM job's two included, on an AMD EPYC Zen 1).
+#: 0.75 s of a fresh folder's dry run on an AMD EPYC Zen 1).
 HEAVY = ("torch", "transformers", "sentence_transformers", "matplotlib", "scipy", "pandas", "ir_measures")
 #: Modules still over MAX_LINES, each with why; a new one over the limit fails the test.
 OVERSIZED: dict[str, str] = {

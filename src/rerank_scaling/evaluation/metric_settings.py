@@ -3,7 +3,8 @@ computed and how (CE@n sizes, RelP@k, R/R*(m), the relevance threshold, the samp
 
 Apart from :mod:`.metrics` (which computes them with ir_measures, numpy and pandas) because the
 Snakefile reads these settings while it parses (through ``EvalSettings``): a module that only
-holds settings keeps those imports out of every Snakemake start, a SLURM job's two included.
+holds settings keeps those imports out of the parse (a dry run of a fresh folder 0.75 s sooner on
+an AMD EPYC Zen 1; where outputs have recorded params, Snakemake's own check imports pandas).
 """
 
 from __future__ import annotations
