@@ -203,12 +203,18 @@ def test_a_local_collection_that_does_not_exist_is_named(default_config, tmp_pat
 
 
 def test_fitted_metrics_follow_the_evaluation_settings(default_config):
+    from rerank_scaling.evaluation.eval_settings import EvalSettings
+    from rerank_scaling.evaluation.metrics import evaluate
+    from rerank_scaling.registries.measures import DROPPED
+    from rerank_scaling.settings import settings_of
     from rerank_scaling.workflow.result_checks import evaluation_metrics
 
-    produced = evaluation_metrics(
-        {"rerank_depth": 10, "ce_sizes": [4, 8], "relative_prob_k": [2], "rr_m": [3]}
-    )
+    evaluation = {"rerank_depth": 10, "ce_sizes": [4, 8], "relative_prob_k": [2], "rr_m": [3]}
+    produced = evaluation_metrics(evaluation)
     assert produced == ["nDCG@10", "AP", "RR@10", "R@10", "P@10", "CE@4", "CE@8", "RelP@2", "RRstar@3"]
+    # the config check's list (the registry's, read at parse time) is the evaluation's own rows
+    written = evaluate({}, {}, {}, settings_of(EvalSettings, evaluation).metric_settings())["metric"]
+    assert produced == [name for name in written if not name.endswith(DROPPED)]
     default_config["evaluation"]["ce_sizes"] = [64]
     default_config["evaluation"]["rerank_depth"] = 64
     default_config["fitting"]["metrics"] = ["nDCG@10", "CE@64", "RRstar@10", "RelP@3", "AP"]

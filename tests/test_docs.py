@@ -212,14 +212,20 @@ def test_the_statistical_bar_is_quoted_from_its_report():
         assert quote in page, quote
 
 
+def run_took(block: str) -> str:
+    """What docs/default-run.md says of a fresh run, from its generated block (scripts/readme_default.py):
+    "took **<wall>** for 70 jobs, load average <load> at the end"."""
+    wall = block.split("(`workflow_time.json`): **", 1)[1].split("**", 1)[0]
+    load = block.split("load average at the end ", 1)[1].split(" ", 1)[0]
+    return f"took **{wall}** for 70 jobs, load average {load} at the end"
+
+
 def test_the_cpu_without_bf16_is_quoted_from_its_reports():
     """docs/default-run.md's paragraph on the AMD EPYC without bf16 units, from the run's generated
     blocks of its two fresh runs and the reports it names."""
     page = " ".join((REPO / "docs" / "default-run.md").read_text().split())
     results = REPO / "benchmarks" / "results"
     run = (results / "default_run_zen2.md").read_text()
-    wall = run.split("(`workflow_time.json`): **", 1)[1].split("**", 1)[0]
-    load = run.split("load average at the end ", 1)[1].split(" ", 1)[0]
     stages = dict(re.findall(r"(train|eval) ([0-9.]+ min)", run))
     encoder = (results / "fused_encoder_fp32_zen2.md").read_text()
     torch_rate, onednn_rate = re.search(r"by library: torch (\d+), oneDNN (\d+)", encoder).groups()
@@ -230,7 +236,7 @@ def test_the_cpu_without_bf16_is_quoted_from_its_reports():
         r"median \*\*([0-9.]+x)\*\*, range (\S+) over (\d+) checkpoints", bar
     ).groups()
     quotes = [
-        f"took **{wall}** for 70 jobs, load average {load} at the end",
+        run_took(run),
         f"training jobs summed {stages['train']} and its evaluation jobs {stages['eval']}",
         f"ran at {torch_rate} GFLOP/s where oneDNN's ran at {onednn_rate}",
         f"its dev pass is **{dev_pass}** faster",
@@ -248,26 +254,22 @@ def test_the_cpu_without_bf16_is_quoted_from_its_reports():
     assert len(shares) == len(speedups) == 5 and max(speedups) < 1
     fused_run = (results / "default_run_zen2_fused.md").read_text()
     fused_stages = dict(re.findall(r"(train|eval) ([0-9.]+ min)", fused_run))
-    fused_wall = fused_run.split("(`workflow_time.json`): **", 1)[1].split("**", 1)[0]
-    fused_load = fused_run.split("load average at the end ", 1)[1].split(" ", 1)[0]
     train_ratio = float(fused_stages["train"].split()[0]) / float(stages["train"].split()[0])
     quotes += [
-        f"scoring, took **{fused_wall}** for 70 jobs, load average {fused_load} at the end",
+        f"scoring, {run_took(fused_run)}",
         f"training jobs summed {fused_stages['train']} and evaluation jobs {fused_stages['eval']}",
         f"took {train_ratio:.2f} of the earlier",
     ]
     resampled = (results / "default_run_zen2_b500.md").read_text()
     resampled_stages = dict(re.findall(r"(laws|planning) ([0-9.]+ min)", resampled))
     quotes += [
-        f"took **{resampled.split('(`workflow_time.json`): **', 1)[1].split('**', 1)[0]}** for 70 jobs, "
-        f"load average {resampled.split('load average at the end ', 1)[1].split(' ', 1)[0]} at the end",
+        run_took(resampled),
         f"the fit stage's job {resampled_stages['laws']} and planning's two {resampled_stages['planning']}",
     ]
     zen1 = (results / "default_run_zen1.md").read_text()
     zen1_stages = dict(re.findall(r"(train|eval) ([0-9.]+ min)", zen1))
     quotes += [
-        f"took **{zen1.split('(`workflow_time.json`): **', 1)[1].split('**', 1)[0]}** for 70 jobs, "
-        f"load average {zen1.split('load average at the end ', 1)[1].split(' ', 1)[0]} at the end",
+        run_took(zen1),
         f"training jobs summed {zen1_stages['train']} and evaluation jobs {zen1_stages['eval']}",
     ]
     assert "family 23 model 1" in zen1
