@@ -3,15 +3,20 @@ a run's own checkpoints, in one run with interleaved repeats.
 
     python benchmarks/bench_eval_scoring.py results/default --out benchmarks/results/eval_scoring_amx.md
 
-*Before* (main at 6bf2156): the eager bf16 pass (the weights cast to bf16 once), then the one-round
-near-tie rule of that commit -- every candidate whose bf16 score lies within 2e of one of another
-grade rescored in fp32, both ends of every such pair (:func:`one_round_rescoring`, kept here as the
-baseline). *After*: the bf16 pass through the fused oneDNN encoder
-(:mod:`rerank_scaling.compute.fused_encoder`), then the rounds rule
-(:func:`rerank_scaling.evaluation.near_ties.rescore_near_ties`). Both take the same calibration
-sample (:data:`~rerank_scaling.evaluation.near_ties.CALIBRATION_PAIRS` pairs) and the CPU kind's
-safety factor, and score the dev split as the workflow does (its split texts, BM25 top
-``evaluation.rerank_depth``, grades from its qrels, ``evaluation.batch_size``, one thread).
+*Before* (main at 6bf2156, whose scoring is that of c896352, the code when the compiled-CPU issue
+was filed: the files' changes between are refactors): the eager bf16 pass (the weights cast to bf16
+once), then the one-round near-tie rule of that commit -- every candidate whose bf16 score lies
+within 2e of one of another grade rescored in fp32 by the eager forward, both ends of every such
+pair (:func:`one_round_rescoring`, kept here as the baseline), with that commit's safety factor
+(:data:`~rerank_scaling.evaluation.near_ties.SAFETY_FACTOR`, 3 on every CPU). *After*: the
+evaluation's own path: the bf16 pass through the fused oneDNN encoder
+(:mod:`rerank_scaling.compute.fused_encoder`, with the compiled kernels where the extension is built),
+then the rounds rule (:func:`rerank_scaling.evaluation.near_ties.rescore_near_ties`) with the CPU
+kind's safety factor, its fp32 rescoring by the forward the kind's profile names
+(``CpuProfile.fused_fp32``). Both take the same calibration sample
+(:data:`~rerank_scaling.evaluation.near_ties.CALIBRATION_PAIRS` pairs) and score the dev split as
+the workflow does (its split texts, BM25 top ``evaluation.rerank_depth``, grades from its qrels,
+``evaluation.batch_size``, one thread); the grade orders are checked against the eager fp32 pass.
 
 Per final checkpoint of ``results`` (one per run): the seconds of each (the model's cast and both
 precisions' passes; not its loading, the same for both), medians (min-max) over interleaved
@@ -40,9 +45,11 @@ from benchmark_output import emit
 from interleaved import interleaved_times, span
 
 from rerank_scaling.compute.cpu_profiles import cpu_kind, cpu_profile
+from rerank_scaling.compute.fused_encoder import encoder_kernels
 from rerank_scaling.evaluation.checkpoints import load_split
 from rerank_scaling.evaluation.near_ties import (
     CALIBRATION_PAIRS,
+    SAFETY_FACTOR,
     calibration_sample,
     pairs_by_query,
     rescore_near_ties,
@@ -107,18 +114,21 @@ class Checkpoint:
         self.qids = [qid for qid, _ in self.tokens.keys]
         self.calibration = calibration_sample(len(self.qids), CALIBRATION_PAIRS)
         self.truth = grade_orders(
-            self.qids, model_scores(self.model, self.tokens, self.batch, self.pad, "cpu"), self.grades
+            self.qids, self.fp32_of(list(range(len(self.qids))), fused=False), self.grades
         )
 
-    def fp32_of(self, indices: list[int]) -> list[float]:
-        return model_scores(self.model, self.tokens.select(indices), self.batch, self.pad, "cpu")
+    def fp32_of(self, indices: list[int], fused: bool) -> list[float]:
+        """fp32 scores of ``indices``: the eager forward, or the one the CPU kind's profile names."""
+        return model_scores(self.model, self.tokens.select(indices), self.batch, self.pad, "cpu", fused=fused)
 
     def score(self, path: str) -> list[float]:
         """The evaluation's bf16 scoring ``before`` or ``after`` (module docstring)."""
+        after = path == "after"
         low = to_bf16_weights(copy.deepcopy(self.model))
-        bf16 = model_scores(low, self.tokens, self.batch, self.pad, "cpu", fused=path == "after")
-        rule = (self.qids, bf16, self.fp32_of, self.calibration, self.factor, self.grades)
-        if path == "before":
+        bf16 = model_scores(low, self.tokens, self.batch, self.pad, "cpu", fused=after)
+        factor = self.factor if after else SAFETY_FACTOR
+        rule = (self.qids, bf16, partial(self.fp32_of, fused=after), self.calibration, factor, self.grades)
+        if not after:
             scores, self.rescored[path] = one_round_rescoring(*rule)
         else:
             scores, report = rescore_near_ties(*rule)
@@ -168,11 +178,14 @@ def main() -> None:
         f"{torch.__version__}; load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after; run "
         f"time {(time.time() - started) / 60:.1f} min; {args.repeats} interleaved repeats (shuffled, after a "
         "warm-up round). The dev split: "
-        f"{len(split.queries)} queries x {depth} candidates; batch {batch}; safety factor {factor:g}, "
-        f"calibration sample {CALIBRATION_PAIRS} pairs.",
+        f"{len(split.queries)} queries x {depth} candidates; batch {batch}; calibration sample "
+        f"{CALIBRATION_PAIRS} pairs.",
         "",
-        "Before: eager bf16 pass, one-round near-tie rule (6bf2156). After: fused oneDNN encoder, rounds "
-        "rule. Seconds: median (min-max) of the cast, the bf16 pass and the fp32 rescoring.",
+        f"Before: eager bf16 pass, one-round near-tie rule, safety factor {SAFETY_FACTOR:g}, eager fp32 "
+        "rescoring (6bf2156, the scoring of c896352). After: fused oneDNN encoder"
+        f"{' with the compiled kernels' if encoder_kernels() else ''}, rounds rule, safety factor {factor:g} "
+        f"(kind `{cpu_kind()}`), fp32 rescoring {'fused' if cpu_profile().fused_fp32 else 'eager'}. "
+        "Seconds: median (min-max) of the cast, the bf16 pass and the fp32 rescoring.",
         "",
         "| checkpoint | before s | after s | speed-up | fp32 pairs before | fp32 pairs after | "
         "grade orders fp32's (before / after) |",
