@@ -4,6 +4,7 @@ unmeasured kind, and the evaluation's near-tie rescoring using the table's safet
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -34,6 +35,14 @@ def test_an_unmeasured_kind_gets_the_conservative_fallback() -> None:
     assert FALLBACK.eval_compile_pairs is None and FALLBACK.train_compile_steps is None
     assert not FALLBACK.fused_fp32, "an unmeasured kind scores fp32 eagerly"
     assert all(p.source.startswith("benchmarks/results/") for p in PROFILES.values()), "each names its file"
+
+
+def test_each_measured_kind_names_reports_that_exist() -> None:
+    """A profile's numbers come from committed benchmark reports: every file its source names is there."""
+    repo = Path(__file__).resolve().parents[1]
+    for profile in PROFILES.values():
+        files = [name.strip() for name in profile.source.split(",")]
+        assert files and all((repo / name).is_file() for name in files), (profile.kind, files)
     if cpu_bf16_units() == "amx_bf16":
         assert cpu_profile() is PROFILES["intel-amx"]
 

@@ -100,6 +100,36 @@ PROFILES["amd-avx2"] = CpuProfile(
 )
 
 
+#: AMD with AVX512-BF16 (Zen 4/5; measured on an EPYC, family 25 model 17, Zen 4, 2 cores): the fp32
+#: scoring (the near ties' rescoring) through the fused oneDNN encoder ran 1.18x-1.34x the eager fp32
+#: forward over L1-L6 (oneDNN's fp32 GEMM 108 GFLOP/s against PyTorch's 89 on the same shape, the
+#: fused forward at 87-88% of it), its dev pass 1.25x (geometric mean; fused_encoder_fp32_zen4.md,
+#: quiet, 5 interleaved repeats), its scores within 3.1e-07 of eager's; on the default's final
+#: checkpoints the evaluation met the statistical bar (only CE@16 moved, by at most 1.45e-06 of its
+#: SE; fused_fp32_bar_zen4.md). So this kind rescores its near ties through the fused encoder. Its bf16
+#: scoring with the compiled kernels (bench_eval_precision.py, eval_precision_zen4.md: the fresh
+#: default's 18 final checkpoints, dev and test): the bar met (0 of 396 values above a quarter SE), the
+#: largest error of a checkpoint-split at most 2.43 x its calibration sample's and 0.81 e at the
+#: fallback's factor 3, which it keeps (the Xeon's 3.54 needed 4). bench_compile.py (compile_zen4.md,
+#: quiet, a cold inductor cache, 7 interleaved repeats): the eager bf16 training step at 49-57% of the
+#: same run's bf16 matmul peak over L1-L6 and the compiled one 0.84x-0.92x of its speed (slower at
+#: every size, 20-52 s to compile); the compiled evaluation forward 0.99x-1.07x the eager one, where
+#: the fused encoder with the kernels runs 1.12x-1.18x (fused_encoder_zen4.md): nothing compiles here.
+#: Measured on Zen 4 only; a Zen 5 gets these settings until it is measured.
+PROFILES["amd-avx512-bf16"] = CpuProfile(
+    kind="amd-avx512-bf16",
+    near_tie_factor=FALLBACK.near_tie_factor,
+    eval_compile_pairs=None,
+    train_compile_steps=None,
+    source=(
+        "benchmarks/results/fused_encoder_fp32_zen4.md, benchmarks/results/fused_fp32_bar_zen4.md, "
+        "benchmarks/results/eval_precision_zen4.md, benchmarks/results/fused_encoder_zen4.md, "
+        "benchmarks/results/compile_zen4.md"
+    ),
+    fused_fp32=True,
+)
+
+
 def cpu_kind(flags: frozenset[str] | None = None, vendor: str | None = None) -> str:
     """The CPU's kind for :data:`PROFILES`: ``intel-amx`` (AMX-BF16 tiles), ``amd-avx512-bf16``
     (Zen 4/5), ``intel-avx512-bf16`` (Cooper Lake), ``amd-avx2`` (an AMD CPU without bf16 units:
