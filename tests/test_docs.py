@@ -275,3 +275,62 @@ def test_the_cpu_without_bf16_is_quoted_from_its_reports():
     assert "family 23 model 1" in zen1
     for quote in quotes:
         assert quote in page, quote
+
+
+def _shares(report: str, column: int) -> list[int]:
+    """The percentages of the forward table's ``column``-th GFLOP/s cell, per size."""
+    rows = re.findall(r"^\| L\d \|.*$", report.split("## Forward", 1)[1].split("##", 1)[0], re.M)
+    return [int(re.findall(r"\((\d+)%\)", row)[column]) for row in rows]
+
+
+def test_the_cpu_with_avx512_bf16_is_quoted_from_its_reports():
+    """docs/default-run.md's paragraph on the AMD EPYC with AVX512-BF16 (Zen 4), from the run's
+    generated block and the reports it names."""
+    page = " ".join((REPO / "docs" / "default-run.md").read_text().split())
+    results = REPO / "benchmarks" / "results"
+    run = (results / "default_run_zen4.md").read_text()
+    stages = dict(re.findall(r"(train|eval) ([0-9.]+ min)", run))
+    bf16 = (results / "fused_encoder_zen4.md").read_text()
+    fp32 = (results / "fused_encoder_fp32_zen4.md").read_text()
+    bar = (results / "fused_fp32_bar_zen4.md").read_text()
+    precision = (results / "eval_precision_zen4.md").read_text()
+    scoring = (results / "eval_scoring_zen4.md").read_text()
+    assert "family 25 model 17" in run and "**met**" in bar and "**met**" in precision
+    kernel, eager = _shares(bf16, 2), _shares(bf16, 0)
+    calibration_ratio = precision.split("calibration sample's largest |bf16 - fp32|, worst ", 1)[1].split()[0]
+
+    def bold_after(text: str, report: str) -> str:
+        return report.split(text, 1)[1].split("**", 2)[1]
+
+    quotes = [
+        run_took(run),
+        f"training jobs summed {stages['train']} and evaluation jobs {stages['eval']}",
+        f"peak is only **{bold_after('bf16 matmul peak, this run: ', bf16)}**",
+        f"fp32's {bold_after('fp32 matmul peak, this run: ', fp32).split()[0]}",
+        f"runs at **{min(kernel)}-{max(kernel)}%** of it (L1-L6; eager {min(eager)}-{max(eager)}%)",
+        f"is {bold_after('kernel over eager ', bf16)} the eager one",
+        "oneDNN's fp32 GEMM ({1} GFLOP/s) beats PyTorch's ({0})".format(
+            *re.search(r"by library: torch (\d+), oneDNN (\d+)", fp32).groups()
+        ),
+        f"fp32 dev pass is **{bold_after('fused over eager ', fp32)}** the eager one",
+        f"by at most {bar.split('worst ratio ', 1)[1].split(' ', 1)[0]} of its standard error",
+        f"worst ratio {bold_after('worst ratio |bf16 - fp32| / SE: ', precision)}",
+        f"at most {calibration_ratio} times its calibration",
+        f"with {bold_after('(calibration sample and near ties): ', precision)} of the pairs scored in fp32",
+        f"it is {bold_after('metrics; 2 split(s)): median ', precision).rstrip('x')}× faster than fp32",
+        f"dev scoring is **{bold_after('s after (', scoring)}** faster",
+    ]
+    compiled = (results / "compile_zen4.md").read_text()
+    train_shares = [
+        int(re.findall(r"\((\d+)%\)", row)[2]) for row in re.findall(r"^\| L\d \| \d.*%.*$", compiled, re.M)
+    ]
+    speedups = re.findall(r"\| L\d \| ([0-9.]+)x \| [0-9.]+ \| \w+ \| ([0-9.]+)x \|", compiled)
+    evals, trains = ([float(x) for x in column] for column in zip(*speedups, strict=True))
+    assert len(train_shares) == len(trains) == 5 and max(trains) < 1
+    quotes += [
+        f"runs at {min(train_shares)}-{max(train_shares)}% of the same run's bf16 peak",
+        f"slower, {min(trains):.2f}x-{max(trains):.2f}x",
+        f"({min(evals):.2f}x-{max(evals):.2f}x of eager)",
+    ]
+    for quote in quotes:
+        assert quote in page, quote
