@@ -320,6 +320,15 @@ def test_the_cpu_with_avx512_bf16_is_quoted_from_its_reports():
         f"it is {bold_after('metrics; 2 split(s)): median ', precision).rstrip('x')}× faster than fp32",
         f"dev scoring is **{bold_after('s after (', scoring)}** faster",
     ]
+    quotes.append(
+        (results / "eval_batch_zen4.md").read_text().split("relative to batch 64: ", 1)[1].split(".\n", 1)[0]
+    )
+    profiled = (results / "default_run_zen4_profile.md").read_text()
+    profiled_stages = dict(re.findall(r"(train|eval) ([0-9.]+ min)", profiled))
+    quotes += [
+        run_took(profiled),
+        f"training jobs summed {profiled_stages['train']} and evaluation jobs {profiled_stages['eval']}",
+    ]
     compiled = (results / "compile_zen4.md").read_text()
     train_shares = [
         int(re.findall(r"\((\d+)%\)", row)[2]) for row in re.findall(r"^\| L\d \| \d.*%.*$", compiled, re.M)

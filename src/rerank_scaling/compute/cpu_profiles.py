@@ -115,7 +115,11 @@ PROFILES["amd-avx2"] = CpuProfile(
 #: same run's bf16 matmul peak over L1-L6 and the compiled one 0.84x-0.92x of its speed (slower at
 #: every size, 20-52 s to compile); the compiled evaluation forward 0.99x-1.07x the eager one, where
 #: the fused encoder with the kernels runs 1.12x-1.18x (fused_encoder_zen4.md): nothing compiles here.
-#: Measured on Zen 4 only; a Zen 5 gets these settings until it is measured.
+#: Its evaluation batch size: bench_eval_batch.py (eval_batch_zen4.md, quiet, 3 interleaved repeats,
+#: bf16 + 0.168 x the fp32 pass) found the config's 64 the best of 16-128 over the default sizes
+#: (geometric means relative to it: 16 0.963x, 32 0.976x, 128 0.986x), so it keeps
+#: ``evaluation.batch_size`` as configured. Measured on Zen 4 only; a Zen 5 gets these settings until
+#: it is measured.
 PROFILES["amd-avx512-bf16"] = CpuProfile(
     kind="amd-avx512-bf16",
     near_tie_factor=FALLBACK.near_tie_factor,
@@ -124,7 +128,7 @@ PROFILES["amd-avx512-bf16"] = CpuProfile(
     source=(
         "benchmarks/results/fused_encoder_fp32_zen4.md, benchmarks/results/fused_fp32_bar_zen4.md, "
         "benchmarks/results/eval_precision_zen4.md, benchmarks/results/fused_encoder_zen4.md, "
-        "benchmarks/results/compile_zen4.md"
+        "benchmarks/results/compile_zen4.md, benchmarks/results/eval_batch_zen4.md"
     ),
     fused_fp32=True,
 )
