@@ -113,9 +113,8 @@ class Checkpoint:
     def __post_init__(self) -> None:
         self.qids = [qid for qid, _ in self.tokens.keys]
         self.calibration = calibration_sample(len(self.qids), CALIBRATION_PAIRS)
-        self.truth = grade_orders(
-            self.qids, self.fp32_of(list(range(len(self.qids))), fused=False), self.grades
-        )
+        eager_fp32 = model_scores(self.model, self.tokens, self.batch, self.pad, "cpu", fused=False)
+        self.truth = grade_orders(self.qids, eager_fp32, self.grades)
 
     def fp32_of(self, indices: list[int], fused: bool) -> list[float]:
         """fp32 scores of ``indices``: the eager forward, or the one the CPU kind's profile names."""

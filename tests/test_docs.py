@@ -175,7 +175,7 @@ def test_the_cpu_levers_are_quoted_from_their_reports():
         f"16 random bits at {cells('| attention-probability mask, PCG64 bits')[2]}",
     ]
     batch = (REPO / "benchmarks" / "results" / "eval_batch_amx.md").read_text()
-    quotes.append(batch.split("relative to batch 64: ", 1)[1].split(".\n", 1)[0])
+    quotes.append(batch_ratios(batch))
     for quote in quotes:
         assert quote in page, quote
 
@@ -199,14 +199,11 @@ def test_the_statistical_bar_is_quoted_from_its_report():
     page = " ".join((REPO / "docs" / "default-run.md").read_text().split())
     report = (REPO / "benchmarks" / "results" / "eval_precision_amx.md").read_text()
 
-    def bold_after(label: str) -> str:
-        return report.split(label, 1)[1].split("**", 2)[1]
-
     quotes = [
-        f"worst ratio {bold_after('worst ratio |bf16 - fp32| / SE: ')}",
-        f"{bold_after('(calibration sample and near ties): ')} of the pairs are scored in fp32",
-        f"{bold_after('metrics; 2 split(s)): median ').rstrip('x')}× faster than fp32",
-        f"at most {bold_after('worst over 36 checkpoint-splits ')} e",
+        f"worst ratio {bold_after(report, 'worst ratio |bf16 - fp32| / SE: ')}",
+        f"{bold_after(report, '(calibration sample and near ties): ')} of the pairs are scored in fp32",
+        f"{bold_after(report, 'metrics; 2 split(s)): median ').rstrip('x')}× faster than fp32",
+        f"at most {bold_after(report, 'worst over 36 checkpoint-splits ')} e",
     ]
     for quote in quotes:
         assert quote in page, quote
@@ -220,13 +217,28 @@ def run_took(block: str) -> str:
     return f"took **{wall}** for 70 jobs, load average {load} at the end"
 
 
+def stage_minutes(block: str) -> dict[str, str]:
+    """A generated block's summed job minutes of training and evaluation: {"train": "13.9 min", ...}."""
+    return dict(re.findall(r"(train|eval) ([0-9.]+ min)", block))
+
+
+def batch_ratios(report: str) -> str:
+    """bench_eval_batch.py's geometric means relative to batch 64, as its report states them."""
+    return report.split("relative to batch 64: ", 1)[1].split(".\n", 1)[0]
+
+
+def bold_after(report: str, label: str) -> str:
+    """The first bold value after ``label`` in a report."""
+    return report.split(label, 1)[1].split("**", 2)[1]
+
+
 def test_the_cpu_without_bf16_is_quoted_from_its_reports():
     """docs/default-run.md's paragraph on the AMD EPYC without bf16 units, from the run's generated
     blocks of its two fresh runs and the reports it names."""
     page = " ".join((REPO / "docs" / "default-run.md").read_text().split())
     results = REPO / "benchmarks" / "results"
     run = (results / "default_run_zen2.md").read_text()
-    stages = dict(re.findall(r"(train|eval) ([0-9.]+ min)", run))
+    stages = stage_minutes(run)
     encoder = (results / "fused_encoder_fp32_zen2.md").read_text()
     torch_rate, onednn_rate = re.search(r"by library: torch (\d+), oneDNN (\d+)", encoder).groups()
     dev_pass = encoder.split("fused over eager **", 1)[1].split("**", 1)[0]
@@ -242,7 +254,7 @@ def test_the_cpu_without_bf16_is_quoted_from_its_reports():
         f"its dev pass is **{dev_pass}** faster",
         f"{median} (median over {checkpoints} checkpoints, range {spread})",
         f"by at most {bar.split('worst ratio ', 1)[1].split(' ', 1)[0]} of its standard error",
-        (results / "eval_batch_zen2.md").read_text().split("relative to batch 64: ", 1)[1].split(".\n", 1)[0],
+        batch_ratios((results / "eval_batch_zen2.md").read_text()),
     ]
     compiled = (results / "compile_zen2.md").read_text()
     shares = [int(x) for x in re.findall(r"\| L\d \| [0-9.]+ \([0-9.-]+\) \| \d+ \((\d+)%\)", compiled)]
@@ -253,7 +265,7 @@ def test_the_cpu_without_bf16_is_quoted_from_its_reports():
     ]
     assert len(shares) == len(speedups) == 5 and max(speedups) < 1
     fused_run = (results / "default_run_zen2_fused.md").read_text()
-    fused_stages = dict(re.findall(r"(train|eval) ([0-9.]+ min)", fused_run))
+    fused_stages = stage_minutes(fused_run)
     train_ratio = float(fused_stages["train"].split()[0]) / float(stages["train"].split()[0])
     quotes += [
         f"scoring, {run_took(fused_run)}",
@@ -267,7 +279,7 @@ def test_the_cpu_without_bf16_is_quoted_from_its_reports():
         f"the fit stage's job {resampled_stages['laws']} and planning's two {resampled_stages['planning']}",
     ]
     zen1 = (results / "default_run_zen1.md").read_text()
-    zen1_stages = dict(re.findall(r"(train|eval) ([0-9.]+ min)", zen1))
+    zen1_stages = stage_minutes(zen1)
     quotes += [
         run_took(zen1),
         f"training jobs summed {zen1_stages['train']} and evaluation jobs {zen1_stages['eval']}",
@@ -289,7 +301,7 @@ def test_the_cpu_with_avx512_bf16_is_quoted_from_its_reports():
     page = " ".join((REPO / "docs" / "default-run.md").read_text().split())
     results = REPO / "benchmarks" / "results"
     run = (results / "default_run_zen4.md").read_text()
-    stages = dict(re.findall(r"(train|eval) ([0-9.]+ min)", run))
+    stages = stage_minutes(run)
     bf16 = (results / "fused_encoder_zen4.md").read_text()
     fp32 = (results / "fused_encoder_fp32_zen4.md").read_text()
     bar = (results / "fused_fp32_bar_zen4.md").read_text()
@@ -299,32 +311,27 @@ def test_the_cpu_with_avx512_bf16_is_quoted_from_its_reports():
     kernel, eager = _shares(bf16, 2), _shares(bf16, 0)
     calibration_ratio = precision.split("calibration sample's largest |bf16 - fp32|, worst ", 1)[1].split()[0]
 
-    def bold_after(text: str, report: str) -> str:
-        return report.split(text, 1)[1].split("**", 2)[1]
-
     quotes = [
         run_took(run),
         f"training jobs summed {stages['train']} and evaluation jobs {stages['eval']}",
-        f"peak is only **{bold_after('bf16 matmul peak, this run: ', bf16)}**",
-        f"fp32's {bold_after('fp32 matmul peak, this run: ', fp32).split()[0]}",
+        f"peak is only **{bold_after(bf16, 'bf16 matmul peak, this run: ')}**",
+        f"fp32's {bold_after(fp32, 'fp32 matmul peak, this run: ').split()[0]}",
         f"runs at **{min(kernel)}-{max(kernel)}%** of it (L1-L6; eager {min(eager)}-{max(eager)}%)",
-        f"is {bold_after('kernel over eager ', bf16)} the eager one",
+        f"is {bold_after(bf16, 'kernel over eager ')} the eager one",
         "oneDNN's fp32 GEMM ({1} GFLOP/s) beats PyTorch's ({0})".format(
             *re.search(r"by library: torch (\d+), oneDNN (\d+)", fp32).groups()
         ),
-        f"fp32 dev pass is **{bold_after('fused over eager ', fp32)}** the eager one",
+        f"fp32 dev pass is **{bold_after(fp32, 'fused over eager ')}** the eager one",
         f"by at most {bar.split('worst ratio ', 1)[1].split(' ', 1)[0]} of its standard error",
-        f"worst ratio {bold_after('worst ratio |bf16 - fp32| / SE: ', precision)}",
+        f"worst ratio {bold_after(precision, 'worst ratio |bf16 - fp32| / SE: ')}",
         f"at most {calibration_ratio} times its calibration",
-        f"with {bold_after('(calibration sample and near ties): ', precision)} of the pairs scored in fp32",
-        f"it is {bold_after('metrics; 2 split(s)): median ', precision).rstrip('x')}× faster than fp32",
-        f"dev scoring is **{bold_after('s after (', scoring)}** faster",
+        f"with {bold_after(precision, '(calibration sample and near ties): ')} of the pairs scored in fp32",
+        f"it is {bold_after(precision, 'metrics; 2 split(s)): median ').rstrip('x')}× faster than fp32",
+        f"dev scoring is **{bold_after(scoring, 's after (')}** faster",
     ]
-    quotes.append(
-        (results / "eval_batch_zen4.md").read_text().split("relative to batch 64: ", 1)[1].split(".\n", 1)[0]
-    )
+    quotes.append(batch_ratios((results / "eval_batch_zen4.md").read_text()))
     profiled = (results / "default_run_zen4_profile.md").read_text()
-    profiled_stages = dict(re.findall(r"(train|eval) ([0-9.]+ min)", profiled))
+    profiled_stages = stage_minutes(profiled)
     quotes += [
         run_took(profiled),
         f"training jobs summed {profiled_stages['train']} and evaluation jobs {profiled_stages['eval']}",
