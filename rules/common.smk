@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rerank_scaling.workflow import job_server, timing
 from rerank_scaling.workflow.eval_bundles import evaluation_bundles
-from rerank_scaling.workflow.job_resources import JobSizes, resources_for
+from rerank_scaling.workflow.job_resources import JobSizes, longest_first, resources_for
 from rerank_scaling.workflow.load import validate_config, validate_config_files
 from rerank_scaling.workflow.resource_checks import memory_plans
 from rerank_scaling.workflow.stages import (
@@ -457,6 +457,27 @@ BUNDLES = {
     for index, runs in enumerate(evaluation_bundles(SIZES, GRID.run_ids(), len(GRID.checkpoint_indices())))
 }
 BUNDLE_OF = {run: name for name, runs in BUNDLES.items() for run in runs}
+
+# The model jobs' Snakemake priorities, costliest first (longest_first: a large model's evaluation
+# does not start alone at the end of the run); an evaluate_part job takes its run's evaluate_run rank.
+MODEL_PRIORITY = longest_first(
+    {
+        **{("train", run): SIZES.train_flops(run) for run in GRID.run_ids()},
+        **{
+            ("evaluate_run", run): SIZES.evaluation_flops(run, run_checkpoints_per_split(None))
+            for run in GRID.run_ids()
+        },
+        **{
+            ("evaluate_bundle", name): SIZES.bundle_flops(runs, run_checkpoints_per_split(None))
+            for name, runs in BUNDLES.items()
+        },
+    }
+)
+
+
+def model_priority(rule_name, wildcard="run"):
+    """A rule's ``priority:``: MODEL_PRIORITY of the job's ``wildcard`` (0 for one not in the grid)."""
+    return lambda wildcards: MODEL_PRIORITY.get((rule_name, getattr(wildcards, wildcard)), 0)
 
 
 def bundle_sidecars(wildcards):

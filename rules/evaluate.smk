@@ -110,6 +110,7 @@ rule evaluate_run:
         checkpoints=lambda wildcards: run_dir("checkpoints", wildcards),
         work=lambda wildcards: run_dir("work/eval", wildcards),
     threads: config["evaluation"]["threads"]
+    priority: model_priority("evaluate_run")  # evaluate_part (use rule) keeps it: its run's rank
     resources:
         **evaluation_resources("evaluate_run", run_checkpoints_per_split),
     log:
@@ -224,6 +225,7 @@ rule evaluate_bundle:
         device=config["device"],
         results=directory_of("output", "metrics", levels=4),
     threads: config["evaluation"]["threads"]
+    priority: model_priority("evaluate_bundle", "bundle")
     resources:
         **bundle_resources(),
     log:

@@ -25,6 +25,7 @@ rule train:
         checkpoints=lambda wildcards: run_dir("checkpoints", wildcards),
         work=lambda wildcards: run_dir("work/train", wildcards),
     threads: config["training"]["threads"]
+    priority: model_priority("train")
     resources:
         **train_resources(),
     log:

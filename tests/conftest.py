@@ -109,6 +109,11 @@ def shared_job_server() -> dict[str, str]:
     return {job_server.SERVER_VARIABLE: path} if path else {}
 
 
+def served_env() -> dict[str, str]:
+    """This process's environment naming :func:`shared_job_server`, for a ``served`` command."""
+    return {**os.environ, **shared_job_server()}
+
+
 def workflow_env(own_server: bool = False) -> dict[str, str]:
     """Environment for a Snakemake subprocess: rule shells call ``python``, which must be this one.
     Its local jobs fork from :func:`shared_job_server`, or with ``own_server`` from a server the run
@@ -169,7 +174,10 @@ def dry_run_jobs(output: str) -> list[dict]:
         wildcards = dict(
             item.split("=", 1) for item in fields.get("wildcards", "").split(", ") if "=" in item
         )
-        jobs.append({"rule": head.group(1), "wildcards": wildcards, "resources": resources})
+        priority = float(fields["priority"]) if fields.get("priority", "").lstrip("-").isdigit() else None
+        jobs.append(
+            {"rule": head.group(1), "wildcards": wildcards, "resources": resources, "priority": priority}
+        )
     return jobs
 
 
@@ -259,9 +267,18 @@ def examples(tmp_path_factory, small_collection):
     }
 
 
-def train_command(run: str, model: dict, training: dict, examples: dict, out: Path) -> list[str]:
+def train_command(
+    run: str, model: dict, training: dict, examples: dict, out: Path, served: bool = False
+) -> list[str]:
+    """The training stage's command on ``examples``, writing under ``out``. ``served``: through
+    the job server's client (``job_server run``), as the rules' ``rerank_python`` runs it, so that a
+    run given :func:`served_env` forks from this process's warm server instead of importing torch,
+    transformers and sentence-transformers again (~6 s); not for a test that kills the process
+    group or limits its resources, whose job must be the process it started."""
+    client = ["-m", "rerank_scaling.workflow.job_server", "run"] if served else []
     return [
         sys.executable,
+        *client,
         "-m",
         "rerank_scaling.training.train",
         "--run",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import itertools
 import json
 import math
 import os
@@ -23,8 +24,10 @@ from rerank_scaling.workflow.job_resources import (
     BM25_RATES,
     CPU_MEMORY_MARGIN,
     JVM_NATIVE_MB,
+    MODEL_PRIORITY_CEILING,
     ClusterSettings,
     JobSizes,
+    longest_first,
     resources_for,
 )
 from rerank_scaling.workflow.load import load_config
@@ -107,6 +110,35 @@ def test_time_and_memory_of_model_jobs_are_sized_per_model(paper_jobs):
     assert 30 <= part_1b <= 120, part_1b
     train_17m = next(iter(by_model["train:pointwise"]["ettin-17m"]))[0]
     assert train_17m <= 60, train_17m
+
+
+def test_longest_first_ranks_costs_equal_costs_alike_and_unknown_last():
+    priorities = longest_first({"a": 5e12, "b": 1e9, "c": 5e12, "d": None, "e": 2e15})
+    assert priorities == {
+        "a": 1 + round((MODEL_PRIORITY_CEILING - 1) / 2),
+        "b": 1,
+        "c": priorities["a"],
+        "d": 0,
+        "e": MODEL_PRIORITY_CEILING,
+    }
+    assert longest_first({"x": None}) == {"x": 0} and longest_first({"x": 3.0}) == {"x": 1}
+
+
+def test_model_jobs_start_costliest_first_and_after_the_data_checks(paper_jobs):
+    """Snakemake runs ready jobs by priority: a larger model's training and evaluation before a
+    smaller one's (longest_first), all below the data checks' 50 (rules/data.smk)."""
+    model_jobs = [job for job in paper_jobs if job["rule"] in GPU_RULES - {"plan"}]
+    assert model_jobs and all(1 <= job["priority"] <= MODEL_PRIORITY_CEILING for job in model_jobs)
+    train = {}
+    for job in model_jobs:
+        if job["rule"] == "train":
+            model = job["wildcards"]["run"].split("__")[0]
+            train.setdefault(model, set()).add(job["priority"])
+    ordered = [train[size] for size in SIZES]
+    assert all(max(smaller) < min(larger) for smaller, larger in itertools.pairwise(ordered)), train
+    assert max(job["priority"] for job in model_jobs) == MODEL_PRIORITY_CEILING
+    checks = [job for job in paper_jobs if job["rule"] in ("prepare_qrels", "check_splits")]
+    assert checks and all(job["priority"] == 50 for job in checks)
 
 
 def test_cpu_rules_keep_their_declared_sizes(paper_jobs):

@@ -9,7 +9,7 @@ import subprocess
 
 import pandas as pd
 import pytest
-from conftest import LADDER, TINY_TRAINING, train_command
+from conftest import LADDER, TINY_TRAINING, served_env, train_command
 
 from rerank_scaling.records import METRIC_COLUMNS, PER_QUERY_COLUMNS
 from rerank_scaling.training.checkpoint_store import FILES, CheckpointDamaged
@@ -61,9 +61,10 @@ def trained(tmp_path_factory, examples):
     out = tmp_path_factory.mktemp("trained")
     training = {**TINY_TRAINING, "max_steps": 6, "checkpoints": 3}
     result = subprocess.run(
-        train_command("L1__pointwise__full__s13", LADDER, training, examples, out),
+        train_command("L1__pointwise__full__s13", LADDER, training, examples, out, served=True),
         capture_output=True,
         text=True,
+        env=served_env(),
     )
     assert result.returncode == 0, result.stderr[-2000:]
     return out / "ckpts"

@@ -9,7 +9,7 @@ import subprocess
 
 import pandas as pd
 import pytest
-from conftest import LADDER, TINY_TRAINING, train_command
+from conftest import LADDER, TINY_TRAINING, served_env, train_command
 
 from rerank_scaling.evaluation import evaluate, evaluate_bundle
 
@@ -30,9 +30,10 @@ def test_a_bundle_writes_the_merged_tables_of_its_runs(small_collection, example
     results = tmp_path / "results"
     training = {**TINY_TRAINING, "max_steps": 4, "checkpoints": 2}
     trained = subprocess.run(
-        train_command(RUNS[0], LADDER, training, examples, tmp_path / "trained"),
+        train_command(RUNS[0], LADDER, training, examples, tmp_path / "trained", served=True),
         capture_output=True,
         text=True,
+        env=served_env(),
     )
     assert trained.returncode == 0, trained.stderr[-2000:]
     # the second run: the same weights under the other run's name (its sidecars say so)

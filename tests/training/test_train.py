@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import LADDER, TINY_TRAINING, train_command
+from conftest import LADDER, TINY_TRAINING, served_env, train_command
 
 from rerank_scaling.families.models import build_cross_encoder, model_stats
 from rerank_scaling.families.paths import resolve_path
@@ -39,7 +39,10 @@ def test_training_writes_loadable_checkpoints_with_sidecars(objective, examples,
     run = f"L1__{objective}__full__s13"
     training = {**TINY_TRAINING, "max_steps": 8}
     result = subprocess.run(
-        train_command(run, LADDER, training, examples, tmp_path), capture_output=True, text=True
+        train_command(run, LADDER, training, examples, tmp_path, served=True),
+        capture_output=True,
+        text=True,
+        env=served_env(),
     )
     assert result.returncode == 0, result.stderr[-3000:]
     cars = sidecars(tmp_path)
@@ -113,10 +116,16 @@ def test_hf_family_loads_a_local_directory(examples, tmp_path):
     model = {"name": "tiny", "family": "hf", "path": str(local), "role": "fit"}
     result = subprocess.run(
         train_command(
-            "tiny__listwise__full__s1", model, {**TINY_TRAINING, "max_steps": 4}, examples, tmp_path
+            "tiny__listwise__full__s1",
+            model,
+            {**TINY_TRAINING, "max_steps": 4},
+            examples,
+            tmp_path,
+            served=True,
         ),
         capture_output=True,
         text=True,
+        env=served_env(),
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert [c["hidden"] for c in sidecars(tmp_path)] == [32] * 4
@@ -136,10 +145,16 @@ def test_scratch_family_trains_its_own_tokenizer(examples, tmp_path):
     }
     result = subprocess.run(
         train_command(
-            "S1__pointwise__full__s1", model, {**TINY_TRAINING, "max_steps": 4}, examples, tmp_path
+            "S1__pointwise__full__s1",
+            model,
+            {**TINY_TRAINING, "max_steps": 4},
+            examples,
+            tmp_path,
+            served=True,
         ),
         capture_output=True,
         text=True,
+        env=served_env(),
     )
     assert result.returncode == 0, result.stderr[-3000:]
     vocab = tmp_path / "ckpts" / "ckpt-04" / "vocab.txt"

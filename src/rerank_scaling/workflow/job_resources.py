@@ -49,7 +49,7 @@ is the partition's limit.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -269,14 +269,17 @@ class JobSizes:
         steps = objectives.total_steps(training, rows, batch, 1.0)
         return float(steps * batch * per_row)
 
-    def train_runtime(self, run_id: str, attempt: int = 1) -> int:
+    def train_flops(self, run_id: str) -> float | None:
+        """FLOPs of training ``run_id`` (None: the model's shape or the workload unknown)."""
         run = RunSpec.parse(run_id)
         cost, sequences = self.models[run.model], self.train_sequences(run.objective)
-        flops = None
-        if cost is not None and sequences is not None:
-            recompute = 4 / 3 if self.checkpointing.get((run.model, run.objective)) else 1.0
-            flops = sequences * cost.shape.train_flops(self.config["training"]["max_length"]) * recompute
-        return self._minutes(flops, self.config["training"]["runtime"], attempt)
+        if cost is None or sequences is None:
+            return None
+        recompute = 4 / 3 if self.checkpointing.get((run.model, run.objective)) else 1.0
+        return sequences * cost.shape.train_flops(self.config["training"]["max_length"]) * recompute
+
+    def train_runtime(self, run_id: str, attempt: int = 1) -> int:
+        return self._minutes(self.train_flops(run_id), self.config["training"]["runtime"], attempt)
 
     def evaluation_runtime(self, run_id: str, checkpoints_per_split: dict[str, int], attempt: int = 1) -> int:
         """Time of one evaluation job of ``run_id`` scoring ``checkpoints_per_split[split]``
@@ -295,11 +298,15 @@ class JobSizes:
         pairs = sum(queries[split] * depth * n for split, n in checkpoints_per_split.items())
         return pairs * cost.shape.forward_flops(self.config["training"]["max_length"])
 
+    def bundle_flops(self, runs: list[str], checkpoints_per_split: dict[str, int]) -> float | None:
+        """FLOPs of one evaluation job scoring every run of ``runs`` (None: one of them unknown)."""
+        flops = [self.evaluation_flops(run, checkpoints_per_split) for run in runs]
+        return None if None in flops else sum(flops)  # type: ignore[arg-type]
+
     def bundle_runtime(self, runs: list[str], checkpoints_per_split: dict[str, int], attempt: int = 1) -> int:
         """Time of one evaluation job scoring every run of ``runs`` (:meth:`evaluation_bundles`)."""
-        flops = [self.evaluation_flops(run, checkpoints_per_split) for run in runs]
-        total = None if None in flops else sum(flops)  # type: ignore[arg-type]
-        return self._minutes(total, self.config["evaluation"]["runtime"] * len(runs), attempt)
+        flops = self.bundle_flops(runs, checkpoints_per_split)
+        return self._minutes(flops, self.config["evaluation"]["runtime"] * len(runs), attempt)
 
     def model_mem_mb(self, stage: str, run_id: str, attempt: int = 1) -> int:
         """Host memory of a ``stage`` (train | evaluate) job of ``run_id``."""
@@ -396,6 +403,29 @@ class JobSizes:
             return value
 
         return {"mem_mb": resource("mem_mb"), "runtime": resource("runtime")}
+
+
+#: The highest priority :func:`longest_first` gives a model job: below the data checks' 50
+#: (``rules/data.smk``), which run before anything that trains.
+MODEL_PRIORITY_CEILING = 40
+
+
+def longest_first(costs: Mapping[Hashable, float | None]) -> dict[Hashable, int]:
+    """Snakemake priorities that start the costliest model jobs first: longest-processing-time-first
+    list scheduling (Graham 1969, "Bounds on multiprocessing timing anomalies": on m cores the
+    independent jobs end within 4/3 - 1/(3m) of the shortest schedule), so that a large model's
+    evaluation does not start alone at the end of the run while the other core idles. Each known
+    cost (modelled FLOPs) gets 1 + its rank among the distinct costs, spread over 1 to
+    :data:`MODEL_PRIORITY_CEILING`; equal costs get equal priorities; an unknown cost gets 0."""
+    known = sorted({cost for cost in costs.values() if cost is not None})
+    if not known:
+        return dict.fromkeys(costs, 0)
+    steps = max(len(known) - 1, 1)
+    rank = {cost: index for index, cost in enumerate(known)}
+    return {
+        key: 0 if cost is None else 1 + round((MODEL_PRIORITY_CEILING - 1) * rank[cost] / steps)
+        for key, cost in costs.items()
+    }
 
 
 def resources_for(sizes: JobSizes, rule: str, **values: Any) -> dict[str, Any]:
