@@ -170,6 +170,38 @@ def stage_times(times: list[JobTime]) -> str:
     return "Wall time per stage, summed over its jobs (`benchmarks/*/*.tsv`): " + ", ".join(parts) + "."
 
 
+#: The jobs that follow every evaluation one after another (each reads the one before's output):
+#: merge_metrics, fit_laws, plan, advise_next, report_answer (report_figures runs beside the last two).
+TAIL_CHAIN = (
+    ("eval", "merge"),
+    ("laws", "fit"),
+    ("planning", "plan"),
+    ("planning", "advise"),
+    ("report", "answer"),
+)
+
+
+def packing_line(times: list[JobTime], results: Path) -> str:
+    """How far the run's wall time is from what its own jobs allow: the model jobs' summed wall time
+    over the cores, plus the tail chain that starts only after the last evaluation (a lower bound:
+    it leaves out the data jobs before the first training)."""
+    path = results / "workflow_time.json"
+    if not path.exists():
+        return "Lower bound from the jobs: not computed (no `workflow_time.json`)."
+    runs = json.loads(path.read_text())
+    record = runs["last_fresh_run"] or runs["last_run"]
+    cores = int(record["cores"])
+    model = sum(t.wall_s for t in times if t.runs_a_model)
+    tail = sum(t.wall_s for t in times if t.folder == "" and (t.stage, t.job) in TAIL_CHAIN)
+    bound = model / cores + tail
+    return (
+        f"Lower bound from this run's own jobs: training and evaluation jobs summed {model / 60:.1f} min, "
+        f"at least {model / cores / 60:.1f} min on {cores} cores, then the chain merge, fit, plan, advice "
+        f"and answer that waits for the last evaluation took {tail / 60:.1f} min, so with these jobs the "
+        f"DAG needs at least **{bound / 60:.1f} min** (measured {record['wall_min']:.1f} min)."
+    )
+
+
 def block(results: Path) -> str:
     metrics = pd.read_parquet(results / "metrics" / "all.parquet")
     per_query = pd.read_parquet(results / "metrics" / "per_query.parquet")
@@ -201,6 +233,8 @@ def block(results: Path) -> str:
         workflow_time_line(results),
         "",
         stage_times(times),
+        "",
+        packing_line(times, results),
     ]
     return "\n".join(lines) + "\n"
 

@@ -11,7 +11,9 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
+import pytest
 import torch
 import yaml
 from conftest import REPO
@@ -126,3 +128,28 @@ def test_a_prebuilt_cuda_library_of_other_kernel_sources_is_never_loaded(tmp_pat
     source = checkout / eb.KERNEL_FOLDER / eb.CUDA_SOURCE
     source.write_text(source.read_text() + "\n// an edit\n")
     assert eb.prebuilt_cuda() is None
+
+
+def test_a_build_from_a_shell_without_the_venv_is_reused_by_jobs_with_it(tmp_path):
+    """run.sh and test.sh install (and build) before the venv is on PATH, the workflow's jobs run
+    with it first: both builds must run the same ninja, or the job's ninja discards the other's log
+    (another log version) and compiles everything again."""
+    import ninja
+
+    venv_bins = {str(Path(sys.executable).parent), ninja.BIN_DIR}
+    bare = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if p not in venv_bins)
+    other = shutil.which("ninja", path=bare)
+    if other is None or Path(other).resolve() == (Path(ninja.BIN_DIR) / "ninja").resolve():
+        pytest.skip("no second ninja on PATH: nothing can rebuild")
+    environment = {**os.environ, "PYTHONPATH": str(REPO / "src"), "RERANK_SCALING_BUILD_DIR": str(tmp_path)}
+    command = [sys.executable, "-m", "rerank_scaling.compute.extension_build"]
+    built = subprocess.run(
+        command, capture_output=True, text=True, env={**environment, "PATH": bare}, timeout=600
+    )
+    assert built.returncode == 0, built.stderr[-2000:]
+    (directory,) = (tmp_path / "torch_extensions").iterdir()
+    library = directory / f"{directory.name}.so"
+    before = library.stat().st_mtime_ns, (directory / ".ninja_log").read_text()
+    job = run_probe(tmp_path, PATH=f"{ninja.BIN_DIR}{os.pathsep}{bare}")
+    assert job.returncode == 0 and "PATH compiled" in job.stdout, job.stderr[-2000:]
+    assert (library.stat().st_mtime_ns, (directory / ".ninja_log").read_text()) == before, "rebuilt"

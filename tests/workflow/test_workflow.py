@@ -29,6 +29,7 @@ from rerank_scaling.report.browser import (
     screenshot,
 )
 from rerank_scaling.workflow import job_server
+from rerank_scaling.workflow.timing import job_times
 
 pytestmark = pytest.mark.slow
 
@@ -358,6 +359,12 @@ def test_the_readme_block_and_the_pointwise_table_read_a_finished_run(workflow, 
 
     block = readme_block()
     assert NO_CHECK in block and f"CPU: {cpu_name()}." in block
+    # the lower bound counts each run's training and evaluation job once, not the texts, tokens,
+    # BM25 rows or merge, and a bound is never above the wall time it bounds
+    trained = list((results / "benchmarks" / "train").glob("*.tsv"))
+    assert sum(t.runs_a_model for t in job_times(results)) == 2 * len(trained) == 16
+    bound = re.search(r"needs at least \*\*([\d.]+) min\*\* \(measured ([\d.]+) min\)", block)
+    assert bound and 0 < float(bound.group(1)) <= float(bound.group(2)), block[-600:]
     failed = pointwise_table()
     assert failed.returncode != 0 and "no held-out check for pointwise on dev" in failed.stderr
 

@@ -35,7 +35,6 @@ import hashlib
 import json
 import logging
 import os
-import shutil
 import sys
 import time
 import warnings
@@ -151,11 +150,16 @@ class BuildLock:
 
 
 def _ninja_on_path() -> None:
-    """torch finds ninja on PATH: put the environment's own there when the venv is not activated."""
-    if shutil.which("ninja") is None:
-        import ninja
+    """torch runs the ``ninja`` it finds on PATH: put the environment's own (the ``ninja`` package)
+    first, always. Two ninjas do not share a build: each discards a log of the other's version
+    and rebuilds everything (Debian's ninja 1.11.1 writes log v5, the package's 1.13.2 log v7), so an
+    install run before the venv was on PATH (``run.sh``, ``test.sh``) built with the system's ninja
+    and the first evaluation job of the default built again (24 s, a second job waiting on the lock)."""
+    import ninja
 
-        os.environ["PATH"] = f"{ninja.BIN_DIR}{os.pathsep}{os.environ.get('PATH', '')}"
+    path = os.environ.get("PATH", "")
+    if path.split(os.pathsep)[0] != ninja.BIN_DIR:
+        os.environ["PATH"] = f"{ninja.BIN_DIR}{os.pathsep}{path}"
 
 
 def build(with_cuda: bool, verbose: bool = False) -> Any:

@@ -69,6 +69,17 @@ class JobTime:
     job: str  # the benchmark file's name: a run id, a part, bm25, merge, ...
     wall_s: float
     cpu_s: float  # nan where Snakemake could not measure it
+    folder: str = ""  # the folders between the stage and the file: texts, tokens/L1, a run id, bundles
+
+    @property
+    def runs_a_model(self) -> bool:
+        """A training job, or an evaluation job that scores checkpoints (a run, a part, a bundle):
+        not the texts and tokens it reads, the BM25 rows or the merge."""
+        if self.stage == "train":
+            return True
+        if self.stage != "eval" or self.folder.split("/")[0] in ("texts", "tokens"):
+            return False
+        return not (self.folder == "" and self.job in ("bm25", "merge"))
 
 
 def job_times(results: str | os.PathLike[str]) -> list[JobTime]:
@@ -83,5 +94,6 @@ def job_times(results: str | os.PathLike[str]) -> list[JobTime]:
             cpu = float(last["cpu_time"])
         except (KeyError, ValueError):
             cpu = math.nan
-        times.append(JobTime(path.relative_to(root).parts[0], path.stem, float(last["s"]), cpu))
+        stage, *folders, _ = path.relative_to(root).parts
+        times.append(JobTime(stage, path.stem, float(last["s"]), cpu, "/".join(folders)))
     return times
