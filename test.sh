@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Install, then run the whole test suite (slow end-to-end tests included).
 # Quick subset: .venv/bin/python -m pytest -m "not slow". Test files run on TEST_WORKERS processes
-# (pytest-xdist, default 3; each file stays on one, so a module's shared workflow run is made once):
-# the end-to-end tests spend much of their time in process start-up and SLURM's polling back-off, so
-# on 2 cores a third worker fills the time one of them waits (benchmarks/results/test_suite_time_zen3.md).
+# (pytest-xdist, default 2; each file stays on one, so a module's shared workflow run is made once):
+# the end-to-end tests spend much of their time in process start-up and SLURM's polling back-off.
+# A third worker on 2 cores was tried: each test ran so much longer that the suite was slower, and
+# three workflow modules at once held about twice the disk that TEST_DISK_GB allows for.
 set -euo pipefail
 cd "$(dirname "$0")"
 # The end-to-end tests write workflow copies and checkpoints under the temporary folder: 4.4 GB at
@@ -22,5 +23,5 @@ export PATH="$PWD/.venv/bin:$PATH" HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 # Modules go to workers slowest first (tests/conftest.py reads tests/module_seconds.json, written by
 # benchmarks/suite_time.py costs), in that order: --no-loadscope-reorder keeps xdist from re-sorting
 # them by their number of tests, which queued the few-test, slowest workflow modules last.
-.venv/bin/python -m pytest -p no:cacheprovider -n "${TEST_WORKERS:-3}" --dist loadfile --no-loadscope-reorder \
+.venv/bin/python -m pytest -p no:cacheprovider -n "${TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder \
   --durations=25 "$@"
