@@ -285,6 +285,14 @@ def test_the_cpu_without_bf16_is_quoted_from_its_reports():
         f"training jobs summed {zen1_stages['train']} and evaluation jobs {zen1_stages['eval']}",
     ]
     assert "family 23 model 1" in zen1
+    zen3 = (results / "default_run_zen3.md").read_text()
+    zen3_stages = stage_minutes(zen3)
+    quotes += [
+        run_took(zen3),
+        f"training jobs summed {zen3_stages['train']} and evaluation jobs {zen3_stages['eval']}",
+        f"bound it at least **{bold_after(zen3, 'needs at least ')}**",
+    ]
+    assert "family 25 model 1," in zen3 and "bf16 units: none" in zen3
     for quote in quotes:
         assert quote in page, quote
 
