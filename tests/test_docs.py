@@ -209,11 +209,18 @@ def test_the_statistical_bar_is_quoted_from_its_report():
         assert quote in page, quote
 
 
-def run_took(block: str) -> str:
-    """What docs/default-run.md says of a fresh run, from its generated block (scripts/readme_default.py):
-    "took **<wall>** for 70 jobs, load average <load> at the end"."""
+def wall_and_load(block: str) -> tuple[str, str]:
+    """A fresh run's wall time and load average at its end, from its generated block
+    (scripts/readme_default.py): ("11.3 min", "1.74")."""
     wall = block.split("(`workflow_time.json`): **", 1)[1].split("**", 1)[0]
     load = block.split("load average at the end ", 1)[1].split(" ", 1)[0]
+    return wall, load
+
+
+def run_took(block: str) -> str:
+    """What docs/default-run.md says of a fresh run: "took **<wall>** for 70 jobs, load average
+    <load> at the end"."""
+    wall, load = wall_and_load(block)
     return f"took **{wall}** for 70 jobs, load average {load} at the end"
 
 
@@ -348,13 +355,11 @@ def test_the_cpu_with_avx512_bf16_is_quoted_from_its_reports():
         (results / name).read_text()
         for name in ("default_run_zen4_ninja.md", "default_run_zen4_ninja_repeat.md")
     )
-    wall, load = re.compile(r"took (\*\*[^*]+\*\*)"), re.compile(r"load average (\S+) at the end")
-    first, second = run_took(ninja), run_took(repeat)
+    (wall, load), (wall_again, load_again) = wall_and_load(ninja), wall_and_load(repeat)
     stages, again = stage_minutes(ninja), stage_minutes(repeat)
     bounds = [bold_after(report, "needs at least ") for report in (ninja, repeat)]
     quotes += [
-        f"took {wall.search(first)[1]} and {wall.search(second)[1]} for 70 jobs, load average "
-        f"{load.search(first)[1]} and {load.search(second)[1]} at the end",
+        f"took **{wall}** and **{wall_again}** for 70 jobs, load average {load} and {load_again} at the end",
         f"training jobs summed {stages['train']} and evaluation jobs {stages['eval']}, "
         f"then {again['train']} and {again['eval']}",
         f"at least **{bounds[0]}** and at least **{bounds[1]}**",

@@ -18,7 +18,7 @@ import torch
 import yaml
 from conftest import REPO
 
-from rerank_scaling.compute.extension_build import build_name
+from rerank_scaling.compute.extension_build import BUILD_DIR, build_name
 
 # A windowed attention call on CPU, then which path ran: "reference" when no build loaded.
 PROBE = """
@@ -145,7 +145,7 @@ def test_a_build_from_a_shell_without_the_venv_is_reused_by_jobs_with_it(tmp_pat
     # venv, as run.sh does): the bare shell's build below then compiles nothing (ninja's log keeps the
     # relative outputs and their mtimes, which the copy keeps), unless the two ninjas differ, and the
     # job must not compile either. Without it, the first build compiles everything (60-80 s).
-    installed = REPO / "build" / "torch_extensions" / build_name(with_cuda=False)
+    installed = BUILD_DIR / build_name(with_cuda=False)
     if (installed / f"{installed.name}.so").exists():
         shutil.copytree(installed, tmp_path / "torch_extensions" / installed.name)
     environment = {**os.environ, "PYTHONPATH": str(REPO / "src"), "RERANK_SCALING_BUILD_DIR": str(tmp_path)}
