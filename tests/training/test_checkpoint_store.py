@@ -67,6 +67,35 @@ def test_published_checkpoints_are_copies_of_the_exports_and_come_back_after_del
     assert store.republish_missing([1, 2]) == []
 
 
+def test_an_export_links_the_state_s_files_and_outlives_the_state(tmp_path, monkeypatch):
+    """The export writes no second copy of the weights: its files are the state's (one inode, two
+    names, subfolders included), so removing the state once a newer one is complete leaves the
+    export whole. Where the file system refuses a hard link, the export is a copy."""
+    store = RunStore(tmp_path / "work", tmp_path / "ckpts")
+    store.prepare({"run": "a"})
+    state = _state(store, 2, complete=False)
+    (state / "1_Pooling").mkdir()
+    (state / "1_Pooling" / "config.json").write_text("{}")
+    store.export(state, 1, {"step": 2})
+    exported = store.exports_dir / "ckpt-01"
+    for name in ("model.safetensors", "1_Pooling/config.json"):
+        assert (exported / name).stat().st_ino == (state / name).stat().st_ino, name
+    store.complete_state(state, {"step": 2})
+    store.complete_state(_state(store, 4, complete=False), {"step": 4})
+    assert not state.exists() and (exported / "model.safetensors").read_bytes() == bytes([2]) * 8
+    assert json.loads((exported / SIDECAR).read_text())[FILES] == file_records(exported)
+
+    def no_links(source, target):
+        raise OSError(18, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "link", no_links)
+    later = _state(store, 6, complete=False)
+    store.export(later, 2, {"step": 6})
+    copied = store.exports_dir / "ckpt-02" / "model.safetensors"
+    assert copied.read_bytes() == bytes([6]) * 8
+    assert copied.stat().st_ino != (later / "model.safetensors").stat().st_ino
+
+
 def test_an_export_records_its_files_from_the_state_s_records_hashed_once(tmp_path):
     """The trainer hashes a state's files once: the export's sidecar takes its model files' records
     (the same as hashing the copies), the state's progress all of them."""

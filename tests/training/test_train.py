@@ -60,6 +60,7 @@ def test_training_writes_loadable_checkpoints_with_sidecars(objective, examples,
     scores = final.predict([("a query about fires", "bushfires burn near sydney"), ("x", "y")])
     assert len(scores) == 2
     assert not list((tmp_path / "ckpts").glob("*/optimizer.pt")), "optimizer state must stay in the work dir"
+    assert not list(tmp_path.rglob("README.md")), "no generated model card at a save (without_model_card)"
 
 
 @pytest.mark.slow

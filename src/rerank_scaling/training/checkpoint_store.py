@@ -3,8 +3,10 @@
 Two places, because Snakemake deletes the declared outputs of a failed or incomplete job:
 
 * the *work* directory (``work/train/<run>``, not a Snakemake output, so it survives) holds the
-  trainer's resume state (``trainer/checkpoint-<step>``: optimizer, scheduler, RNG, weights) and a
-  copy of every exported checkpoint (``exports/ckpt-XX``: weights, tokenizer, sidecar);
+  trainer's resume state (``trainer/checkpoint-<step>``: optimizer, scheduler, RNG, weights) and
+  every exported checkpoint (``exports/ckpt-XX``: weights, tokenizer, sidecar), whose files are hard
+  links to its state's (:func:`link_or_copy`: a state's files are written once, never in place, so
+  the export costs no second write of the weights and outlives the state's removal);
 * the *checkpoints* directory (``results/<name>/checkpoints/<run>``, the job's outputs) holds the
   published checkpoints, ``ckpt-XX/`` with the ``checkpoint.json`` sidecar that Snakemake tracks.
   Publishing copies the export's files (a published file damaged in place cannot damage the copy
@@ -58,6 +60,29 @@ TRAINER_STATE_FILES = (
     "rng_state.pth",
     PROGRESS,
 )
+
+
+def link_or_copy(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
+    """``target`` as a hard link to ``source``, or a copy where the file system has no hard links
+    (a ``shutil.copytree`` ``copy_function``)."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
+def place_model_files(
+    state: Path, target: Path, place: Callable[[Path, Path], object] = link_or_copy
+) -> None:
+    """Put each file of ``state`` but the trainer's own (:data:`TRAINER_STATE_FILES`) into the
+    existing folder ``target`` by ``place`` (source, destination), subfolders included."""
+    for source in state.iterdir():
+        if source.name in TRAINER_STATE_FILES:
+            continue
+        if source.is_dir():
+            shutil.copytree(source, target / source.name, copy_function=place)
+        else:
+            place(source, target / source.name)
 
 
 def checkpoint_name(index: int) -> str:
@@ -227,16 +252,13 @@ class RunStore:
         sidecar: dict[str, Any],
         records: dict[str, dict[str, Any]] | None = None,
     ) -> None:
-        """Copy the model files of ``state`` (no optimizer state) to ``exports/ckpt-XX`` atomically;
-        its sidecar records each file's SHA-256 and size. ``records``: :func:`file_records` of
-        ``state``, whose model files' records are the copies' (each file hashed once per checkpoint:
-        the record is the trained file's, so a copy that differs fails it), else the copies hashed here."""
+        """Link the model files of ``state`` (no optimizer state) into ``exports/ckpt-XX`` atomically
+        (:func:`link_or_copy`); its sidecar records each file's SHA-256 and size. ``records``:
+        :func:`file_records` of ``state``, whose model files' records are the export's (each file
+        hashed once per checkpoint: the record is the trained file's, so an export that differs fails
+        it), else the export's files hashed here."""
         with atomic_directory(self.exports_dir / checkpoint_name(index)) as staging:
-            for source in state.iterdir():
-                if source.name in TRAINER_STATE_FILES:
-                    continue
-                copy = shutil.copytree if source.is_dir() else shutil.copy2
-                copy(source, staging / source.name)
+            place_model_files(state, staging)
             if records is None:
                 records = file_records(staging)
             kept = {

@@ -23,7 +23,7 @@ class TokenCounter:
     def _count(self, module: Any, args: tuple[Any, ...]) -> None:
         import torch
 
-        if not torch.is_grad_enabled():  # inference, e.g. the model card's example predictions at a save
+        if not torch.is_grad_enabled():  # inference (no gradients): not a training step
             return
         features = args[0]
         if "attention_mask" in features:

@@ -90,6 +90,13 @@ def enable_checkpointing(hf_model: Any) -> None:
         hf_model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
 
 
+def without_model_card(model: Any) -> None:
+    """``model``'s saves without sentence-transformers' model card (README.md, rendered at every save
+    by running the model on example pairs; nothing reads it: ``cache_keys.NOT_SCORING_FILES``).
+    benchmarks/results/checkpoint_save_zen3.md times it."""
+    model.save_pretrained = functools.partial(model.save_pretrained, create_model_card=False)
+
+
 def run_memory_plan(
     memory: dict[str, Any] | None,
     model_config: Any,
@@ -364,6 +371,7 @@ def train_run(
         dataloader_drop_last=False,
         disable_tqdm=False,
     )
+    without_model_card(model)
     trainer = CrossEncoderTrainer(
         model=model, args=args, train_dataset=dataset, loss=loss, callbacks=[CheckpointCallback()]
     )
