@@ -16,17 +16,25 @@ from rerank_scaling.precision import cpu_bf16_units
 
 
 @pytest.mark.parametrize(
-    ("flags", "vendor", "kind"),
+    ("flags", "vendor", "family", "kind"),
     [
-        ({"amx_bf16", "avx512_bf16"}, "GenuineIntel", "intel-amx"),
-        ({"avx512_bf16"}, "AuthenticAMD", "amd-avx512-bf16"),
-        ({"avx512_bf16"}, "GenuineIntel", "intel-avx512-bf16"),
-        ({"avx2"}, "AuthenticAMD", "amd-avx2"),
-        ({"avx2"}, "GenuineIntel", "no-bf16"),
+        ({"amx_bf16", "avx512_bf16"}, "GenuineIntel", 6, "intel-amx"),
+        ({"avx512_bf16"}, "AuthenticAMD", 25, "amd-avx512-bf16"),  # Zen 4
+        ({"avx512_bf16"}, "AuthenticAMD", 26, "amd-avx512-bf16"),  # Zen 5
+        ({"avx512_bf16"}, "GenuineIntel", 6, "intel-avx512-bf16"),
+        ({"avx2"}, "AuthenticAMD", 25, "amd-zen3"),
+        ({"avx2"}, "AuthenticAMD", 23, "amd-avx2"),  # Zen 1/2
+        ({"avx2"}, "GenuineIntel", 6, "no-bf16"),
     ],
 )
-def test_cpu_kind_from_flags(flags, vendor, kind) -> None:
-    assert cpu_kind(frozenset(flags), vendor) == kind
+def test_cpu_kind_from_flags_and_family(flags, vendor, family, kind) -> None:
+    assert cpu_kind(frozenset(flags), vendor, family) == kind
+
+
+def test_the_fp32_path_follows_the_kind_s_measured_gemm_ranking() -> None:
+    """Zen 2's oneDNN GEMM outran MKL's and Zen 3's did not (fused_encoder_fp32_zen2.md, _zen3.md):
+    the fused fp32 encoder on the one, the eager forward on the other."""
+    assert PROFILES["amd-avx2"].fused_fp32 and not PROFILES["amd-zen3"].fused_fp32
 
 
 def test_an_unmeasured_kind_gets_the_conservative_fallback() -> None:

@@ -73,6 +73,13 @@ def cpu_vendor() -> str:
     return _cpuinfo().get("vendor_id", "")
 
 
+def cpu_family() -> int | None:
+    """The CPU's family number (``/proc/cpuinfo``'s ``cpu family``: AMD 23 is Zen 1/2, 25 Zen 3/4,
+    26 Zen 5), or None where it is not given."""
+    family = _cpuinfo().get("cpu family", "")
+    return int(family) if family.isdigit() else None
+
+
 def cpu_name() -> str:
     """The CPU's model name with its family/model numbers and bf16 unit, for benchmark tables
     (a virtual machine may report only "AMD EPYC"; family 25 is Zen 3/4, 26 is Zen 5)."""

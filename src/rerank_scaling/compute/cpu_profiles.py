@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rerank_scaling.precision import cpu_bf16_units, cpu_vendor
+from rerank_scaling.precision import cpu_bf16_units, cpu_family, cpu_vendor
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ FALLBACK = CpuProfile(
     source="none: the conservative defaults",
 )
 
-#: AMD without bf16 units (measured on an EPYC, family 23 model 49, Zen 2: AVX2, no AVX-512), where
+#: AMD without bf16 units, Zen 3 aside (measured on an EPYC, family 23 model 49, Zen 2: AVX2), where
 #: everything runs in fp32: PyTorch's fp32 GEMM (MKL) reached 46 GFLOP/s where oneDNN's reached 67 on
 #: the same shape in the same rounds, and the fused encoder's fp32 forward was 1.11x-1.20x the eager
 #: one over L1-L6, its dev pass 1.17x (geometric mean; fused_encoder_fp32_zen2.md, quiet, 3
@@ -97,6 +97,23 @@ PROFILES["amd-avx2"] = CpuProfile(
         "benchmarks/results/eval_batch_zen2.md, benchmarks/results/compile_zen2.md"
     ),
     fused_fp32=True,
+)
+
+
+#: AMD Zen 3 (measured on an EPYC, family 25 model 1: AVX2, no AVX-512, no bf16 units), where
+#: everything runs in fp32 as on the Zen 2 but the fp32 GEMMs rank the other way: PyTorch's (MKL)
+#: reached 96 GFLOP/s where oneDNN's reached 81 on the same shape in the same rounds, and the fused
+#: oneDNN encoder's fp32 forward ran 0.78x-0.89x the eager one over L1-L6, its dev pass 0.82x
+#: (geometric mean; fused_encoder_fp32_zen3.md, load 0.84-1.00, 3 interleaved repeats, every size's
+#: ranges apart). So this kind scores fp32 eagerly, the reference path (no statistical bar to meet).
+#: Its training step and compile threshold are the fallback's (not measured here: no compile).
+PROFILES["amd-zen3"] = CpuProfile(
+    kind="amd-zen3",
+    near_tie_factor=FALLBACK.near_tie_factor,
+    eval_compile_pairs=None,
+    train_compile_steps=None,
+    source="benchmarks/results/fused_encoder_fp32_zen3.md",
+    fused_fp32=False,
 )
 
 
@@ -134,17 +151,28 @@ PROFILES["amd-avx512-bf16"] = CpuProfile(
 )
 
 
-def cpu_kind(flags: frozenset[str] | None = None, vendor: str | None = None) -> str:
+#: AMD's family number of Zen 3 and Zen 4 (Zen 1/2 are family 23, Zen 5 is 26); without bf16 units
+#: it is a Zen 3 (Zen 4 has AVX512-BF16).
+ZEN3_FAMILY = 25
+
+
+def cpu_kind(
+    flags: frozenset[str] | None = None, vendor: str | None = None, family: int | None = None
+) -> str:
     """The CPU's kind for :data:`PROFILES`: ``intel-amx`` (AMX-BF16 tiles), ``amd-avx512-bf16``
-    (Zen 4/5), ``intel-avx512-bf16`` (Cooper Lake), ``amd-avx2`` (an AMD CPU without bf16 units:
-    Zen 1-3, AVX2 the widest vectors), else ``no-bf16``."""
+    (Zen 4/5), ``intel-avx512-bf16`` (Cooper Lake), ``amd-zen3`` (family 25 without bf16 units),
+    ``amd-avx2`` (another AMD CPU without bf16 units: Zen 1/2, AVX2 the widest vectors), else
+    ``no-bf16``. The two AVX2 kinds differ in which fp32 GEMM is faster (see their profiles)."""
     unit = cpu_bf16_units(flags)
     vendor = cpu_vendor() if vendor is None else vendor
     if unit == "amx_bf16":
         return "intel-amx"
     if unit == "avx512_bf16":
         return "amd-avx512-bf16" if "AMD" in vendor else "intel-avx512-bf16"
-    return "amd-avx2" if "AMD" in vendor else "no-bf16"
+    if "AMD" not in vendor:
+        return "no-bf16"
+    family = cpu_family() if family is None else family
+    return "amd-zen3" if family == ZEN3_FAMILY else "amd-avx2"
 
 
 def cpu_profile(kind: str | None = None) -> CpuProfile:

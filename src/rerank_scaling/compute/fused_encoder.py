@@ -40,8 +40,8 @@ GELU and residual are applied to the accumulator in the same pass. The scores di
 fp32 forward's by float32 rounding (a few 1e-6; ``tests/test_fused_encoder.py``), far below any
 metric's noise (``benchmarks/results/fused_fp32_bar_zen2.md``: on a Zen 2 only CE@16 moved, by
 1.5e-06 of its standard error). Whether that is faster depends on the CPU's GEMMs (on an AMD Zen 2,
-MKL's fp32 GEMM is the slower of the two): it is used where the CPU kind's measured profile says so
-(:attr:`rerank_scaling.compute.cpu_profiles.CpuProfile.fused_fp32`, from
+MKL's fp32 GEMM is the slower of the two, on a Zen 3 the faster): it is used where the CPU kind's
+measured profile says so (:attr:`rerank_scaling.compute.cpu_profiles.CpuProfile.fused_fp32`, from
 ``benchmarks/bench_fused_encoder.py --dtype fp32``), else the fp32 forward stays eager.
 
 **Where it applies** (:func:`fused_forward`, else the caller keeps the eager forward):
