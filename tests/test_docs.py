@@ -300,6 +300,21 @@ def test_the_cpu_without_bf16_is_quoted_from_its_reports():
         f"bound it at least **{bold_after(zen3, 'needs at least ')}**",
     ]
     assert "family 25 model 1," in zen3 and "bf16 units: none" in zen3
+    zen3_encoder = (results / "fused_encoder_fp32_zen3.md").read_text()
+    torch_rate, onednn_rate = re.search(r"by library: torch (\d+), oneDNN (\d+)", zen3_encoder).groups()
+    eager = (results / "default_run_zen3_eager.md").read_text()
+    eager_stages = stage_minutes(eager)
+    after_run = (results / "fused_encoder_fp32_zen3_after_run.md").read_text()
+    quotes += [
+        f"ran at {torch_rate} GFLOP/s where oneDNN's ran at {onednn_rate} in the same rounds",
+        f"fp32 dev pass ran **{bold_after(zen3_encoder, 'fused over eager ')}** the eager one",
+        run_took(eager),
+        f"training jobs summed {eager_stages['train']} and evaluation jobs {eager_stages['eval']}",
+        f"bound at least **{bold_after(eager, 'needs at least ')}**",
+        f"its fp32 matmul peak was {bold_after(after_run, 'matmul peak, this run: ')}",
+        f"pass {bold_after(after_run, 'fused over eager ')} the eager one",
+    ]
+    assert "family 25 model 1," in eager and "kind `amd-zen3`" in after_run
     for quote in quotes:
         assert quote in page, quote
 
