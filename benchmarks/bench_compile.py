@@ -39,7 +39,7 @@ from bench_cpu_peak import Steps, matmul_peak
 from benchmark_output import emit
 
 from rerank_scaling.compute.compiled_graphs import compile_in_place, compiled_forward, use_cache_dir
-from rerank_scaling.compute.cpu_profiles import cpu_kind
+from rerank_scaling.compute.cpu_profiles import cpu_kind, eval_batch_size
 from rerank_scaling.families.models import build_cross_encoder
 from rerank_scaling.precision import cpu_name, fp32_score_layer, resolve_precision
 
@@ -86,7 +86,10 @@ def measure(spec: dict[str, Any], config: dict[str, Any], repeats: int, precisio
     compile seconds."""
     max_length = config["training"]["max_length"]
     steps = Steps(
-        spec, max_length, config["evaluation"]["batch_size"], config["training"]["pointwise_batch_size"]
+        spec,
+        max_length,
+        eval_batch_size(config["evaluation"]["batch_size"], "cpu"),
+        config["training"]["pointwise_batch_size"],
     )
     eager_train, compiled_train = TRAIN_MODES[precision]
     add_compiled_step(steps, compiled_train)

@@ -38,6 +38,7 @@ import transformers
 import yaml
 from benchmark_output import emit
 
+from rerank_scaling.compute.cpu_profiles import eval_batch_size
 from rerank_scaling.families.models import build_cross_encoder
 from rerank_scaling.planning.encoder_flops import EncoderShape
 from rerank_scaling.precision import cpu_name, fp32_score_layer, to_bf16_weights
@@ -238,7 +239,7 @@ def main() -> None:
     transformers.logging.set_verbosity_error()
     config = yaml.safe_load(args.config.read_text())
     max_length = config["training"]["max_length"]
-    eval_batch = config["evaluation"]["batch_size"]
+    eval_batch = eval_batch_size(config["evaluation"]["batch_size"], "cpu")
     train_batch = config["training"]["pointwise_batch_size"]
     load_before = os.getloadavg()[0]
     start = time.perf_counter()

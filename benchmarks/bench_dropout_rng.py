@@ -32,7 +32,7 @@ from bench_cpu_peak import Steps
 from benchmark_output import emit
 from interleaved import interleaved_times, span
 
-from rerank_scaling.compute.cpu_profiles import cpu_kind
+from rerank_scaling.compute.cpu_profiles import cpu_kind, eval_batch_size
 from rerank_scaling.precision import cpu_name
 from rerank_scaling.settings import settings_from_dict
 from rerank_scaling.training.train_settings import GRID_KEYS, TrainSettings
@@ -102,7 +102,7 @@ def main() -> None:
     specs = [m for m in config["models"] if m["name"] in args.sizes]
     step_cells = {}
     for spec in specs:
-        steps = Steps(spec, max_length, config["evaluation"]["batch_size"], batch)
+        steps = Steps(spec, max_length, eval_batch_size(config["evaluation"]["batch_size"], "cpu"), batch)
         for attention, dropout in VARIANTS:
             step_cells[(spec["name"], attention, dropout)] = steps.train(
                 add_variant(steps, attention, dropout)

@@ -20,9 +20,9 @@ fp32 (through the fused encoder where the kind's profile says so) and there is n
 time: the stage's time per checkpoint is the fp32 pass. The table gives the medians (min-max) and,
 per size, each batch size's
 throughput relative to ``--reference``; the batch size with the best geometric mean of those
-ratios over the sizes is the one :mod:`rerank_scaling.compute.cpu_profiles` records for the kind (so
-far every measured kind found the configured 64 best, so ``evaluation.batch_size`` stays one setting
-and the profiles hold no batch-size field).
+ratios over the sizes is the one :mod:`rerank_scaling.compute.cpu_profiles` records for the kind
+(:attr:`~rerank_scaling.compute.cpu_profiles.CpuProfile.eval_batch_size`, what
+``evaluation.batch_size: auto`` scores in there): 64 on every kind measured but the AMD Zen 3.
 """
 
 from __future__ import annotations

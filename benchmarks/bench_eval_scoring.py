@@ -44,7 +44,7 @@ from bench_eval_precision import final_checkpoints
 from benchmark_output import emit
 from interleaved import interleaved_times, span
 
-from rerank_scaling.compute.cpu_profiles import cpu_kind, cpu_profile
+from rerank_scaling.compute.cpu_profiles import cpu_kind, cpu_profile, eval_batch_size
 from rerank_scaling.compute.fused_encoder import encoder_kernels
 from rerank_scaling.evaluation.checkpoints import load_split
 from rerank_scaling.evaluation.near_ties import (
@@ -149,7 +149,11 @@ def main() -> None:
     config = yaml.safe_load(args.config.read_text())
     evaluation, max_length = config["evaluation"], config["training"]["max_length"]
     torch.set_num_threads(evaluation["threads"])
-    batch, depth, factor = evaluation["batch_size"], evaluation["rerank_depth"], cpu_profile().near_tie_factor
+    batch, depth, factor = (
+        eval_batch_size(evaluation["batch_size"], "cpu"),
+        evaluation["rerank_depth"],
+        cpu_profile().near_tie_factor,
+    )
     split = load_split(
         str(args.results / "data" / "collection"), str(args.results / "bm25" / "runs" / "dev.trec"), "dev",
         depth, texts_file=str(args.results / "eval" / "texts" / "dev.parquet"),

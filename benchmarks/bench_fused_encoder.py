@@ -58,7 +58,7 @@ from benchmark_output import commit, emit
 from interleaved import interleaved_times, span
 
 from rerank_scaling.compute import cpu_profiles, fused_encoder
-from rerank_scaling.compute.cpu_profiles import cpu_kind
+from rerank_scaling.compute.cpu_profiles import cpu_kind, eval_batch_size
 from rerank_scaling.compute.fused_encoder import fused_forward
 from rerank_scaling.evaluation.rerank import model_scores, tokenize_pairs
 from rerank_scaling.families.models import build_cross_encoder
@@ -128,7 +128,10 @@ def main() -> None:
     config = yaml.safe_load(CONFIG.read_text())
     threads = config["evaluation"]["threads"]
     torch.set_num_threads(threads)
-    max_length, batch = config["training"]["max_length"], config["evaluation"]["batch_size"]
+    max_length, batch = (
+        config["training"]["max_length"],
+        eval_batch_size(config["evaluation"]["batch_size"], "cpu"),
+    )
     pairs, queries, texts = workload(config)
     paths, dtype = PATHS[args.dtype], DTYPES[args.dtype]
     _, shape = matmul_peak(dtype, args.peak_repeats)

@@ -371,6 +371,11 @@ CASES = [
         _config(_set("evaluation", "rerank_depth", 500)),
     ),
     BadInput(
+        "`evaluation.batch_size: 0` (a number or auto)",
+        "config (parse time)",
+        _config(_set("evaluation", "batch_size", 0)),
+    ),
+    BadInput(
         "`evaluation.ce_sizes` larger than `evaluation.rerank_depth`",
         "config (parse time)",
         _config(_set("evaluation", "ce_sizes", [64])),

@@ -4,12 +4,20 @@ unmeasured kind, and the evaluation's near-tie rescoring using the table's safet
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 import pytest
 
 from rerank_scaling.compute import cpu_profiles
-from rerank_scaling.compute.cpu_profiles import FALLBACK, PROFILES, CpuProfile, cpu_kind, cpu_profile
+from rerank_scaling.compute.cpu_profiles import (
+    FALLBACK,
+    PROFILES,
+    CpuProfile,
+    cpu_kind,
+    cpu_profile,
+    eval_batch_size,
+)
 from rerank_scaling.evaluation.near_ties import SAFETY_FACTOR
 from rerank_scaling.evaluation.rerank import TokenizedPairs, score_pairs
 from rerank_scaling.precision import cpu_bf16_units
@@ -53,6 +61,25 @@ def test_each_measured_kind_names_reports_that_exist() -> None:
     for profile in PROFILES.values():
         files = [name.strip() for name in profile.source.split(",")]
         assert files and all((repo / name).is_file() for name in files), (profile.kind, files)
+
+
+def test_each_kind_s_auto_batch_size_is_the_best_of_its_batch_reports() -> None:
+    """``evaluation.batch_size: auto`` is, per measured kind, the batch size that every
+    ``bench_eval_batch.py`` report it names found best (64 on all but the Zen 3, 16 there); an
+    unmeasured kind and a GPU get 64, and a number is taken as given."""
+    repo = Path(__file__).resolve().parents[1]
+    for profile in PROFILES.values():
+        reports = [
+            n.strip() for n in profile.source.split(",") if Path(n.strip()).name.startswith("eval_batch_")
+        ]
+        best = {
+            int(re.search(rf"\*\*Best on this CPU kind \(`{profile.kind}`\): batch (\d+)\*\*", text).group(1))
+            for text in ((repo / name).read_text() for name in reports if "_bar_" not in name)
+        }
+        assert best == {profile.eval_batch_size}, (profile.kind, reports, best)
+    assert PROFILES["amd-zen3"].eval_batch_size == 16 and FALLBACK.eval_batch_size == 64
+    assert eval_batch_size("auto", "cpu") == cpu_profile().eval_batch_size
+    assert eval_batch_size("auto", "cuda") == 64 and eval_batch_size(32, "cpu") == 32
 
 
 def test_the_near_tie_rescoring_uses_the_table_factor(monkeypatch, caplog) -> None:

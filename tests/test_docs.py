@@ -315,6 +315,19 @@ def test_the_cpu_without_bf16_is_quoted_from_its_reports():
         f"pass {bold_after(after_run, 'fused over eager ')} the eager one",
     ]
     assert "family 25 model 1," in eager and "kind `amd-zen3`" in after_run
+    batch_bar = (results / "eval_batch_bar_zen3.md").read_text()
+    median, spread, checkpoints = re.search(
+        r"median \*\*([0-9.]+x)\*\*, range (\S+) over (\d+) checkpoints", batch_bar
+    ).groups()
+    sixteen = re.search(
+        r"relative to batch 64: (16: [0-9.]+x)", (results / "eval_batch_zen3_16_64.md").read_text()
+    )
+    quotes += [
+        batch_ratios((results / "eval_batch_zen3.md").read_text()),
+        f"and {sixteen.group(1)} in a second run of 16 and 64 alone",
+        f"at 16 was {median} faster than at 64 (median over {checkpoints} checkpoints, range {spread})",
+    ]
+    assert "values that changed at all: 0" in batch_bar and "score: 0\n" in batch_bar, "every score identical"
     for quote in quotes:
         assert quote in page, quote
 

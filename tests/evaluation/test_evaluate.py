@@ -169,6 +169,28 @@ def test_a_retrained_identical_checkpoint_is_not_scored_again(small_collection, 
     assert (ndcg.loc[2] == ndcg.loc[1]).all(), "ckpt-02 now holds ckpt-01's weights"
 
 
+def test_an_auto_batch_size_is_keyed_as_its_number(small_collection, trained, tmp_path, caplog):
+    """``evaluation.batch_size: auto`` scores in the CPU kind's measured batch size and is cached as
+    that number: the same number given explicitly scores nothing again, another one scores everything
+    again (a batch's padding changes the GEMMs' rounding, not the scores beyond it)."""
+    from rerank_scaling.compute.cpu_profiles import cpu_profile
+
+    ckpts, work = checkpoints_copy(trained, tmp_path), tmp_path / "eval-work"
+    measured = cpu_profile().eval_batch_size
+    with caplog.at_level(logging.INFO, logger="rerank_scaling.evaluation.checkpoints"):
+        first = evaluate(small_collection, ckpts, work, tmp_path / "m1.parquet", batch_size="auto")
+    assert f"batches of {measured} pairs (evaluation.batch_size: auto)" in caplog.text
+    runs = {p.name: p.stat().st_mtime_ns for p in (work / "runs").glob("*.trec")}
+    same = evaluate(small_collection, ckpts, work, tmp_path / "m2.parquet", batch_size=measured)
+    assert {p.name: p.stat().st_mtime_ns for p in (work / "runs").glob("*.trec")} == runs
+    pd.testing.assert_frame_equal(same, first)
+    scores = {p.name: _scores(p) for p in (work / "runs").glob("*.trec")}
+    evaluate(small_collection, ckpts, work, tmp_path / "m3.parquet", batch_size=measured + 3)
+    assert all(p.stat().st_mtime_ns != runs[p.name] for p in (work / "runs").glob("*.trec"))
+    for p in (work / "runs").glob("*.trec"):
+        pd.testing.assert_series_equal(_scores(p), scores[p.name], rtol=0, atol=1e-5)
+
+
 def _scores(trec):
     from rerank_scaling.data.trec import read_run
 

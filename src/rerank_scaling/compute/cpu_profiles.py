@@ -36,6 +36,9 @@ class CpuProfile:
     #: through the fused oneDNN encoder (:mod:`rerank_scaling.compute.fused_encoder`): measured faster
     #: than the eager fp32 forward on this kind (``bench_fused_encoder.py --dtype fp32``); False: eager
     fused_fp32: bool = False
+    #: ``evaluation.batch_size: auto`` on this kind: the batch size with the best geometric mean of
+    #: pairs/s over the default sizes (``bench_eval_batch.py``); 64 where that was the configured 64
+    eval_batch_size: int = 64
 
 
 #: The measured kinds. Xeon with AMX: bench_eval_precision.py found the largest error of a split at
@@ -49,8 +52,7 @@ class CpuProfile:
 #: batch size: bench_eval_batch.py (eval_batch_amx.md, quiet, 3 interleaved repeats) found the
 #: config's 64 the best of 16-128 over the default sizes (geometric means of pairs/s relative to it:
 #: 16 0.84x, 32 0.97x, 128 0.87x; only at L1 was 32 ahead, 1.03x, inside the repeats' spread), so this
-#: kind keeps ``evaluation.batch_size`` as configured; a kind measured otherwise would need an entry
-#: here, which none has yet.
+#: kind's ``evaluation.batch_size: auto`` is 64 (a Zen 3 measured otherwise: ``amd-zen3`` below).
 PROFILES: dict[str, CpuProfile] = {
     "intel-amx": CpuProfile(
         kind="intel-amx",
@@ -81,7 +83,7 @@ FALLBACK = CpuProfile(
 #: through the fused encoder. Its evaluation batch size: bench_eval_batch.py (eval_batch_zen2.md,
 #: quiet, 5 interleaved repeats of the fused fp32 pass, the only one on this kind) found the config's
 #: 64 the best of 16-128 over the default sizes (geometric means relative to it: 16 0.956x, 32 0.995x,
-#: 128 0.961x), so it keeps ``evaluation.batch_size`` as configured, as the Xeon does. Its training
+#: 128 0.961x), so its ``evaluation.batch_size: auto`` is 64, as the Xeon's is. Its training
 #: steps in fp32 (no bf16 units): bench_compile.py (compile_zen2.md, quiet, a cold inductor cache, 9
 #: interleaved repeats) found the eager fp32 step at 64-77% of the same run's fp32 matmul peak over
 #: L1-L6 and the compiled one 0.89x-0.94x of its speed (slower at every size, 31-59 s to compile), so
@@ -106,14 +108,23 @@ PROFILES["amd-avx2"] = CpuProfile(
 #: oneDNN encoder's fp32 forward ran 0.78x-0.89x the eager one over L1-L6, its dev pass 0.82x
 #: (geometric mean; fused_encoder_fp32_zen3.md, load 0.84-1.00, 3 interleaved repeats, every size's
 #: ranges apart). So this kind scores fp32 eagerly, the reference path (no statistical bar to meet).
-#: Its training step and compile threshold are the fallback's (not measured here: no compile).
+#: Its evaluation batch size is 16, the one kind measured with another best than 64: bench_eval_batch.py
+#: on the eager fp32 pass found 16 ahead of 64 in two runs of one day (geometric means of pairs/s over
+#: L1, L2, L4, L6 relative to 64: 16 1.085x, 32 1.010x, 128 0.965x in eval_batch_zen3.md, 3 interleaved
+#: repeats; 16 1.117x in eval_batch_zen3_16_64.md, 16 and 64 alone, 7 repeats), and on the default's final
+#: checkpoints batch 16 meets the statistical bar against 64 (eval_batch_bar_zen3.md). Its training
+#: step and compile threshold are the fallback's (not measured here: no compile).
 PROFILES["amd-zen3"] = CpuProfile(
     kind="amd-zen3",
     near_tie_factor=FALLBACK.near_tie_factor,
     eval_compile_pairs=None,
     train_compile_steps=None,
-    source="benchmarks/results/fused_encoder_fp32_zen3.md",
+    source=(
+        "benchmarks/results/fused_encoder_fp32_zen3.md, benchmarks/results/eval_batch_zen3.md, "
+        "benchmarks/results/eval_batch_zen3_16_64.md, benchmarks/results/eval_batch_bar_zen3.md"
+    ),
     fused_fp32=False,
+    eval_batch_size=16,
 )
 
 
@@ -134,8 +145,8 @@ PROFILES["amd-zen3"] = CpuProfile(
 #: the fused encoder with the kernels runs 1.12x-1.18x (fused_encoder_zen4.md): nothing compiles here.
 #: Its evaluation batch size: bench_eval_batch.py (eval_batch_zen4.md, quiet, 3 interleaved repeats,
 #: bf16 + 0.168 x the fp32 pass) found the config's 64 the best of 16-128 over the default sizes
-#: (geometric means relative to it: 16 0.963x, 32 0.976x, 128 0.986x), so it keeps
-#: ``evaluation.batch_size`` as configured. Measured on Zen 4 only; a Zen 5 gets these settings until
+#: (geometric means relative to it: 16 0.963x, 32 0.976x, 128 0.986x), so its
+#: ``evaluation.batch_size: auto`` is 64. Measured on Zen 4 only; a Zen 5 gets these settings until
 #: it is measured.
 PROFILES["amd-avx512-bf16"] = CpuProfile(
     kind="amd-avx512-bf16",
@@ -178,3 +189,12 @@ def cpu_kind(
 def cpu_profile(kind: str | None = None) -> CpuProfile:
     """The measured profile of ``kind`` (default: this CPU's), else :data:`FALLBACK`."""
     return PROFILES.get(cpu_kind() if kind is None else kind, FALLBACK)
+
+
+def eval_batch_size(requested: int | str, device: str) -> int:
+    """The evaluation's batch size for config ``evaluation.batch_size`` on ``device``: a number as
+    given; ``auto``, on a CPU the kind's measured one (:attr:`CpuProfile.eval_batch_size`), on a GPU
+    the fallback's 64 (no GPU is measured: the paper's config sets its own)."""
+    if requested != "auto":
+        return int(requested)
+    return cpu_profile().eval_batch_size if device == "cpu" else FALLBACK.eval_batch_size

@@ -19,7 +19,8 @@ split (:func:`subsample_queries`); the ``queries`` column of the metrics table r
 that reports the end result but is not fitted along training); ``evaluation.precision`` picks
 fp32 or bfloat16 scoring (:func:`rerank_scaling.precision.resolve_precision`: ``auto`` is bf16 where
 the device has bf16 units; on a CPU with the weights cast to bf16 once, :func:`.rerank.score_pairs`),
-recorded in the table's ``precision`` column.
+recorded in the table's ``precision`` column; ``evaluation.batch_size: auto`` is the CPU kind's
+measured batch size (:func:`rerank_scaling.compute.cpu_profiles.eval_batch_size`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from typing import Any
 import pandas as pd
 
 from rerank_scaling.atomic import write_table
+from rerank_scaling.compute.cpu_profiles import eval_batch_size
 from rerank_scaling.data.collection import CollectionDir, Queries, load_texts, read_split
 from rerank_scaling.data.subsets import subsample_queries
 from rerank_scaling.data.trec import Qrels, Run, read_run, top_k, write_run
@@ -289,6 +291,9 @@ def evaluate_checkpoints(
     precision = resolve_precision(settings.precision, device, "evaluation.precision")
     log.info("scoring in %s (evaluation.precision: %s, %s)", precision, settings.precision, device)
     settings = resolved_compile(settings, checkpoint_dirs, splits, precision, device)
+    requested_batch = settings.batch_size
+    settings = replace(settings, batch_size=eval_batch_size(requested_batch, device))
+    log.info("batches of %d pairs (evaluation.batch_size: %s)", settings.batch_size, requested_batch)
     tokenized: dict[str, Any] = {}
     tables, per_query = [], []
     code = evaluation_code()

@@ -39,7 +39,7 @@ class EvalSettings(SectionSettings):
     ce_sizes: tuple[int, ...]
     relative_prob_k: tuple[int, ...]
     rr_m: tuple[int, ...]
-    batch_size: int
+    batch_size: int | str  # a number, or auto (compute.cpu_profiles.eval_batch_size); resolved per job
     seed: int
     threads: int
     mem_mb: int

@@ -44,8 +44,20 @@ def _field(path: Any) -> str:
     return "".join(parts).lstrip(".") or "<top level>"
 
 
+def _alternative(schema: dict[str, Any]) -> str:
+    """One branch of a ``oneOf`` in words: ``'auto'``, ``an integer >= 1``, ``a number``."""
+    if "const" in schema:
+        return repr(schema["const"])
+    bound = f" >= {schema['minimum']}" if "minimum" in schema else ""
+    kind = schema.get("type", "value")
+    return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}{bound}"
+
+
 def _describe(error: jsonschema.ValidationError) -> str:
     field = _field(error.absolute_path)
+    if error.validator == "oneOf":
+        options = " or ".join(_alternative(branch) for branch in error.validator_value)
+        return f"config field '{field}': {error.instance!r} is not allowed; use {options}"
     if error.validator == "additionalProperties":
         allowed = sorted(error.schema.get("properties", {}))
         renamed = error.schema.get(RENAMED, {})
