@@ -315,6 +315,13 @@ def test_the_cpu_without_bf16_is_quoted_from_its_reports():
         f"pass {bold_after(after_run, 'fused over eager ')} the eager one",
     ]
     assert "family 25 model 1," in eager and "kind `amd-zen3`" in after_run
+    zen3_bar = (results / "fused_fp32_bar_zen3.md").read_text()
+    median, spread, checkpoints = re.search(
+        r"median \*\*([0-9.]+x)\*\*, range (\S+) over (\d+) checkpoints", zen3_bar
+    ).groups()
+    quotes.append(
+        f"took {median} the fused one's time (median over {checkpoints} checkpoints, range {spread}"
+    )
     batch_bar = (results / "eval_batch_bar_zen3.md").read_text()
     median, spread, checkpoints = re.search(
         r"median \*\*([0-9.]+x)\*\*, range (\S+) over (\d+) checkpoints", batch_bar
