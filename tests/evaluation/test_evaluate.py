@@ -177,15 +177,16 @@ def test_an_auto_batch_size_is_keyed_as_its_number(small_collection, trained, tm
 
     ckpts, work = checkpoints_copy(trained, tmp_path), tmp_path / "eval-work"
     measured = cpu_profile().eval_batch_size
+    fp32 = {"precision": "fp32"}  # on every CPU kind: bf16 rounding could exceed the atol below
     with caplog.at_level(logging.INFO, logger="rerank_scaling.evaluation.checkpoints"):
-        first = evaluate(small_collection, ckpts, work, tmp_path / "m1.parquet", batch_size="auto")
+        first = evaluate(small_collection, ckpts, work, tmp_path / "m1.parquet", batch_size="auto", **fp32)
     assert f"batches of {measured} pairs (evaluation.batch_size: auto)" in caplog.text
     runs = {p.name: p.stat().st_mtime_ns for p in (work / "runs").glob("*.trec")}
-    same = evaluate(small_collection, ckpts, work, tmp_path / "m2.parquet", batch_size=measured)
+    same = evaluate(small_collection, ckpts, work, tmp_path / "m2.parquet", batch_size=measured, **fp32)
     assert {p.name: p.stat().st_mtime_ns for p in (work / "runs").glob("*.trec")} == runs
     pd.testing.assert_frame_equal(same, first)
     scores = {p.name: _scores(p) for p in (work / "runs").glob("*.trec")}
-    evaluate(small_collection, ckpts, work, tmp_path / "m3.parquet", batch_size=measured + 3)
+    evaluate(small_collection, ckpts, work, tmp_path / "m3.parquet", batch_size=measured + 3, **fp32)
     assert all(p.stat().st_mtime_ns != runs[p.name] for p in (work / "runs").glob("*.trec"))
     for p in (work / "runs").glob("*.trec"):
         pd.testing.assert_series_equal(_scores(p), scores[p.name], rtol=0, atol=1e-5)
