@@ -334,6 +334,13 @@ def test_the_cpu_without_bf16_is_quoted_from_its_reports():
         f"and {sixteen.group(1)} in a second run of 16 and 64 alone",
         f"at 16 was {median} faster than at 64 (median over {checkpoints} checkpoints, range {spread})",
     ]
+    b16 = (results / "default_run_zen3_b16.md").read_text()
+    b16_stages = stage_minutes(b16)
+    quotes += [
+        run_took(b16),
+        f"training jobs summed {b16_stages['train']} and evaluation jobs {b16_stages['eval']}, so the gain",
+    ]
+    assert "batches of 16 pairs" in b16
     assert "values that changed at all: 0" in batch_bar and "score: 0\n" in batch_bar, "every score identical"
     for quote in quotes:
         assert quote in page, quote

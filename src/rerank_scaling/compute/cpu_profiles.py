@@ -114,7 +114,9 @@ PROFILES["amd-avx2"] = CpuProfile(
 #: on the eager fp32 pass found 16 ahead of 64 in two runs of one day (geometric means of pairs/s over
 #: L1, L2, L4, L6 relative to 64: 16 1.085x, 32 1.010x, 128 0.965x in eval_batch_zen3.md, 3 interleaved
 #: repeats; 16 1.117x in eval_batch_zen3_16_64.md, 16 and 64 alone, 7 repeats), and on the default's final
-#: checkpoints batch 16 meets the statistical bar against 64 (eval_batch_bar_zen3.md). Its training
+#: checkpoints batch 16 meets the statistical bar against 64 (eval_batch_bar_zen3.md), every score
+#: identical. A fresh default at 16 did not show the gain (default_run_zen3_b16.md: evaluation jobs
+#: 21.8 job-min against 21.6 at 64 the same day); 16 stays, as it costs nothing there. Its training
 #: step and compile threshold are the fallback's (not measured here: no compile).
 PROFILES["amd-zen3"] = CpuProfile(
     kind="amd-zen3",
