@@ -234,6 +234,23 @@ def batch_ratios(report: str) -> str:
     return report.split("relative to batch 64: ", 1)[1].split(".\n", 1)[0]
 
 
+def gemm_rates(report: str) -> tuple[str, str]:
+    """bench_fused_encoder.py --dtype fp32's GFLOP/s of the peak shape by library: (torch, oneDNN)."""
+    return re.search(r"by library: torch (\d+), oneDNN (\d+)", report).groups()
+
+
+def bar_timing(report: str) -> tuple[str, str, str]:
+    """bench_fused_fp32_bar.py's evaluation-time ratio: (median, range, checkpoints)."""
+    return re.search(r"median \*\*([0-9.]+x)\*\*, range (\S+) over (\d+) checkpoints", report).groups()
+
+
+def run_quotes(block: str) -> list[str]:
+    """What docs/default-run.md says of a fresh run: its wall time and load, and its training and
+    evaluation jobs' summed minutes."""
+    stages = stage_minutes(block)
+    return [run_took(block), f"training jobs summed {stages['train']} and evaluation jobs {stages['eval']}"]
+
+
 def bold_after(report: str, label: str) -> str:
     """The first bold value after ``label`` in a report."""
     return report.split(label, 1)[1].split("**", 2)[1]
@@ -247,13 +264,11 @@ def test_the_cpu_without_bf16_is_quoted_from_its_reports():
     run = (results / "default_run_zen2.md").read_text()
     stages = stage_minutes(run)
     encoder = (results / "fused_encoder_fp32_zen2.md").read_text()
-    torch_rate, onednn_rate = re.search(r"by library: torch (\d+), oneDNN (\d+)", encoder).groups()
+    torch_rate, onednn_rate = gemm_rates(encoder)
     dev_pass = encoder.split("fused over eager **", 1)[1].split("**", 1)[0]
     bar = (results / "fused_fp32_bar_zen2.md").read_text()
     assert "**met**" in bar
-    median, spread, checkpoints = re.search(
-        r"median \*\*([0-9.]+x)\*\*, range (\S+) over (\d+) checkpoints", bar
-    ).groups()
+    median, spread, checkpoints = bar_timing(bar)
     quotes = [
         run_took(run),
         f"training jobs summed {stages['train']} and its evaluation jobs {stages['eval']}",
@@ -286,61 +301,47 @@ def test_the_cpu_without_bf16_is_quoted_from_its_reports():
         f"the fit stage's job {resampled_stages['laws']} and planning's two {resampled_stages['planning']}",
     ]
     zen1 = (results / "default_run_zen1.md").read_text()
-    zen1_stages = stage_minutes(zen1)
-    quotes += [
-        run_took(zen1),
-        f"training jobs summed {zen1_stages['train']} and evaluation jobs {zen1_stages['eval']}",
-    ]
+    quotes += run_quotes(zen1)
     assert "family 23 model 1" in zen1
+    for quote in quotes:
+        assert quote in page, quote
+
+
+def test_the_zen3_is_quoted_from_its_reports():
+    """docs/default-run.md's paragraph on the AMD Zen 3 (no bf16 units, its own kind amd-zen3), from
+    its three fresh runs' generated blocks and the reports it names."""
+    page = " ".join((REPO / "docs" / "default-run.md").read_text().split())
+    results = REPO / "benchmarks" / "results"
     zen3 = (results / "default_run_zen3.md").read_text()
-    zen3_stages = stage_minutes(zen3)
-    quotes += [
-        run_took(zen3),
-        f"training jobs summed {zen3_stages['train']} and evaluation jobs {zen3_stages['eval']}",
-        f"bound it at least **{bold_after(zen3, 'needs at least ')}**",
-    ]
-    assert "family 25 model 1," in zen3 and "bf16 units: none" in zen3
-    zen3_encoder = (results / "fused_encoder_fp32_zen3.md").read_text()
-    torch_rate, onednn_rate = re.search(r"by library: torch (\d+), oneDNN (\d+)", zen3_encoder).groups()
     eager = (results / "default_run_zen3_eager.md").read_text()
-    eager_stages = stage_minutes(eager)
+    b16 = (results / "default_run_zen3_b16.md").read_text()
+    torch_rate, onednn_rate = gemm_rates((results / "fused_encoder_fp32_zen3.md").read_text())
     after_run = (results / "fused_encoder_fp32_zen3_after_run.md").read_text()
-    quotes += [
-        f"ran at {torch_rate} GFLOP/s where oneDNN's ran at {onednn_rate} in the same rounds",
-        f"fp32 dev pass ran **{bold_after(zen3_encoder, 'fused over eager ')}** the eager one",
-        run_took(eager),
-        f"training jobs summed {eager_stages['train']} and evaluation jobs {eager_stages['eval']}",
-        f"bound at least **{bold_after(eager, 'needs at least ')}**",
-        f"its fp32 matmul peak was {bold_after(after_run, 'matmul peak, this run: ')}",
-        f"pass {bold_after(after_run, 'fused over eager ')} the eager one",
-    ]
-    assert "family 25 model 1," in eager and "kind `amd-zen3`" in after_run
-    zen3_bar = (results / "fused_fp32_bar_zen3.md").read_text()
-    median, spread, checkpoints = re.search(
-        r"median \*\*([0-9.]+x)\*\*, range (\S+) over (\d+) checkpoints", zen3_bar
-    ).groups()
-    quotes.append(
-        f"took {median} the fused one's time (median over {checkpoints} checkpoints, range {spread}"
-    )
+    path_bar = bar_timing((results / "fused_fp32_bar_zen3.md").read_text())
     batch_bar = (results / "eval_batch_bar_zen3.md").read_text()
-    median, spread, checkpoints = re.search(
-        r"median \*\*([0-9.]+x)\*\*, range (\S+) over (\d+) checkpoints", batch_bar
-    ).groups()
+    batch_timing = bar_timing(batch_bar)
     sixteen = re.search(
         r"relative to batch 64: (16: [0-9.]+x)", (results / "eval_batch_zen3_16_64.md").read_text()
     )
-    quotes += [
+    quotes = [
+        *run_quotes(zen3),
+        f"bound it at least **{bold_after(zen3, 'needs at least ')}**",
+        f"ran at {torch_rate} GFLOP/s where oneDNN's ran at {onednn_rate} in the same rounds",
+        "fp32 dev pass ran "
+        f"**{bold_after((results / 'fused_encoder_fp32_zen3.md').read_text(), 'fused over eager ')}**",
+        *run_quotes(eager),
+        f"bound at least **{bold_after(eager, 'needs at least ')}**",
+        f"its fp32 matmul peak was {bold_after(after_run, 'matmul peak, this run: ')}",
+        f"pass {bold_after(after_run, 'fused over eager ')} the eager one",
+        "took {0} the fused one's time (median over {2} checkpoints, range {1}".format(*path_bar),
         batch_ratios((results / "eval_batch_zen3.md").read_text()),
         f"and {sixteen.group(1)} in a second run of 16 and 64 alone",
-        f"at 16 was {median} faster than at 64 (median over {checkpoints} checkpoints, range {spread})",
+        "at 16 was {0} faster than at 64 (median over {2} checkpoints, range {1})".format(*batch_timing),
+        *run_quotes(b16),
     ]
-    b16 = (results / "default_run_zen3_b16.md").read_text()
-    b16_stages = stage_minutes(b16)
-    quotes += [
-        run_took(b16),
-        f"training jobs summed {b16_stages['train']} and evaluation jobs {b16_stages['eval']}, so the gain",
-    ]
-    assert "batches of 16 pairs" in b16
+    for block in (zen3, eager, b16):
+        assert "family 25 model 1," in block and "bf16 units: none" in block
+    assert "kind `amd-zen3`" in after_run and "batches of 16 pairs" in b16
     assert "values that changed at all: 0" in batch_bar and "score: 0\n" in batch_bar, "every score identical"
     for quote in quotes:
         assert quote in page, quote
