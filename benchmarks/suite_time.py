@@ -115,6 +115,8 @@ def test_reports(folder: Path) -> dict[str, dict]:
         test = tests.setdefault(report["test"], {"seconds": 0.0, "outcome": "passed"})
         test["seconds"] += report["seconds"]
         test["worker"], test["end"] = report["worker"], report["end"]
+        if "cpu_s" in report:  # on the teardown line (suite_time_log.tree_cpu_seconds)
+            test["cpu_s"] = report["cpu_s"]
         if report["outcome"] != "passed" and test["outcome"] == "passed":
             # a skip (pytest.skip / skipif) is reported at setup; any other non-pass there is an error
             setup_only = report["when"] != "call" and report["outcome"] != "skipped"
@@ -128,6 +130,33 @@ def module_seconds(folder: Path) -> dict[str, float]:
     for test, report in test_reports(folder).items():
         modules[test.split("::")[0]] += report["seconds"]
     return dict(sorted(((m, round(s, 1)) for m, s in modules.items()), key=lambda i: -i[1]))
+
+
+def module_cpu_seconds(folder: Path) -> dict[str, float]:
+    """Test module path -> summed CPU seconds of its tests' process trees, most first (empty for a
+    run recorded before the plugin measured them)."""
+    modules: dict[str, float] = defaultdict(float)
+    for test, report in test_reports(folder).items():
+        if "cpu_s" in report:
+            modules[test.split("::")[0]] += report["cpu_s"]
+    return dict(sorted(((m, round(s, 1)) for m, s in modules.items()), key=lambda i: -i[1]))
+
+
+def cpu_table(folder: Path) -> list[str]:
+    """The modules that cost the most CPU, with their summed wall seconds beside it: a module whose
+    wall seconds far exceed its CPU seconds waits (for SLURM's polling, a sleep), one near them works."""
+    cpu, wall = module_cpu_seconds(folder), module_seconds(folder)
+    if not cpu:
+        return []
+    return [
+        f"Summed CPU seconds of the tests' process trees (`suite_time_log.tree_cpu_seconds`, setup to"
+        f" teardown; not the SLURM test's jobs, which slurmd runs): **{sum(cpu.values()) / 60:.1f} min**.",
+        "",
+        f"| most CPU: {TOP_MODULES} modules | CPU seconds | summed test seconds |",
+        "|---|---|---|",
+        *(f"| {m} | {s:.0f} | {wall.get(m, 0.0):.0f} |" for m, s in list(cpu.items())[:TOP_MODULES]),
+        "",
+    ]
 
 
 def logged_module_seconds(log: Path) -> dict[str, float]:
@@ -268,9 +297,14 @@ def describe(folder: Path) -> list[str]:
         "|---|---|",
         *(f"| {m} | {s:.0f} |" for m, s in list(module_seconds(folder).items())[:TOP_MODULES]),
         "",
-        f"| slowest {TOP_TESTS} tests | seconds (setup + call + teardown) | outcome |",
-        "|---|---|---|",
-        *(f"| {test} | {report['seconds']:.1f} | {report['outcome']} |" for test, report in slowest),
+        *cpu_table(folder),
+        f"| slowest {TOP_TESTS} tests | seconds (setup + call + teardown) | CPU seconds | outcome |",
+        "|---|---|---|---|",
+        *(
+            f"| {test} | {report['seconds']:.1f} | {report.get('cpu_s', float('nan')):.1f}"
+            f" | {report['outcome']} |"
+            for test, report in slowest
+        ),
         "",
     ]
     return (
