@@ -80,7 +80,9 @@ def test_the_plugin_writes_each_tests_cpu_seconds(tmp_path: Path) -> None:
         "def test_idle():\n"
         "    pass\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(HERE), "SUITE_TIME_LOG": str(tmp_path / "reports.jsonl")}
+    outer = {name: value for name, value in os.environ.items() if not name.startswith("PYTEST_XDIST")}
+    # (run by an xdist worker, the inner pytest would take itself for one and write nothing)
+    env = {**outer, "PYTHONPATH": str(HERE), "SUITE_TIME_LOG": str(tmp_path / "reports.jsonl")}
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "suite_time_log", "-n", "2"]
     result = subprocess.run([*command, "test_burn.py"], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-2000:]
