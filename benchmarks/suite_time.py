@@ -142,6 +142,15 @@ def module_cpu_seconds(folder: Path) -> dict[str, float]:
     return dict(sorted(((m, round(s, 1)) for m, s in modules.items()), key=lambda i: -i[1]))
 
 
+def folder_cpu_seconds(folder: Path) -> dict[str, float]:
+    """Test folder (``tests/workflow``, ``tests/laws``; ``tests`` for the top-level modules) -> summed
+    CPU seconds of its tests, most first."""
+    folders: dict[str, float] = defaultdict(float)
+    for module, seconds in module_cpu_seconds(folder).items():
+        folders[str(Path(module).parent)] += seconds
+    return dict(sorted(folders.items(), key=lambda item: -item[1]))
+
+
 def cpu_table(folder: Path) -> list[str]:
     """The modules that cost the most CPU, with their summed wall seconds beside it: a module whose
     wall seconds far exceed its CPU seconds waits (for SLURM's polling, a sleep), one near them works."""
@@ -155,6 +164,13 @@ def cpu_table(folder: Path) -> list[str]:
         f"| most CPU: {TOP_MODULES} modules | CPU seconds | summed test seconds |",
         "|---|---|---|",
         *(f"| {m} | {s:.0f} | {wall.get(m, 0.0):.0f} |" for m, s in list(cpu.items())[:TOP_MODULES]),
+        "",
+        "| test folder | CPU seconds | share |",
+        "|---|---|---|",
+        *(
+            f"| {name} | {seconds:.0f} | {seconds / sum(cpu.values()):.0%} |"
+            for name, seconds in folder_cpu_seconds(folder).items()
+        ),
         "",
     ]
 

@@ -70,7 +70,7 @@ def test_the_plugin_writes_each_tests_cpu_seconds(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from suite_time import HERE, module_cpu_seconds
+    from suite_time import HERE, folder_cpu_seconds, module_cpu_seconds
 
     (tmp_path / "test_burn.py").write_text(
         "import subprocess, sys\n"
@@ -90,3 +90,4 @@ def test_the_plugin_writes_each_tests_cpu_seconds(tmp_path: Path) -> None:
     assert tests["test_burn.py::test_burn"]["cpu_s"] >= 0.5
     assert tests["test_burn.py::test_idle"]["cpu_s"] < 0.5
     assert module_cpu_seconds(tmp_path)["test_burn.py"] >= 0.5
+    assert folder_cpu_seconds(tmp_path) == {".": module_cpu_seconds(tmp_path)["test_burn.py"]}
