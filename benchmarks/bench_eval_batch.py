@@ -2,6 +2,7 @@
 size, per default model size, measured in one run with interleaved repeats.
 
     python benchmarks/bench_eval_batch.py --out benchmarks/results/eval_batch_amx.md
+    python benchmarks/bench_eval_batch.py --batch-sizes 16 64 --beside-training L6  # as in the DAG
 
 The workload is the default's evaluation of one checkpoint: the dev split's queries of config.yaml's
 builtin collection, ``evaluation.rerank_depth`` passages each (drawn at random: at the default's
@@ -30,9 +31,11 @@ from __future__ import annotations
 import argparse
 import copy
 import functools
+import multiprocessing
 import os
 import random
 import statistics
+import time
 from pathlib import Path
 
 import numpy as np
@@ -48,6 +51,33 @@ from rerank_scaling.families.models import build_cross_encoder
 from rerank_scaling.precision import cpu_name, resolve_precision, to_bf16_weights
 
 CONFIG = Path(__file__).resolve().parents[1] / "config.yaml"
+
+
+def training_load(spec: dict, config: dict, ready, stop, steps) -> None:
+    """What a training job beside the evaluation does, until ``stop`` is set: pointwise steps of
+    ``spec`` (forward, BCE loss, backward, AdamW) at the default's batch and length in fp32, one
+    thread, the embeddings frozen as ``training.freeze_embeddings`` says. Random token ids: the
+    arithmetic of a step does not depend on them. In the DAG an evaluation job shares the machine
+    with such a job (or another evaluation) most of the time, which a quiet benchmark does not.
+    ``steps`` (a shared counter) counts the steps taken, so the report shows the load ran."""
+    torch.set_num_threads(config["training"]["threads"])
+    training = config["training"]
+    model = build_cross_encoder(spec, training["max_length"], 0).train()
+    if training["freeze_embeddings"]:  # as the trainer freezes them
+        model.model.get_input_embeddings().weight.requires_grad_(False)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=training["lr"])
+    shape = (training["pointwise_batch_size"], training["max_length"])
+    ids = torch.randint(1000, model.model.config.vocab_size, shape)
+    features = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    features["token_type_ids"] = torch.zeros_like(ids)
+    labels = torch.randint(0, 2, (shape[0],)).float()
+    ready.set()
+    while not stop.is_set():
+        logits = model(features)["scores"].view(shape[0], -1)[:, 0]
+        torch.nn.functional.binary_cross_entropy_with_logits(logits, labels).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        steps.value += 1
 
 
 def workload(config: dict, seed: int = 0):
@@ -70,9 +100,24 @@ def main() -> None:
     parser.add_argument("--sizes", nargs="+", default=["L1", "L2", "L4", "L6"], help="config.yaml's models")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--rescored", type=float, default=0.226, help="share of pairs rescored in fp32")
+    parser.add_argument(
+        "--beside-training",
+        metavar="SIZE",
+        help="time every pass while a process trains config.yaml's model SIZE (training_load)",
+    )
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     config = yaml.safe_load(CONFIG.read_text())
+    beside = None
+    if args.beside_training:
+        (spec,) = [m for m in config["models"] if m["name"] == args.beside_training]
+        context = multiprocessing.get_context("spawn")
+        ready, stop, steps = context.Event(), context.Event(), context.Value("q", 0)
+        beside = context.Process(target=training_load, args=(spec, config, ready, stop, steps), daemon=True)
+        beside.start()
+        if not ready.wait(300):
+            raise SystemExit(f"the training load ({args.beside_training}) did not start within 300 s")
+        loaded_at = time.monotonic()
     torch.set_num_threads(config["evaluation"]["threads"])
     max_length = config["training"]["max_length"]
     pairs, queries, texts = workload(config)
@@ -95,6 +140,12 @@ def main() -> None:
     }  # the warm-up round: one-off allocations and kernel selection
     seconds = interleaved_times(cells, args.repeats, shuffle=1)
     load = os.getloadavg()[0]
+    if beside is not None:
+        load_rate = steps.value / (time.monotonic() - loaded_at)
+        stop.set()
+        beside.join(60)
+        if beside.exitcode != 0:
+            raise SystemExit(f"the training load exited with {beside.exitcode} before the timings ended")
     median = {cell: statistics.median(values) for cell, values in seconds.items()}
     per_pair = {  # seconds per pair of one checkpoint's evaluation: bf16, plus the rescored share in fp32
         (n, b): (median.get((n, b, "bf16"), 0.0) + rescored * median[(n, b, "fp32")]) / len(pairs)
@@ -107,7 +158,14 @@ def main() -> None:
         f"`python benchmarks/bench_eval_batch.py` on {cpu_name()} (kind `{cpu_kind()}`), "
         f"{os.cpu_count()} CPUs, 1 thread, torch {torch.__version__}; {len(pairs)} pairs (the default's dev "
         f"split: {len(queries)} queries x {config['evaluation']['rerank_depth']}), max length {max_length}; "
-        f"{args.repeats} interleaved repeats; load average at the end {load:.2f}. Seconds per pass: median "
+        f"{args.repeats} interleaved repeats; load average at the end {load:.2f}"
+        + (
+            f"; every pass timed while another process trained {args.beside_training} (pointwise steps, "
+            f"{config['training']['threads']} thread, `training_load`: {load_rate:.2f} steps/s throughout)"
+            if beside is not None
+            else ""
+        )
+        + ". Seconds per pass: median "
         "(min-max); per checkpoint: "
         + (
             f"bf16 + {rescored:g} x fp32 (the near-tie rescoring's share)."
