@@ -307,6 +307,12 @@ def test_the_cpu_without_bf16_is_quoted_from_its_reports():
         assert quote in page, quote
 
 
+def geometric_16(report) -> str:
+    """Batch 16's geometric-mean throughput relative to 64 in the ``bench_eval_batch.py`` report at
+    path ``report``."""
+    return re.search(r"relative to batch 64: 16: ([0-9.]+x)", report.read_text()).group(1)
+
+
 def test_the_zen3_is_quoted_from_its_reports():
     """docs/default-run.md's paragraph on the AMD Zen 3 (no bf16 units, its own kind amd-zen3), from
     its three fresh runs' generated blocks and the reports it names."""
@@ -338,7 +344,10 @@ def test_the_zen3_is_quoted_from_its_reports():
         f"and {sixteen.group(1)} in a second run of 16 and 64 alone",
         "at 16 was {0} faster than at 64 (median over {2} checkpoints, range {1})".format(*batch_timing),
         *run_quotes(b16),
+        f"16 was {geometric_16(results / 'eval_batch_zen3_beside_training.md')} faster than 64",
+        f"{geometric_16(results / 'eval_batch_zen3_alone_same_hour.md')} with nothing beside it",
     ]
+    assert "while another process trained L6" in (results / "eval_batch_zen3_beside_training.md").read_text()
     for block in (zen3, eager, b16):
         assert "family 25 model 1," in block and "bf16 units: none" in block
     assert "kind `amd-zen3`" in after_run and "batches of 16 pairs" in b16
