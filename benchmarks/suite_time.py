@@ -124,42 +124,41 @@ def test_reports(folder: Path) -> dict[str, dict]:
     return tests
 
 
+def module_sums(folder: Path, key: str = "seconds") -> dict[str, float]:
+    """Test module path -> the summed ``key`` of its tests (``seconds``: wall; ``cpu_s``: the CPU
+    seconds of their process trees, which runs recorded before the plugin measured them lack),
+    most first."""
+    modules: dict[str, float] = defaultdict(float)
+    for test, report in test_reports(folder).items():
+        if key in report:
+            modules[test.split("::")[0]] += report[key]
+    return dict(sorted(((m, round(s, 1)) for m, s in modules.items()), key=lambda i: -i[1]))
+
+
 def module_seconds(folder: Path) -> dict[str, float]:
     """Test module path -> summed seconds of its tests, slowest first."""
-    modules: dict[str, float] = defaultdict(float)
-    for test, report in test_reports(folder).items():
-        modules[test.split("::")[0]] += report["seconds"]
-    return dict(sorted(((m, round(s, 1)) for m, s in modules.items()), key=lambda i: -i[1]))
+    return module_sums(folder, "seconds")
 
 
-def module_cpu_seconds(folder: Path) -> dict[str, float]:
-    """Test module path -> summed CPU seconds of its tests' process trees, most first (empty for a
-    run recorded before the plugin measured them)."""
-    modules: dict[str, float] = defaultdict(float)
-    for test, report in test_reports(folder).items():
-        if "cpu_s" in report:
-            modules[test.split("::")[0]] += report["cpu_s"]
-    return dict(sorted(((m, round(s, 1)) for m, s in modules.items()), key=lambda i: -i[1]))
-
-
-def folder_cpu_seconds(folder: Path) -> dict[str, float]:
-    """Test folder (``tests/workflow``, ``tests/laws``; ``tests`` for the top-level modules) -> summed
-    CPU seconds of its tests, most first."""
+def folder_sums(modules: dict[str, float]) -> dict[str, float]:
+    """Module sums (:func:`module_sums`) per test folder (``tests/workflow``; ``tests`` for the
+    top-level modules), most first."""
     folders: dict[str, float] = defaultdict(float)
-    for module, seconds in module_cpu_seconds(folder).items():
-        folders[str(Path(module).parent)] += seconds
+    for module, value in modules.items():
+        folders[str(Path(module).parent)] += value
     return dict(sorted(folders.items(), key=lambda item: -item[1]))
 
 
 def cpu_table(folder: Path) -> list[str]:
     """The modules that cost the most CPU, with their summed wall seconds beside it: a module whose
     wall seconds far exceed its CPU seconds waits (for SLURM's polling, a sleep), one near them works."""
-    cpu, wall = module_cpu_seconds(folder), module_seconds(folder)
+    cpu, wall = module_sums(folder, "cpu_s"), module_seconds(folder)
     if not cpu:
         return []
+    total = sum(cpu.values())
     return [
         f"Summed CPU seconds of the tests' process trees (`suite_time_log.tree_cpu_seconds`, setup to"
-        f" teardown; not the SLURM test's jobs, which slurmd runs): **{sum(cpu.values()) / 60:.1f} min**.",
+        f" teardown; not the SLURM test's jobs, which slurmd runs): **{total / 60:.1f} min**.",
         "",
         f"| most CPU: {TOP_MODULES} modules | CPU seconds | summed test seconds |",
         "|---|---|---|",
@@ -168,8 +167,8 @@ def cpu_table(folder: Path) -> list[str]:
         "| test folder | CPU seconds | share |",
         "|---|---|---|",
         *(
-            f"| {name} | {seconds:.0f} | {seconds / sum(cpu.values()):.0%} |"
-            for name, seconds in folder_cpu_seconds(folder).items()
+            f"| {name} | {seconds:.0f} | {seconds / total:.0%} |"
+            for name, seconds in folder_sums(cpu).items()
         ),
         "",
     ]

@@ -16,14 +16,13 @@ def test_the_training_load_takes_steps_until_stopped(monkeypatch: pytest.MonkeyP
     config = yaml.safe_load(bench.CONFIG.read_text())
     config["training"]["max_length"] = 16  # the default's shapes, shorter: the same code path
     (spec,) = [model for model in config["models"] if model["name"] == "L1"]
-    built = {}
+    built, build = {}, bench.build_cross_encoder
 
     def kept(*args, **kwargs):  # the real model, kept to compare its weights after the steps
-        built["model"] = bench.build_cross_encoder.__wrapped__(*args, **kwargs)
+        built["model"] = build(*args, **kwargs)
         built["before"] = {k: v.detach().clone() for k, v in built["model"].state_dict().items()}
         return built["model"]
 
-    kept.__wrapped__ = bench.build_cross_encoder
     monkeypatch.setattr(bench, "build_cross_encoder", kept)
     monkeypatch.setattr(torch, "set_num_threads", lambda n: None)  # the load's one thread: not this process's
     ready, stop, steps = threading.Event(), threading.Event(), multiprocessing.Value("q", 0)
