@@ -6,8 +6,9 @@ tables are identical before and after".)
 Both folders are arguments (this checkout's run, and the same run of another checkout or commit).
 
 Every table under either folder (``.parquet``, ``.csv``; ``.tsv`` read as text without a header) is
-compared with ``pandas.testing.assert_frame_equal(check_exact=True)``, and every
-``model.safetensors`` by its sha256. Timing is not a result and is ignored, listed in the output:
+compared with ``pandas.testing.assert_frame_equal(check_exact=True)``, and every file of model
+weights (``.safetensors``: one per checkpoint, or its frozen and trained shards) by its sha256.
+Timing is not a result and is ignored, listed in the output:
 Snakemake's per-job timings (``benchmarks/``), the job logs (``logs/``), the jobs' scratch and
 caches (``work/``: the training's resume state, and caches whose content the compared tables
 already hold), ``workflow_time.json`` and any column whose name says it is a time
@@ -38,6 +39,7 @@ IGNORED_DIRS = ("benchmarks", "logs", "work")
 IGNORED_FILES = ("workflow_time.json",)
 TIMING_COLUMN = re.compile(r"seconds|time|wall|elapsed|duration|(^|_)(cpu_)?s$|_ms$", re.IGNORECASE)
 TABLE_SUFFIXES = (".parquet", ".csv", ".tsv")
+WEIGHTS_SUFFIX = ".safetensors"
 
 
 def compared_files(root: Path) -> set[str]:
@@ -47,7 +49,7 @@ def compared_files(root: Path) -> set[str]:
         relative = path.relative_to(root)
         if not path.is_file() or set(relative.parts[:-1]) & set(IGNORED_DIRS) or path.name in IGNORED_FILES:
             continue
-        if path.suffix in TABLE_SUFFIXES or path.name == "model.safetensors":
+        if path.suffix in (*TABLE_SUFFIXES, WEIGHTS_SUFFIX):
             found.add(str(relative))
     return found
 
@@ -124,7 +126,7 @@ def compare_file(
 ) -> tuple[str | None, list[str], bool]:
     """(why ``a`` and ``b`` differ or None, the timing columns ignored, whether only the row
     order differs)."""
-    if a.name == "model.safetensors":
+    if a.suffix == WEIGHTS_SUFFIX:
         return (None if sha256(a) == sha256(b) else "sha256 differs"), [], False
     left, right = renamed(read_table(a), renames or []), renamed(read_table(b), renames or [])
     ignored = sorted(set(timing_columns(left)) | set(timing_columns(right)))
@@ -154,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     files_a, files_b = compared_files(args.a), compared_files(args.b)
-    problems, ignored_columns, counts = [], {}, {"tables": 0, "model.safetensors": 0}
+    problems, ignored_columns, counts = [], {}, {"tables": 0, "weights": 0}
     reordered = []
     for name in sorted(files_a ^ files_b):
         problems.append(f"only in {args.a if name in files_a else args.b}: {name}")
@@ -162,14 +164,14 @@ def main(argv: list[str] | None = None) -> int:
         why, ignored, other_order = compare_file(args.a / name, args.b / name, args.rename)
         if other_order:
             reordered.append(name)
-        counts["model.safetensors" if name.endswith("model.safetensors") else "tables"] += 1
+        counts["weights" if name.endswith(WEIGHTS_SUFFIX) else "tables"] += 1
         if ignored:
             ignored_columns[name] = ignored
         if why:
             problems.append(f"differs: {name}: {why}")
     print(
         f"compared {args.a} with {args.b}: {counts['tables']} tables, "
-        f"{counts['model.safetensors']} model.safetensors"
+        f"{counts['weights']} weight files ({WEIGHTS_SUFFIX})"
     )
     print(f"ignored (timing, scratch): folders {list(IGNORED_DIRS)}, files {list(IGNORED_FILES)}")
     for name, columns in sorted(ignored_columns.items()):

@@ -13,6 +13,7 @@ from conftest import LADDER, TINY_TRAINING, served_env, train_command
 
 from rerank_scaling.records import METRIC_COLUMNS, PER_QUERY_COLUMNS
 from rerank_scaling.training.checkpoint_store import FILES, CheckpointDamaged
+from rerank_scaling.training.frozen_weights import TRAINED_SHARD
 
 pytestmark = pytest.mark.slow
 
@@ -150,17 +151,17 @@ def test_a_retrained_identical_checkpoint_is_not_scored_again(small_collection, 
     pd.testing.assert_frame_equal(second, first)
 
     # other weights under ckpt-02's sidecar: a damaged checkpoint, before anything is scored
-    shutil.copy(ckpts / "ckpt-01" / "model.safetensors", ckpts / "ckpt-02" / "model.safetensors")
+    shutil.copy(ckpts / "ckpt-01" / TRAINED_SHARD, ckpts / "ckpt-02" / TRAINED_SHARD)
     with pytest.raises(CheckpointDamaged) as damaged:
         evaluate(small_collection, ckpts, work, tmp_path / "m3.parquet")
-    weights = ckpts / "ckpt-02" / "model.safetensors"
+    weights = ckpts / "ckpt-02" / TRAINED_SHARD
     assert f"{weights}: its SHA-256 is not the one recorded" in str(damaged.value)
     assert f"rm {ckpts / 'ckpt-02' / 'checkpoint.json'} and run snakemake again" in str(damaged.value)
     assert {p.name: p.stat().st_mtime_ns for p in (work / "runs").glob("*.trec")} == runs
     # ... and with its sidecar's records (a training that made ckpt-01's weights at ckpt-02's step)
     # it is scored again, alone
     records = [json.loads((ckpts / name / "checkpoint.json").read_text()) for name in ("ckpt-01", "ckpt-02")]
-    records[1][FILES]["model.safetensors"] = records[0][FILES]["model.safetensors"]
+    records[1][FILES][TRAINED_SHARD] = records[0][FILES][TRAINED_SHARD]
     (ckpts / "ckpt-02" / "checkpoint.json").write_text(json.dumps(records[1]))
     third = evaluate(small_collection, ckpts, work, tmp_path / "m3.parquet")
     rescored = {p.name for p in (work / "runs").glob("*.trec") if p.stat().st_mtime_ns != runs[p.name]}

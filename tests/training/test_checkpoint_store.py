@@ -173,3 +173,38 @@ def test_state_of_other_settings_or_an_unknown_layout_is_discarded(tmp_path):
     (store.work / "fingerprint.json").unlink()
     store.prepare({"run": "a", "lr": 2})
     assert store.latest_state() is None, "no fingerprint: state of an older layout, not resumed"
+
+
+def test_a_file_identical_to_the_previous_published_one_is_linked_once_it_passes_its_record(tmp_path):
+    """Publishing links a file recorded as the previous published checkpoint's same file (frozen
+    weights), but copies it when that file fails its record, and never links into the exports."""
+    store = RunStore(tmp_path / "work", tmp_path / "ckpts")
+    store.prepare({"run": "a"})
+    for index, step in ((1, 2), (2, 4), (3, 6)):
+        state = _state(store, step)
+        (state / "frozen.safetensors").write_bytes(b"embeddings")
+        store.export(state, index, {"step": step})
+    store.publish(1)
+    store.publish(2)
+    first, second = (store.checkpoints / f"ckpt-0{k}" for k in (1, 2))
+    inode = (first / "frozen.safetensors").stat().st_ino
+    assert (second / "frozen.safetensors").stat().st_ino == inode
+    assert (second / "model.safetensors").stat().st_ino != (first / "model.safetensors").stat().st_ino
+    exported = {(store.exports_dir / f"ckpt-0{k}" / "frozen.safetensors").stat().st_ino for k in (1, 2)}
+    assert inode not in exported, "a published file damaged in place must not damage an export"
+    (second / "frozen.safetensors").write_bytes(b"embeddingZ")  # same size, other bytes: both damaged
+    store.publish(3)
+    third = store.checkpoints / "ckpt-03"
+    assert (third / "frozen.safetensors").stat().st_ino != inode
+    assert (third / "frozen.safetensors").read_bytes() == b"embeddings"
+    verify_published(third, json.loads((third / SIDECAR).read_text()))
+    # truncated, the shared file damages both checkpoints: the parse-time check names each of them
+    # and one repair for both (one at a time, the second would stop the re-run that repairs them)
+    os.truncate(second / "frozen.safetensors", 3)
+    with pytest.raises(CheckpointDamaged) as damaged:
+        check_published(store.checkpoints.parent, [store.checkpoints.name])
+    message = str(damaged.value)
+    assert message.startswith("damaged checkpoints: ") and "ckpt-03" not in message.split(";")[-1]
+    for checkpoint in (first, second):
+        assert f"{checkpoint / 'frozen.safetensors'}: 3 bytes where 10 are recorded" in message
+    assert f"rm {first / SIDECAR} {second / SIDECAR} and run snakemake again" in message

@@ -11,6 +11,7 @@ from tiny_modernbert import save_tiny_modernbert
 
 from rerank_scaling.settings import settings_from_dict
 from rerank_scaling.training.batching import LengthBucketBatchSampler, bucketed_steps
+from rerank_scaling.training.frozen_weights import checkpoint_tensors
 
 
 def test_bucketed_steps_cover_every_row_once_with_less_padding():
@@ -55,8 +56,6 @@ def trained(
     model: dict, objective: str, memory: dict, examples: dict, out: Path, bucketing: bool = True
 ) -> tuple[dict, dict]:
     """(final sidecar, final weights) of a 4-step run with this memory plan."""
-    from safetensors.torch import load_file
-
     from rerank_scaling.training.trainer import TrainSettings, train_run
 
     settings = settings_from_dict(
@@ -79,7 +78,7 @@ def trained(
         device="cpu",
         memory=memory,
     )
-    weights = load_file(str(next((out / "ckpts" / "ckpt-02").glob("*.safetensors"))))
+    weights = checkpoint_tensors(out / "ckpts" / "ckpt-02")  # the frozen ones apart
     return cars[-1], weights
 
 

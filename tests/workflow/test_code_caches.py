@@ -22,6 +22,7 @@ from conftest import REPO, copy_workflow, snakemake_command
 from test_workflow import copy_env, edited, planned_jobs, snakemake
 
 from rerank_scaling.data.source_digests import file_sha256
+from rerank_scaling.training.frozen_weights import FROZEN_SHARD
 
 pytestmark = pytest.mark.slow
 
@@ -132,20 +133,23 @@ def test_code_edits_give_a_fresh_runs_metrics_and_their_undo_the_original(workfl
 def test_a_truncated_checkpoint_is_caught_before_evaluation_and_repaired_from_the_verified_state(
     workflow, original
 ):
-    """`truncate -s 100000` of a published checkpoint's weights: Snakemake stops at parse time,
-    naming the file and the repair; the repair, run verbatim, re-publishes the checkpoint from the
-    trainer's verified copy, resuming from its last state (no step trained again), and the metrics
-    are the uncorrupted run's."""
+    """`truncate -s 100000` of a published checkpoint's frozen weights, a file the run's five
+    published checkpoints share (``frozen_weights``): Snakemake stops at parse time, naming each
+    checkpoint's file and one repair; the repair, run verbatim, re-publishes the checkpoints from
+    the trainer's verified copies, resuming from its last state (no step trained again), and the
+    metrics are the uncorrupted run's."""
     published = RESULTS / "checkpoints" / RUN / "ckpt-03"
-    weights = workflow / published / "model.safetensors"
+    weights = workflow / published / FROZEN_SHARD
     before = file_sha256(weights)
     subprocess.run(["truncate", "-s", "100000", str(weights)], check=True)
     failed = snakemake(workflow, "-n")
     assert failed.returncode != 0
     message = failed.stdout + failed.stderr
-    assert f"{published / 'model.safetensors'}: 100000 bytes where" in message, message[-3000:]
-    repair = re.search(r"(rm \S+checkpoint\.json) and run snakemake again", message)
-    assert repair and repair.group(1) == f"rm {published / 'checkpoint.json'}"
+    shared = [RESULTS / "checkpoints" / RUN / f"ckpt-0{k}" for k in range(1, 6)]
+    for checkpoint in shared:
+        assert f"{checkpoint / FROZEN_SHARD}: 100000 bytes where" in message, message[-3000:]
+    repair = re.search(r"(rm (?:\S+checkpoint\.json ?)+) and run snakemake again", message)
+    assert repair and repair.group(1) == "rm " + " ".join(str(c / "checkpoint.json") for c in shared)
     subprocess.run(repair.group(1), shell=True, check=True, cwd=workflow)
 
     result = snakemake(workflow)  # "run snakemake again": the whole workflow, as a user does

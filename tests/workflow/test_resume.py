@@ -22,6 +22,8 @@ import pytest
 import yaml
 from conftest import REPO, copy_workflow, snakemake_command, workflow_env
 
+from rerank_scaling.training.frozen_weights import checkpoint_tensors
+
 pytestmark = pytest.mark.slow
 
 RUN = "L1__pointwise__full__s13"
@@ -61,16 +63,14 @@ def train_log(workdir: Path) -> str:
 
 
 def checkpoints(workdir: Path) -> dict[int, dict]:
-    """Checkpoint index -> its step and every tensor of its model.safetensors."""
-    from safetensors.torch import load_file
-
+    """Checkpoint index -> its step and every tensor of its weights (both shards)."""
     root = workdir / "results" / "resume" / "checkpoints" / RUN
     found = {}
     for sidecar in sorted(root.glob("ckpt-*/checkpoint.json")):
         step = json.loads(sidecar.read_text())["step"]
         found[int(sidecar.parent.name[5:])] = {
             "step": step,
-            "tensors": load_file(sidecar.parent / "model.safetensors"),
+            "tensors": checkpoint_tensors(sidecar.parent),
         }
     return found
 

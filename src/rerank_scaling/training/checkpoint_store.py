@@ -10,7 +10,9 @@ Two places, because Snakemake deletes the declared outputs of a failed or incomp
 * the *checkpoints* directory (``results/<name>/checkpoints/<run>``, the job's outputs) holds the
   published checkpoints, ``ckpt-XX/`` with the ``checkpoint.json`` sidecar that Snakemake tracks.
   Publishing copies the export's files (a published file damaged in place cannot damage the copy
-  training resumes from), and is redone whenever Snakemake has removed a published checkpoint.
+  training resumes from), but links a file identical to the previous published checkpoint's (the
+  frozen weights, :mod:`.frozen_weights`), and is redone whenever Snakemake has removed a published
+  checkpoint.
 
 Every file is verified: an export's sidecar and a trainer state's ``progress.json`` record the
 SHA-256 and size of each of its files (:func:`file_records`). Evaluation checks a published
@@ -129,12 +131,13 @@ def damaged_file(directory: Path, records: dict[str, dict[str, Any]], hashing: b
     return None
 
 
-def repair_hint(checkpoint: Path) -> str:
-    """The repair of a damaged published checkpoint, as the command to run."""
+def repair_hint(checkpoint: Path, *more: Path) -> str:
+    """The repair of damaged published checkpoints, as the command to run."""
+    sidecars = " ".join(str(path / SIDECAR) for path in (checkpoint, *more))
     return (
-        f"repair it from the training run's last verified state: rm {checkpoint / SIDECAR} and run "
-        "snakemake again (it re-runs that run's training job, which re-publishes the checkpoint from "
-        "its verified copy, or re-trains it from the last verified trainer state)"
+        f"repair {'them' if more else 'it'} from the training run's last verified state: rm {sidecars} "
+        "and run snakemake again (it re-runs that run's training job, which re-publishes the checkpoint "
+        "from its verified copy, or re-trains it from the last verified trainer state)"
     )
 
 
@@ -153,15 +156,26 @@ def verify_published(checkpoint: Path, sidecar: dict[str, Any], hashing: bool = 
 
 def check_published(checkpoints: Path, runs: Iterable[str]) -> None:
     """Parse time: the sizes of every published checkpoint of ``runs`` under ``checkpoints``
-    against their sidecars (a stat per file; evaluation checks the SHA-256)."""
+    against their sidecars (a stat per file; evaluation checks the SHA-256). One error names every
+    damaged checkpoint and one repair for all of them: a file the published checkpoints of a run
+    share (:meth:`RunStore.publish`) damages each of them."""
+    damaged: list[tuple[Path, str]] = []
     for run in runs:
         for sidecar in sorted((checkpoints / run).glob(f"ckpt-*/{SIDECAR}")):
             try:
                 recorded = json.loads(sidecar.read_text())
             except (OSError, ValueError) as error:
-                hint = repair_hint(sidecar.parent)
-                raise CheckpointDamaged(f"damaged checkpoint: {sidecar}: {error}; {hint}") from error
-            verify_published(sidecar.parent, recorded, hashing=False)
+                damaged.append((sidecar.parent, f"{sidecar}: {error}"))
+                continue
+            damage = damaged_file(sidecar.parent, recorded.get(FILES, {}), hashing=False)
+            if damage:
+                damaged.append((sidecar.parent, f"{damage} by its {SIDECAR}"))
+    if damaged:
+        found = "; ".join(why for _, why in damaged)
+        plural = "s" if len(damaged) > 1 else ""
+        raise CheckpointDamaged(
+            f"damaged checkpoint{plural}: {found}; {repair_hint(*(c for c, _ in damaged))}"
+        )
 
 
 @dataclass(frozen=True)
@@ -269,22 +283,46 @@ class RunStore:
 
     def publish(self, index: int) -> dict[str, Any]:
         """Make ``checkpoints/ckpt-XX`` a copy of the export's files; the sidecar is written last
-        (fresh mtime)."""
+        (fresh mtime). A file with the same record as the same file of the previous published
+        checkpoint (the frozen weights of :mod:`.frozen_weights`, the tokenizer) is a hard link to
+        that file once its bytes pass the record (:meth:`identical_published`), not another copy:
+        published checkpoints of a run may share a file, never with the export training resumes from."""
         export = self.exports_dir / checkpoint_name(index)
         sidecar = json.loads((export / SIDECAR).read_text())
         target = self.checkpoints / checkpoint_name(index)
+        shared = self.identical_published(index, sidecar.get(FILES, {}))
         with atomic_directory(target) as staging:
             for source in export.rglob("*"):
                 if source.name == SIDECAR and source.parent == export:
                     continue
-                copy = staging / source.relative_to(export)
+                name = source.relative_to(export).as_posix()
+                copy = staging / name
                 if source.is_dir():
                     copy.mkdir(parents=True, exist_ok=True)
+                    continue
+                copy.parent.mkdir(parents=True, exist_ok=True)
+                if name in shared:
+                    link_or_copy(shared[name], copy)
                 else:
-                    copy.parent.mkdir(parents=True, exist_ok=True)
                     shutil.copy2(source, copy)
         write_json(target / SIDECAR, sidecar)
         return sidecar
+
+    def identical_published(self, index: int, records: dict[str, dict[str, Any]]) -> dict[str, Path]:
+        """``{name: file}``: each file of the previous published checkpoint (``index`` - 1) whose
+        sidecar records it as ``records`` do and whose bytes pass that record (SHA-256 and size)."""
+        previous = self.checkpoints / checkpoint_name(index - 1)
+        if index < 2 or not (previous / SIDECAR).is_file():
+            return {}
+        try:
+            recorded = json.loads((previous / SIDECAR).read_text()).get(FILES, {})
+        except (OSError, ValueError):
+            return {}
+        return {
+            name: previous / name
+            for name, record in records.items()
+            if recorded.get(name) == record and damaged_file(previous, {name: record}) is None
+        }
 
     def republish_missing(self, indices: Iterable[int]) -> list[int]:
         """Publish every exported checkpoint whose sidecar is missing (Snakemake removed it) or

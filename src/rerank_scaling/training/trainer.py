@@ -68,6 +68,7 @@ from rerank_scaling.training.checkpoint_store import (
     file_digest,
     file_records,
 )
+from rerank_scaling.training.frozen_weights import save_frozen_apart
 from rerank_scaling.training.objectives import load_examples, make_loss
 from rerank_scaling.training.schedule import checkpoint_steps
 from rerank_scaling.training.token_counter import TokenCounter
@@ -215,6 +216,7 @@ def train_run(
         apply_window_attention(model.model, attention_variant_from_name(attention))
     if settings.freeze_embeddings:
         model.model.get_input_embeddings().weight.requires_grad_(False)
+    save_frozen_apart(model.model)  # frozen weights written once, not at every checkpoint
     stats: ModelStats = model_stats(model.model)
 
     dataset, pairs = load_examples(
