@@ -119,7 +119,9 @@ def main() -> None:
         f"`{cpu_kind()}`), {os.cpu_count()} CPUs, torch {torch.__version__}; load average "
         f"{load_before:.2f} before, {os.getloadavg()[0]:.2f} after; run time "
         f"{(time.time() - started) / 60:.1f} min; {args.repeats} interleaved repeats (shuffled), one "
-        f"warm-up round; files under {tempfile.gettempdir()}.",
+        f"warm-up round; files under {tempfile.gettempdir()}, removed after each cell (the page "
+        "cache then reuses its pages: writing costs less than where a workflow keeps its "
+        "checkpoints, `bench_dag_ab.py`).",
         "",
         f"A cell: one run's {checkpoints} checkpoints (config.yaml's `training.checkpoints`), each saved, "
         "recorded, exported, completed and published as training does, input embeddings frozen "
