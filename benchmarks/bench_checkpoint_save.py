@@ -5,7 +5,7 @@ and, unless turned off, sentence-transformers' generated model card, which rende
 runs the model on example pairs), then the run store exports the state's model files
 (``RunStore.export``: a copy of each, or a hard link since ``link_or_copy``) and publishes a copy.
 This times the two changed parts, old way against new, on the default's ladder sizes in one run:
-``_save`` with and without the card (``trainer.without_model_card``), and the export by copies
+``_save`` with and without the card (``model_saves.without_model_card``), and the export by copies
 (``shutil.copy2``, as before) and by links, in interleaved rounds (shuffled), medians (min-max).
 
 python benchmarks/bench_checkpoint_save.py --out benchmarks/results/checkpoint_save_zen3.md
@@ -32,7 +32,7 @@ from rerank_scaling.compute.cpu_profiles import cpu_kind
 from rerank_scaling.families.models import build_cross_encoder
 from rerank_scaling.precision import cpu_name
 from rerank_scaling.training.checkpoint_store import link_or_copy, place_model_files
-from rerank_scaling.training.trainer import without_model_card
+from rerank_scaling.training.model_saves import without_model_card
 
 CONFIG = REPO / "config.yaml"
 

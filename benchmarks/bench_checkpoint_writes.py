@@ -4,7 +4,7 @@ One cell is one training run's checkpoint sequence as the trainer's ``on_save`` 
 ``CrossEncoderTrainer._save`` into a new trainer state, the state's file records, the export
 (links), the state marked complete (older states removed) and the published copy, with the
 trainable weights changed between checkpoints. "whole": the weights saved in one
-``model.safetensors`` (before); "frozen apart": ``frozen_weights.save_frozen_apart`` (now), which
+``model.safetensors`` (before); "frozen apart": ``model_saves.save_frozen_apart`` (now), which
 writes the frozen shard once and links it at later checkpoints, and publishing links it too. Each
 cell reports its wall seconds, its CPU seconds (user + system of this process: the kernel's copying
 of written bytes is charged to the writer) and the bytes it passed to ``write`` (``wchar`` of
@@ -34,8 +34,7 @@ from rerank_scaling.compute.cpu_profiles import cpu_kind
 from rerank_scaling.families.models import build_cross_encoder
 from rerank_scaling.precision import cpu_name
 from rerank_scaling.training.checkpoint_store import RunStore, file_records
-from rerank_scaling.training.frozen_weights import save_frozen_apart
-from rerank_scaling.training.trainer import without_model_card
+from rerank_scaling.training.model_saves import save_frozen_apart, without_model_card
 
 CONFIG = REPO / "config.yaml"
 VARIANTS = ("whole", "frozen apart")

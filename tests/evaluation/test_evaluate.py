@@ -13,7 +13,7 @@ from conftest import LADDER, TINY_TRAINING, served_env, train_command
 
 from rerank_scaling.records import METRIC_COLUMNS, PER_QUERY_COLUMNS
 from rerank_scaling.training.checkpoint_store import FILES, CheckpointDamaged
-from rerank_scaling.training.frozen_weights import TRAINED_SHARD
+from rerank_scaling.training.model_saves import TRAINED_SHARD
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ from conftest import LADDER, TINY_TRAINING, served_env, train_command
 from rerank_scaling.families.models import build_cross_encoder, model_stats
 from rerank_scaling.families.paths import resolve_path
 from rerank_scaling.training.checkpoint_store import FILES, file_records, verify_published
-from rerank_scaling.training.frozen_weights import FROZEN_SHARD, INDEX, TRAINED_SHARD
+from rerank_scaling.training.model_saves import FROZEN_SHARD, INDEX, TRAINED_SHARD
 from rerank_scaling.training.schedule import checkpoint_steps
 
 
@@ -55,7 +55,7 @@ def test_training_writes_loadable_checkpoints_with_sidecars(objective, examples,
         assert car[FILES] == file_records(published) and {INDEX, FROZEN_SHARD, TRAINED_SHARD} <= set(
             car[FILES]
         )
-    # the frozen embeddings (frozen_weights): one file for the run's published checkpoints, one for
+    # the frozen embeddings (model_saves): one file for the run's published checkpoints, one for
     # its exports (each trainer state links the last one), never the same file for both
     published_files, exported_files = (
         {(tmp_path / where / f"ckpt-{k:02d}" / FROZEN_SHARD).stat().st_ino for k in range(1, 5)}

@@ -11,7 +11,7 @@ from tiny_modernbert import save_tiny_modernbert
 
 from rerank_scaling.settings import settings_from_dict
 from rerank_scaling.training.batching import LengthBucketBatchSampler, bucketed_steps
-from rerank_scaling.training.frozen_weights import checkpoint_tensors
+from rerank_scaling.training.model_saves import checkpoint_tensors
 
 
 def test_bucketed_steps_cover_every_row_once_with_less_padding():

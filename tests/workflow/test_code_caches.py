@@ -22,7 +22,7 @@ from conftest import REPO, copy_workflow, snakemake_command
 from test_workflow import copy_env, edited, planned_jobs, snakemake
 
 from rerank_scaling.data.source_digests import file_sha256
-from rerank_scaling.training.frozen_weights import FROZEN_SHARD
+from rerank_scaling.training.model_saves import FROZEN_SHARD
 
 pytestmark = pytest.mark.slow
 
@@ -134,7 +134,7 @@ def test_a_truncated_checkpoint_is_caught_before_evaluation_and_repaired_from_th
     workflow, original
 ):
     """`truncate -s 100000` of a published checkpoint's frozen weights, a file the run's five
-    published checkpoints share (``frozen_weights``): Snakemake stops at parse time, naming each
+    published checkpoints share (``model_saves``): Snakemake stops at parse time, naming each
     checkpoint's file and one repair; the repair, run verbatim, re-publishes the checkpoints from
     the trainer's verified copies, resuming from its last state (no step trained again), and the
     metrics are the uncorrupted run's."""

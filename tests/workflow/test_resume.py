@@ -22,7 +22,7 @@ import pytest
 import yaml
 from conftest import REPO, copy_workflow, snakemake_command, workflow_env
 
-from rerank_scaling.training.frozen_weights import checkpoint_tensors
+from rerank_scaling.training.model_saves import checkpoint_tensors
 
 pytestmark = pytest.mark.slow
 

@@ -27,7 +27,8 @@ from rerank_scaling.stage_code import running_code_digest
 from rerank_scaling.training.checkpoint_store import FILES, SIDECAR, verify_published
 
 #: A checkpoint's files that do not score: its sidecar (read field by field) and the model card that
-#: sentence-transformers wrote beside the weights before training turned it off (trainer.without_model_card).
+#: sentence-transformers wrote beside the weights before training turned it off
+#: (model_saves.without_model_card).
 NOT_SCORING_FILES = (SIDECAR, "README.md")
 #: Sidecar fields that say how the training went, not what it made.
 TRAINING_TIMING = ("wall_s",)

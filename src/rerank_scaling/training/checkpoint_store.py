@@ -11,7 +11,7 @@ Two places, because Snakemake deletes the declared outputs of a failed or incomp
   published checkpoints, ``ckpt-XX/`` with the ``checkpoint.json`` sidecar that Snakemake tracks.
   Publishing copies the export's files (a published file damaged in place cannot damage the copy
   training resumes from), but links a file identical to the previous published checkpoint's (the
-  frozen weights, :mod:`.frozen_weights`), and is redone whenever Snakemake has removed a published
+  frozen weights, :mod:`.model_saves`), and is redone whenever Snakemake has removed a published
   checkpoint.
 
 Every file is verified: an export's sidecar and a trainer state's ``progress.json`` record the
@@ -284,7 +284,7 @@ class RunStore:
     def publish(self, index: int) -> dict[str, Any]:
         """Make ``checkpoints/ckpt-XX`` a copy of the export's files; the sidecar is written last
         (fresh mtime). A file with the same record as the same file of the previous published
-        checkpoint (the frozen weights of :mod:`.frozen_weights`, the tokenizer) is a hard link to
+        checkpoint (the frozen weights of :mod:`.model_saves`, the tokenizer) is a hard link to
         that file once its bytes pass the record (:meth:`identical_published`), not another copy:
         published checkpoints of a run may share a file, never with the export training resumes from."""
         export = self.exports_dir / checkpoint_name(index)

@@ -68,7 +68,7 @@ from rerank_scaling.training.checkpoint_store import (
     file_digest,
     file_records,
 )
-from rerank_scaling.training.frozen_weights import save_frozen_apart
+from rerank_scaling.training.model_saves import save_frozen_apart, without_model_card
 from rerank_scaling.training.objectives import load_examples, make_loss
 from rerank_scaling.training.schedule import checkpoint_steps
 from rerank_scaling.training.token_counter import TokenCounter
@@ -89,13 +89,6 @@ def enable_checkpointing(hf_model: Any) -> None:
         hf_model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
     else:
         hf_model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
-
-
-def without_model_card(model: Any) -> None:
-    """``model``'s saves without sentence-transformers' model card (README.md, rendered at every save
-    by running the model on example pairs; nothing reads it: ``cache_keys.NOT_SCORING_FILES``).
-    benchmarks/results/checkpoint_save_zen3.md times it."""
-    model.save_pretrained = functools.partial(model.save_pretrained, create_model_card=False)
 
 
 def run_memory_plan(

@@ -1,19 +1,23 @@
-"""Checkpoints whose frozen weights are written once per training process, not once per checkpoint.
+"""What a training checkpoint's save writes: no model card, and the frozen weights once per process.
 
-With ``training.freeze_embeddings`` the input embeddings do not train: a MiniLM ladder model's
-30522 x 384 word embeddings are 47 MB of its 55-91 MB checkpoint. Saved whole, every trainer state
-writes them again, and so does every published copy (:mod:`.checkpoint_store`), although their bytes
-never change. On the machines this project is built on, writing is what a small run's training job
-spends its CPU on (benchmarks/results/checkpoint_writes_zen3.md).
+:func:`without_model_card`: sentence-transformers renders a model card (README.md) at every save by
+running the model on example pairs; nothing reads it (``cache_keys.NOT_SCORING_FILES``).
+benchmarks/results/checkpoint_save_zen3.md times it.
 
-:func:`save_frozen_apart` makes a Hugging Face model save its weights in the library's sharded layout
-instead of one ``model.safetensors``: :data:`FROZEN_SHARD` holds the parameters that do not train,
-:data:`TRAINED_SHARD` the rest, and :data:`INDEX` maps each tensor to its file, as
-``save_pretrained`` writes a model too large for one file. ``from_pretrained``, ``CrossEncoder(path)``
-and the trainer's resume load it as they load any sharded checkpoint. A frozen shard whose tensors
-(names, dtypes, shapes and bytes: :func:`tensors_digest`) equal those of the last one this process
-saved is a hard link to that file rather than a second copy of it; publishing then links it to the
-previous published checkpoint's identical file (:meth:`.checkpoint_store.RunStore.publish`).
+:func:`save_frozen_apart`: with ``training.freeze_embeddings`` the input embeddings do not train: a
+MiniLM ladder model's 30522 x 384 word embeddings are 47 MB of its 55-91 MB checkpoint. Saved
+whole, every trainer state writes them again, and so does every published copy
+(:mod:`.checkpoint_store`), although their bytes never change. The hook makes a Hugging Face model
+save its weights in the library's sharded layout instead of one ``model.safetensors``:
+:data:`FROZEN_SHARD` holds the parameters that do not train, :data:`TRAINED_SHARD` the rest, and
+:data:`INDEX` maps each tensor to its file, as ``save_pretrained`` writes a model too large for one
+file. ``from_pretrained``, ``CrossEncoder(path)`` and the trainer's resume load it as they load any
+sharded checkpoint. A frozen shard whose tensors (names, dtypes, shapes and bytes:
+:func:`tensors_digest`) equal those of the last one this process saved is a hard link to that file
+rather than a second copy of it; publishing then links it to the previous published checkpoint's
+identical file (:meth:`.checkpoint_store.RunStore.publish`). What that saves:
+benchmarks/results/checkpoint_writes_zen3.md (one run's checkpoints) and tiny_dag_ab_zen3.md (a
+whole small workflow run).
 """
 
 from __future__ import annotations
@@ -33,6 +37,11 @@ TRAINED_SHARD = "model-00002-of-00002.safetensors"
 INDEX = "model.safetensors.index.json"
 #: What ``save_pretrained`` names the weights of a model saved in one file.
 SINGLE_FILE = "model.safetensors"
+
+
+def without_model_card(model: Any) -> None:
+    """``model``'s saves (a sentence-transformers model) without the generated model card."""
+    model.save_pretrained = functools.partial(model.save_pretrained, create_model_card=False)
 
 
 def frozen_names(hf_model: Any) -> list[str]:
