@@ -427,3 +427,28 @@ def test_the_cpu_with_avx512_bf16_is_quoted_from_its_reports():
     ]
     for quote in quotes:
         assert quote in page, quote
+
+
+def test_the_checkpoint_writes_are_quoted_from_their_reports():
+    """docs/benchmarks.md's checkpoint-writes item: the tiny DAG's medians before and after from
+    tiny_dag_ab_zen3.md, the suite's wall and CPU minutes from test_suite_time_cpu_zen3.md."""
+    page = " ".join((REPO / "docs" / "benchmarks.md").read_text().split())
+    results = REPO / "benchmarks" / "results"
+    rows = re.findall(
+        r"^\| (?:before|after) \(\w+\) \| (.*) \|$", (results / "tiny_dag_ab_zen3.md").read_text(), re.M
+    )
+    (before_wall, _, before_sys, before_mb), (after_wall, _, after_sys, after_mb) = (
+        [cell.split(" (")[0] for cell in row.split(" | ")] for row in rows
+    )
+    suite = (results / "test_suite_time_cpu_zen3.md").read_text()
+    walls = re.findall(r"^- wall time: \*\*([0-9.]+) min\*\*", suite, re.M)
+    cpus = re.findall(
+        r"^- CPU time of pytest and the processes it waited for: \*\*([0-9.]+) min\*\*", suite, re.M
+    )
+    quotes = [
+        f"{before_wall} s against {after_wall} s wall, {before_sys} against {after_sys} system CPU seconds",
+        f"{before_mb} against {after_mb} MB written",
+        f"{walls[0]} min before, {walls[1]} after, {cpus[0]} and {cpus[1]} CPU minutes",
+    ]
+    for quote in quotes:
+        assert quote in page, quote
