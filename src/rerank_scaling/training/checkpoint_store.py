@@ -136,8 +136,9 @@ def repair_hint(checkpoint: Path, *more: Path) -> str:
     sidecars = " ".join(str(path / SIDECAR) for path in (checkpoint, *more))
     return (
         f"repair {'them' if more else 'it'} from the training run's last verified state: rm {sidecars} "
-        "and run snakemake again (it re-runs that run's training job, which re-publishes the checkpoint "
-        "from its verified copy, or re-trains it from the last verified trainer state)"
+        f"and run snakemake again (it re-runs that run's training job, which re-publishes "
+        f"{'each checkpoint' if more else 'the checkpoint'} from its verified copy, or re-trains it "
+        "from the last verified trainer state)"
     )
 
 

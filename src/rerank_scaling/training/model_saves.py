@@ -73,9 +73,9 @@ class FrozenShardWriter:
     def __init__(self) -> None:
         self.last: tuple[str, Path] | None = None  # (digest, the file holding those tensors)
 
-    def place(self, tensors: dict[str, Any], target: Path) -> bool:
-        """Put ``tensors`` into the safetensors file ``target``; True if it is a link to the last
-        file of identical tensors, False if written."""
+    def place(self, tensors: dict[str, Any], target: Path) -> None:
+        """Put ``tensors`` into the safetensors file ``target``: a link to the last file of
+        identical tensors, else written."""
         from safetensors.torch import save_file
 
         digest = tensors_digest(tensors)
@@ -83,14 +83,13 @@ class FrozenShardWriter:
             try:
                 os.link(self.last[1], target)
                 self.last = (digest, target)
-                return True
+                return
             except OSError as error:  # no hard links on this file system: write it
                 log.info("writing %s: could not link %s (%s)", target, self.last[1], error)
         save_file(
             {name: tensor.detach().contiguous() for name, tensor in tensors.items()}, target, {"format": "pt"}
         )
         self.last = (digest, target)
-        return False
 
 
 def save_frozen_apart(hf_model: Any) -> None:
@@ -120,7 +119,7 @@ def save_frozen_apart(hf_model: Any) -> None:
         weight_map = {name: FROZEN_SHARD for name in frozen} | {name: TRAINED_SHARD for name in trained}
         index = {
             "metadata": {"total_size": _total_bytes(state)},
-            "weight_map": dict(sorted(weight_map.items())),
+            "weight_map": weight_map,  # sorted as written (sort_keys)
         }
         (directory / INDEX).write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
         return result
