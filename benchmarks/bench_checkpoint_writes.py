@@ -31,7 +31,7 @@ from benchmark_output import REPO, commit, emit
 from interleaved import interleaved_times, span
 
 from rerank_scaling.compute.cpu_profiles import cpu_kind
-from rerank_scaling.families.models import build_cross_encoder
+from rerank_scaling.families.models import build_cross_encoder, freeze_input_embeddings
 from rerank_scaling.precision import cpu_name
 from rerank_scaling.training.checkpoint_store import RunStore, file_records
 from rerank_scaling.training.model_saves import save_frozen_apart, without_model_card
@@ -88,7 +88,7 @@ def main() -> None:
         for spec in (m for m in config["models"] if m["name"] in args.sizes):
             for variant in VARIANTS:
                 model = build_cross_encoder(spec, config["training"]["max_length"], 0)
-                model.model.get_input_embeddings().weight.requires_grad_(False)  # freeze_embeddings
+                freeze_input_embeddings(model)
                 if variant == "frozen apart":
                     save_frozen_apart(model.model)
                 without_model_card(model)

@@ -47,7 +47,7 @@ from interleaved import interleaved_times
 from rerank_scaling.compute.cpu_profiles import cpu_kind
 from rerank_scaling.data.ict import IctSettings, build_ict_collection
 from rerank_scaling.evaluation.rerank import model_scores, tokenize_pairs
-from rerank_scaling.families.models import build_cross_encoder
+from rerank_scaling.families.models import build_cross_encoder, freeze_input_embeddings
 from rerank_scaling.precision import cpu_name, resolve_precision, to_bf16_weights
 
 CONFIG = Path(__file__).resolve().parents[1] / "config.yaml"
@@ -64,7 +64,7 @@ def training_load(spec: dict, config: dict, ready, stop, steps) -> None:
     training = config["training"]
     model = build_cross_encoder(spec, training["max_length"], 0).train()
     if training["freeze_embeddings"]:  # as the trainer freezes them
-        model.model.get_input_embeddings().weight.requires_grad_(False)
+        freeze_input_embeddings(model)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=training["lr"])
     shape = (training["pointwise_batch_size"], training["max_length"])
     ids = torch.randint(1000, model.model.config.vocab_size, shape)

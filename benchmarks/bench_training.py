@@ -15,7 +15,7 @@ import torch
 from benchmark_output import emit
 
 from rerank_scaling.data.ict import IctSettings, build_ict_collection
-from rerank_scaling.families.models import build_cross_encoder, model_stats
+from rerank_scaling.families.models import build_cross_encoder, freeze_input_embeddings, model_stats
 
 
 def main() -> None:
@@ -49,7 +49,7 @@ def main() -> None:
             "role": "fit",
         }
         model = build_cross_encoder(spec, args.max_length, 0).to(device).train()
-        model.model.get_input_embeddings().weight.requires_grad_(False)
+        freeze_input_embeddings(model)
         optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
         times = []
         for step in range(args.steps + 2):

@@ -41,6 +41,12 @@ def model_stats(model: Any) -> ModelStats:
     return ModelStats(total, total - embedding, int(config.num_hidden_layers), int(config.hidden_size))
 
 
+def freeze_input_embeddings(model: Any) -> None:
+    """Stop training a ``CrossEncoder``'s input (word) embeddings (``training.freeze_embeddings``):
+    what the trainer and the cost profiles' measured step both do."""
+    model.model.get_input_embeddings().weight.requires_grad_(False)
+
+
 def attention_implementation(device: str, half: bool) -> str | None:
     """The fastest attention transformers offers on ``device``: FlashAttention-2 (its varlen kernel
     drops padding; needs the ``flash-attn`` package, a GPU of compute capability >= 8.0 and

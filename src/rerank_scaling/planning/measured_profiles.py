@@ -254,7 +254,7 @@ def measure_profile(
     import torch
 
     from rerank_scaling.compute.scoring_forward import scoring_forward
-    from rerank_scaling.families.models import build_cross_encoder, model_stats
+    from rerank_scaling.families.models import build_cross_encoder, freeze_input_embeddings, model_stats
     from rerank_scaling.precision import autocast_dtype, casts_weights, fp32_score_layer, to_bf16_weights
 
     name = device_name(device)
@@ -265,7 +265,7 @@ def measure_profile(
     with _corpus_inputs(spec) as (corpus, work):
         model = build_cross_encoder(spec, max_length, seed, corpus, work).to(device)
     if freeze_embeddings:
-        model.model.get_input_embeddings().weight.requires_grad_(False)
+        freeze_input_embeddings(model)
     stats = model_stats(model.model)
     shape = EncoderShape.from_hf_config(model.model.config, model_spec(spec)["head"])
     query = " ".join(["relevance"] * query_words)

@@ -46,6 +46,7 @@ from rerank_scaling.families.models import (
     ModelStats,
     attention_implementation,
     build_cross_encoder,
+    freeze_input_embeddings,
     model_stats,
 )
 from rerank_scaling.grid import RunSpec
@@ -208,7 +209,7 @@ def train_run(
 
         apply_window_attention(model.model, attention_variant_from_name(attention))
     if settings.freeze_embeddings:
-        model.model.get_input_embeddings().weight.requires_grad_(False)
+        freeze_input_embeddings(model)
     save_frozen_apart(model.model)  # frozen weights written once, not at every checkpoint
     stats: ModelStats = model_stats(model.model)
 
