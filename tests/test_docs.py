@@ -315,12 +315,13 @@ def geometric_16(report) -> str:
 
 def test_the_zen3_is_quoted_from_its_reports():
     """docs/default-run.md's paragraph on the AMD Zen 3 (no bf16 units, its own kind amd-zen3), from
-    its three fresh runs' generated blocks and the reports it names."""
+    its four fresh runs' generated blocks and the reports it names."""
     page = " ".join((REPO / "docs" / "default-run.md").read_text().split())
     results = REPO / "benchmarks" / "results"
     zen3 = (results / "default_run_zen3.md").read_text()
     eager = (results / "default_run_zen3_eager.md").read_text()
     b16 = (results / "default_run_zen3_b16.md").read_text()
+    frozen = (results / "default_run_zen3_frozen.md").read_text()
     torch_rate, onednn_rate = gemm_rates((results / "fused_encoder_fp32_zen3.md").read_text())
     after_run = (results / "fused_encoder_fp32_zen3_after_run.md").read_text()
     path_bar = bar_timing((results / "fused_fp32_bar_zen3.md").read_text())
@@ -343,9 +344,12 @@ def test_the_zen3_is_quoted_from_its_reports():
         *run_quotes(b16),
         f"16 was {geometric_16(results / 'eval_batch_zen3_beside_training.md')} faster than 64",
         f"{geometric_16(results / 'eval_batch_zen3_alone_same_hour.md')} with nothing beside it",
+        *run_quotes(frozen),
     ]
+    tables = [re.findall(r"^\| (?:dev|test) \|.*$", block, re.M) for block in (b16, frozen)]
+    assert tables[0] and tables[0] == tables[1], "every row of its tables equals the batch-16 run's"
     assert "while another process trained L6" in (results / "eval_batch_zen3_beside_training.md").read_text()
-    for block in (zen3, eager, b16):
+    for block in (zen3, eager, b16, frozen):
         assert "family 25 model 1," in block and "bf16 units: none" in block
     assert "kind `amd-zen3`" in after_run and "batches of 16 pairs" in b16
     assert "values that changed at all: 0" in batch_bar and "score: 0\n" in batch_bar, "every score identical"
