@@ -408,7 +408,7 @@ def test_retraining_to_the_same_weights_scores_nothing_again(workflow):
     reranked run file is rewritten) and the metrics are the same."""
     results = workflow / "results" / "tiny"
     weights = {path: file_sha256(path) for path in sorted((results / "checkpoints").rglob("*.safetensors"))}
-    assert len(weights) == 8 * 5 * 2  # runs x checkpoints x (frozen, trained) weight files
+    assert len(weights) == 8 * 5 * 3  # runs x checkpoints x (frozen, trained, the head's 2_Dense)
     reranked = {path: path.stat().st_mtime_ns for path in (results / "work" / "eval").rglob("*.trec")}
     before = pd.read_parquet(results / "metrics" / "all.parquet")
     trainer = workflow / "src" / "rerank_scaling" / "training" / "trainer.py"
