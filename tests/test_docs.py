@@ -433,17 +433,24 @@ def test_the_cpu_with_avx512_bf16_is_quoted_from_its_reports():
         assert quote in page, quote
 
 
+def dag_ab_medians(report: str) -> list[list[str]]:
+    """bench_dag_ab.py's medians, [before, after], each [wall, user, system, MB written]."""
+    rows = re.findall(r"^\| (?:before|after) \(\w+\) \| (.*) \|$", report, re.M)
+    return [[cell.split(" (")[0] for cell in row.split(" | ")] for row in rows]
+
+
 def test_the_checkpoint_writes_are_quoted_from_their_reports():
-    """docs/benchmarks.md's checkpoint-writes item: the tiny DAG's medians before and after from
-    tiny_dag_ab_zen3.md, the suite's wall and CPU minutes from test_suite_time_cpu_zen3.md."""
+    """docs/benchmarks.md's checkpoint-writes item: the tiny DAG's and the default-sized DAG's
+    medians before and after from tiny_dag_ab_zen3.md and default_jobs_dag_ab_zen3.md, the suite's
+    wall and CPU minutes from test_suite_time_cpu_zen3.md."""
     page = " ".join((REPO / "docs" / "benchmarks.md").read_text().split())
     results = REPO / "benchmarks" / "results"
-    rows = re.findall(
-        r"^\| (?:before|after) \(\w+\) \| (.*) \|$", (results / "tiny_dag_ab_zen3.md").read_text(), re.M
+    (before_wall, _, before_sys, before_mb), (after_wall, _, after_sys, after_mb) = dag_ab_medians(
+        (results / "tiny_dag_ab_zen3.md").read_text()
     )
-    (before_wall, _, before_sys, before_mb), (after_wall, _, after_sys, after_mb) = (
-        [cell.split(" (")[0] for cell in row.split(" | ")] for row in rows
-    )
+    default_sized = (results / "default_jobs_dag_ab_zen3.md").read_text()
+    (wall_a, user_a, sys_a, mb_a), (wall_b, user_b, sys_b, mb_b) = dag_ab_medians(default_sized)
+    assert "--config benchmarks/configs/dag_ab_default_jobs.yaml" in default_sized
     suite = (results / "test_suite_time_cpu_zen3.md").read_text()
     walls = re.findall(r"^- wall time: \*\*([0-9.]+) min\*\*", suite, re.M)
     cpus = re.findall(
@@ -453,6 +460,8 @@ def test_the_checkpoint_writes_are_quoted_from_their_reports():
         f"{before_wall} s against {after_wall} s wall, {before_sys} against {after_sys} system CPU seconds",
         f"{before_mb} against {after_mb} MB written",
         f"{walls[0]} min before, {walls[1]} after, {cpus[0]} and {cpus[1]} CPU minutes",
+        f"took {wall_a} s against {wall_b} s wall, {sys_a} against {sys_b} system CPU seconds and "
+        f"{user_a} against {user_b} user CPU seconds, {mb_a} against {mb_b} MB written",
     ]
     for quote in quotes:
         assert quote in page, quote
