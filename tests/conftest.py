@@ -130,14 +130,22 @@ def painted(png: str | Path) -> float:
     return float(np.asarray(matplotlib.image.imread(png)).std())
 
 
+#: What Snakemake prints when a plan has no job (its ``common.NOTHING_TO_BE_DONE_MSG``).
+NOTHING_TO_BE_DONE = "Nothing to be done (all requested files are present and up to date)."
+
+
 def job_table(output: str) -> Counter:
-    """Rule -> number of jobs, from the table a dry run (``snakemake -n --quiet rules``) prints."""
+    """Rule -> number of jobs, from the table a dry run (``snakemake -n --quiet rules``) prints; empty
+    only where Snakemake said there is nothing to be done (an output with neither, e.g. of another
+    Snakemake's format, fails here rather than pass as an empty plan)."""
     jobs: Counter = Counter()
     table = re.search(r"job\s+count\n-+\s+-+\n(.*?)\ntotal", output, re.S)
     if table:
         for line in table.group(1).splitlines():
             name, count = line.split()
             jobs[name] = int(count)
+    else:
+        assert NOTHING_TO_BE_DONE in output, f"no job table and no {NOTHING_TO_BE_DONE!r}:\n{output[-3000:]}"
     jobs.pop("all", None)
     return jobs
 

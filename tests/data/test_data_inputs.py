@@ -115,7 +115,9 @@ def workflow(module_dir, collection) -> Path:
 
 
 def test_identical_bytes_rewritten_rerun_nothing(workflow, collection):
-    for path in sorted(collection.rglob("*.*")):
+    paths = sorted(collection.rglob("*.*"))
+    assert len(paths) == 7  # the corpus, and each split's queries and qrels
+    for path in paths:
         path.write_bytes(path.read_bytes())  # a new mtime, the same content
     assert planned_jobs(workflow) == Counter()
 

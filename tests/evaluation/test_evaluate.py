@@ -183,6 +183,7 @@ def test_an_auto_batch_size_is_keyed_as_its_number(small_collection, trained, tm
         first = evaluate(small_collection, ckpts, work, tmp_path / "m1.parquet", batch_size="auto", **fp32)
     assert f"batches of {measured} pairs (evaluation.batch_size: auto)" in caplog.text
     runs = {p.name: p.stat().st_mtime_ns for p in (work / "runs").glob("*.trec")}
+    assert len(runs) == 6  # 3 checkpoints x 2 splits
     same = evaluate(small_collection, ckpts, work, tmp_path / "m2.parquet", batch_size=measured, **fp32)
     assert {p.name: p.stat().st_mtime_ns for p in (work / "runs").glob("*.trec")} == runs
     pd.testing.assert_frame_equal(same, first)

@@ -195,18 +195,18 @@ class TinyScorer(torch.nn.Module):
         return {"scores": self.score(torch.tanh(self.hidden(pooled)))}
 
 
-@pytest.fixture(scope="module")
-def near_tie_case():
-    """One query whose candidates include a pair that plain bf16 orders the other way round from
-    fp32, above every other candidate (so RR@10 sees the flip); the others are spaced apart, so
-    not every pair is a near tie."""
+def _pool() -> tuple[dict[str, list[int]], TokenizedPairs]:
+    """400 candidates of one query, token ids of 4-24 words each."""
     rng = random.Random(0)
     docs = {f"d{i:03d}": [rng.randrange(1, 500) for _ in range(rng.randint(4, 24))] for i in range(400)}
-    pool = TokenizedPairs([("q", d) for d in docs], list(docs.values()), None)
-    model = TinyScorer(500).eval()
-    fp32 = dict(zip(pool.keys, model_scores(model, pool, BATCH, 0, "cpu"), strict=True))
-    cast = to_bf16_weights(copy.deepcopy(model))
-    bf16 = dict(zip(pool.keys, model_scores(cast, pool, BATCH, 0, "cpu"), strict=True))
+    return docs, TokenizedPairs([("q", d) for d in docs], list(docs.values()), None)
+
+
+def _flip_case(docs: dict, pool: TokenizedPairs, fp32: dict, bf16: dict) -> tuple:
+    """From the pool's fp32 and bf16 scores: one query whose candidates include a pair that ``bf16``
+    orders the other way round from fp32, above every other candidate (so RR@10 sees the flip); the
+    others are spaced apart, so not every pair is a near tie. Returns (tokens, qrels, candidates,
+    the flipped pair)."""
     gap = 8 * max(abs(bf16[k] - fp32[k]) for k in pool.keys)  # well beyond 2e
     ranked = sorted(fp32, key=lambda k: -fp32[k])
     flips = [
@@ -226,10 +226,24 @@ def near_tie_case():
 
     high, low = max(flips, key=lambda pair: len(spaced_below(pair)), default=(None, None))
     assert high is not None and len(spaced_below((high, low))) >= 20, "no usable bf16 flip"
-    chosen = [high, low, *spaced_below((high, low))[:20]]
+    # the flipped pair second and third: outside every calibration sample of BATCH pairs, which
+    # starts at the first (near_ties.calibration_sample), so only the rescoring rounds resolve it
+    below = spaced_below((high, low))[:20]
+    chosen = [below[0], high, low, *below[1:]]
     tokens = TokenizedPairs(chosen, [docs[d] for _, d in chosen], None)
     qrels = {"q": {high[1]: 1}}  # the candidate fp32 ranks first is the relevant one
-    return model, tokens, qrels, {"q": [d for _, d in chosen]}, (high, low)
+    return tokens, qrels, {"q": [d for _, d in chosen]}, (high, low)
+
+
+@pytest.fixture(scope="module")
+def near_tie_case():
+    """:func:`_flip_case` of plain bf16 (the weights cast, eager) on :class:`TinyScorer`."""
+    docs, pool = _pool()
+    model = TinyScorer(500).eval()
+    fp32 = dict(zip(pool.keys, model_scores(model, pool, BATCH, 0, "cpu"), strict=True))
+    cast = to_bf16_weights(copy.deepcopy(model))
+    bf16 = dict(zip(pool.keys, model_scores(cast, pool, BATCH, 0, "cpu"), strict=True))
+    return (model, *_flip_case(docs, pool, fp32, bf16))
 
 
 def _rank_metrics(run, qrels, candidates) -> dict[str, float]:
@@ -281,7 +295,7 @@ def test_bf16_with_near_tie_rescoring_ranks_as_fp32(near_tie_case, caplog, monke
     assert f"{report.rescored} of {report.pairs} pairs" in record.getMessage()
 
 
-def test_a_cross_encoder_scored_in_bf16_ranks_as_in_fp32() -> None:
+def test_a_cross_encoder_scored_in_bf16_is_a_cast_copy(caplog) -> None:
     """The real model class: copied and cast without touching the caller's fp32 model."""
     from rerank_scaling.families.models import build_cross_encoder
 
@@ -290,20 +304,46 @@ def test_a_cross_encoder_scored_in_bf16_ranks_as_in_fp32() -> None:
     texts = {f"d{i}": " ".join(rng.choices(WORDS, k=rng.randint(4, 24))) for i in range(24)}
     tokens = tokenize_pairs(model.tokenizer, [("q", d) for d in texts], {"q": "bf16 reranker"}, texts, 64)
     pad = model.tokenizer.pad_token_id or 0
-    fp32 = score_pairs(model, tokens, BATCH, pad, "cpu", "fp32")
-    bf16 = score_pairs(model, tokens, BATCH, pad, "cpu", "bf16")
-    assert _order(bf16["q"]) == _order(fp32["q"])
+    with caplog.at_level(logging.INFO, logger="rerank_scaling.evaluation.rerank"):
+        score_pairs(model, tokens, BATCH, pad, "cpu", "bf16")
+    # An untrained head scores every pair within about 2e-4, so every pair is a near tie and its
+    # score is fp32's (the order cannot differ here: test_bf16_with_near_tie_rescoring_ranks_as_fp32
+    # checks the order where bf16 flips one). What this model class shows is the copy: it was cast
+    # (its scores differ from fp32's on the calibration sample) and the caller's model was not.
+    (record,) = [r for r in caplog.records if hasattr(r, "near_ties")]
+    assert record.near_ties.calibration_error > 0, "bf16 gave fp32's exact scores: no cast took effect"
     assert {p.dtype for p in model.parameters()} == {torch.float32}
 
 
-def test_compiled_bf16_with_near_tie_rescoring_ranks_as_fp32(near_tie_case, tmp_path, monkeypatch) -> None:
+def test_compiled_bf16_with_near_tie_rescoring_ranks_as_fp32(tmp_path, monkeypatch, caplog) -> None:
     """The compiled bf16 scoring (evaluation.compile on) keeps the guarantee: its bound is estimated
     from the compiled scores, and the rescoring stays eager fp32."""
     from rerank_scaling.compute.compiled_graphs import CACHE_ENV
 
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "inductor"))
-    model, tokens, qrels, candidates, _ = near_tie_case
+    # a calibration sample smaller than this 22-pair query (64 would rescore all of it, and the
+    # orders below would be fp32's whatever the compiled scores were)
+    monkeypatch.setattr(rerank, "CALIBRATION_PAIRS", BATCH)
+    # the compiled kernels round otherwise than eager bf16: a case with a flip of their own
+    docs, pool = _pool()
+    model = TinyScorer(500).eval()
+    fp32_pool = dict(zip(pool.keys, model_scores(model, pool, BATCH, 0, "cpu"), strict=True))
+    cast = to_bf16_weights(copy.deepcopy(model))
+    compiled = model_scores(cast, pool, BATCH, 0, "cpu", compiled=True)
+    compiled_pool = dict(zip(pool.keys, compiled, strict=True))
+    tokens, qrels, candidates, _ = _flip_case(docs, pool, fp32_pool, compiled_pool)
     fp32 = score_pairs(model, tokens, BATCH, 0, "cpu", "fp32")
-    compiled = score_pairs(model, tokens, BATCH, 0, "cpu", "bf16", compiled=True)
-    assert _rank_metrics(compiled, qrels, candidates) == _rank_metrics(fp32, qrels, candidates)
+    plain = model_scores(cast, tokens, BATCH, 0, "cpu", compiled=True)  # batched as score_pairs batches
+    plain_run = {"q": {d: s for (_, d), s in zip(tokens.keys, plain, strict=True)}}
+    expected = _rank_metrics(fp32, qrels, candidates)
+    assert _rank_metrics(plain_run, qrels, candidates)["RR@10"] < expected["RR@10"] == 1.0, (
+        "compiled bf16 alone flips the top two"
+    )
+    with caplog.at_level(logging.INFO, logger="rerank_scaling.evaluation.rerank"):
+        compiled = score_pairs(model, tokens, BATCH, 0, "cpu", "bf16", compiled=True)
+    (record,) = [r for r in caplog.records if hasattr(r, "near_ties")]
+    assert 0 < record.near_ties.calibration_error and record.near_ties.rescored < record.near_ties.pairs
+    assert _rank_metrics(compiled, qrels, candidates) == expected
     assert _order(compiled["q"]) == _order(fp32["q"])
+    kept = [d for _, d in tokens.keys if compiled["q"][d] != fp32["q"][d]]
+    assert kept, "precondition: some pairs keep their compiled bf16 scores"

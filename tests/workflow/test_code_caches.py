@@ -112,6 +112,7 @@ def test_code_edits_give_a_fresh_runs_metrics_and_their_undo_the_original(workfl
         assert "holds state of other settings, data or code: starting afresh" in train_log(workflow)
         assert "resuming from" not in train_log(workflow)
         scored = reranked(workflow)
+        assert len(scored) == 5 * 2  # checkpoints x splits
 
         metric.write_text(texts[metric].replace(METRIC[1], CUT_AT_5))
         assert planned_jobs(workflow, TARGET) == Counter(

@@ -5,7 +5,6 @@ merge to the same metrics from the shared cache, re-running nothing else."""
 
 from __future__ import annotations
 
-import re
 import subprocess
 from collections import Counter
 from pathlib import Path
@@ -13,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import REPO, copy_workflow, snakemake_command, workflow_env
+from conftest import REPO, copy_workflow, job_table, snakemake_command, workflow_env
 from tiny_modernbert import save_tiny_modernbert
 
 from rerank_scaling.evaluation.merge_metrics import merge_tables
@@ -31,10 +30,7 @@ def snakemake(workdir: Path, configfile: str, *args: str) -> subprocess.Complete
 def planned_jobs(workdir: Path, configfile: str, *targets: str) -> Counter:
     result = snakemake(workdir, configfile, "-n", *targets)
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
-    table = re.search(r"job\s+count\n-+\s+-+\n(.*?)\ntotal", result.stdout + result.stderr, re.S)
-    return Counter(
-        {} if table is None else {n: int(c) for n, c in (x.split() for x in table.group(1).splitlines())}
-    )
+    return job_table(result.stdout + result.stderr)
 
 
 def _config(model: Path, unit: str) -> dict:
