@@ -329,8 +329,8 @@ def test_compiled_bf16_with_near_tie_rescoring_ranks_as_fp32(tmp_path, monkeypat
     model = TinyScorer(500).eval()
     fp32_pool = dict(zip(pool.keys, model_scores(model, pool, BATCH, 0, "cpu"), strict=True))
     cast = to_bf16_weights(copy.deepcopy(model))
-    compiled = model_scores(cast, pool, BATCH, 0, "cpu", compiled=True)
-    compiled_pool = dict(zip(pool.keys, compiled, strict=True))
+    scores = model_scores(cast, pool, BATCH, 0, "cpu", compiled=True)
+    compiled_pool = dict(zip(pool.keys, scores, strict=True))
     tokens, qrels, candidates, _ = _flip_case(docs, pool, fp32_pool, compiled_pool)
     fp32 = score_pairs(model, tokens, BATCH, 0, "cpu", "fp32")
     plain = model_scores(cast, tokens, BATCH, 0, "cpu", compiled=True)  # batched as score_pairs batches
