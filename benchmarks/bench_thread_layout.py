@@ -35,6 +35,7 @@ import torch
 import yaml
 from bench_eval_batch import training_load, workload
 from benchmark_output import commit, emit
+from interleaved import span
 
 from rerank_scaling.compute.cpu_profiles import cpu_kind, eval_batch_size
 from rerank_scaling.evaluation.rerank import model_scores, tokenize_pairs
@@ -176,12 +177,9 @@ def main() -> None:
     for load in args.loads:
         for name in specs:
             two, one = rates[(load, name, "2 x 1")], rates[(load, name, "1 x 2")]
-            lines.append(
-                f"| {load} ({units[load]}) | {name} "
-                f"| {statistics.median(two):.2f} ({min(two):.2f}-{max(two):.2f}) "
-                f"| {statistics.median(one):.2f} ({min(one):.2f}-{max(one):.2f}) "
-                f"| {statistics.median(two) / statistics.median(one):.2f}x |"
-            )
+            ratio = statistics.median(two) / statistics.median(one)
+            cells = f"{span(two, scale=1)} | {span(one, scale=1)} | {ratio:.2f}x"
+            lines.append(f"| {load} ({units[load]}) | {name} | {cells} |")
     emit("\n".join(lines) + "\n", args.out)
 
 

@@ -64,20 +64,14 @@ def train_log(workdir: Path) -> str:
 
 def checkpoints(workdir: Path) -> dict[int, dict]:
     """Checkpoint index -> its step and every tensor of its weights: the encoder's (both shards) and
-    the mean head's (its ``2_Dense/model.safetensors``, named ``2_Dense/<tensor>``)."""
-    from safetensors.torch import load_file
-
+    the mean head's (``2_Dense/<tensor>``)."""
     root = workdir / "results" / "resume" / "checkpoints" / RUN
     found = {}
     for sidecar in sorted(root.glob("ckpt-*/checkpoint.json")):
         step = json.loads(sidecar.read_text())["step"]
-        heads = sorted(sidecar.parent.glob("*/*.safetensors"))
-        assert [head.parent.name for head in heads] == ["2_Dense"], heads  # the config's mean head
-        head = {f"2_Dense/{name}": tensor for name, tensor in load_file(heads[0]).items()}
-        found[int(sidecar.parent.name[5:])] = {
-            "step": step,
-            "tensors": {**checkpoint_tensors(sidecar.parent), **head},
-        }
+        tensors = checkpoint_tensors(sidecar.parent)
+        assert any(name.startswith("2_Dense/") for name in tensors), sorted(tensors)  # the mean head
+        found[int(sidecar.parent.name[5:])] = {"step": step, "tensors": tensors}
     return found
 
 

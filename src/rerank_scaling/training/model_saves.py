@@ -132,12 +132,18 @@ def _total_bytes(state: dict[str, Any]) -> int:
 
 
 def checkpoint_tensors(directory: str | os.PathLike[str]) -> dict[str, Any]:
-    """Every tensor of the weights a checkpoint folder holds at its top level: one
-    ``model.safetensors``, or the shards its :data:`INDEX` names."""
+    """Every tensor of a checkpoint folder's weights: the encoder's at its top level (one
+    ``model.safetensors``, or the shards its :data:`INDEX` names) and those of the
+    sentence-transformers modules saved in its sub-folders (a mean head's ``2_Dense/model.safetensors``),
+    named ``<folder>/<tensor>``."""
     from safetensors.torch import load_file
 
     directory = Path(directory)
     if (directory / SINGLE_FILE).is_file():
-        return load_file(directory / SINGLE_FILE)
-    shards = sorted(set(json.loads((directory / INDEX).read_text())["weight_map"].values()))
-    return {name: tensor for shard in shards for name, tensor in load_file(directory / shard).items()}
+        tensors = load_file(directory / SINGLE_FILE)
+    else:
+        shards = sorted(set(json.loads((directory / INDEX).read_text())["weight_map"].values()))
+        tensors = {name: tensor for shard in shards for name, tensor in load_file(directory / shard).items()}
+    for module in sorted(directory.glob(f"*/{SINGLE_FILE}")):
+        tensors.update({f"{module.parent.name}/{name}": tensor for name, tensor in load_file(module).items()})
+    return tensors
